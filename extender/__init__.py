@@ -1,0 +1,1 @@
+"""spotshift webhook and scheduler extender (Flask on gunicorn)."""

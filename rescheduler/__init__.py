@@ -1,0 +1,1 @@
+"""spotshift rescheduler: plans and performs safe drains of on-demand nodes onto spot."""
