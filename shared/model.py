@@ -1,0 +1,731 @@
+"""Lean, immutable views of Nodes, Pods, PDBs, PVs, PVCs and Namespaces, parsed once from API JSON.
+
+Input is what the API server sends (``dict`` trees, e.g. from ``orjson.loads``), never client model
+objects. Everything a predicate needs is computed here once per object (effective requests,
+parsed selectors, host ports), so a fit check is only comparisons. Raw dicts are not kept: a
+150,000-pod snapshot must not hold the full JSON in memory twice.
+
+A malformed object raises :class:`ParseError` naming the object and the field
+(``pod default/web-1: spec.containers[0].resources.requests.cpu: quantity 'x' ...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from shared.quantity import NANO, NANO_PER_MILLI, QuantityError, nano_value, resource_value, round_up
+from shared.selectors import (
+    LabelSelector,
+    NodeSelector,
+    NodeSelectorTerm,
+    SelectorError,
+    parse_label_selector,
+    parse_node_selector,
+    parse_node_selector_term,
+)
+
+__all__ = [
+    "ParseError",
+    "Resources",
+    "Taint",
+    "Toleration",
+    "HostPort",
+    "Volume",
+    "OwnerRef",
+    "PodAffinityTerm",
+    "WeightedPodAffinityTerm",
+    "TopologySpreadConstraint",
+    "Node",
+    "Pod",
+    "PDB",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Namespace",
+    "parse_resources",
+    "pod_requests",
+    "pod_requests_and_non_zero",
+    "EMPTY",
+]
+
+Resources = Mapping[str, int]
+"""Resource name → integer: ``cpu`` in millicores, everything else as ``Quantity.Value()``."""
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+"""The shared empty label/annotation map (read-only, so sharing it is safe)."""
+
+NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class ParseError(ValueError):
+    """An API object this library cannot read; the message names the object and the field."""
+
+
+def _strmap(raw: Any, where: str) -> Mapping[str, str]:
+    if not raw:
+        return EMPTY
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}: expected an object of strings")
+    return raw
+
+
+def parse_resources(raw: Any, where: str) -> dict[str, int]:
+    """Parse a ``ResourceList`` (``{"cpu": "100m", ...}``) into scheduler integers."""
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}: expected an object of quantities")
+    out: dict[str, int] = {}
+    for name, q in raw.items():
+        try:
+            out[name] = resource_value(name, q)
+        except QuantityError as e:
+            raise ParseError(f"{where}.{name}: {e}") from None
+    return out
+
+
+def _parse_nanos(raw: Any, where: str) -> dict[str, int]:
+    """A ``ResourceList`` as exact nano-units (:func:`shared.quantity.nano_value`), for summing."""
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}: expected an object of quantities")
+    out: dict[str, int] = {}
+    for name, q in raw.items():
+        try:
+            out[name] = nano_value(q)
+        except QuantityError as e:
+            raise ParseError(f"{where}.{name}: {e}") from None
+    return out
+
+
+def _from_nanos(nanos: Mapping[str, int]) -> dict[str, int]:
+    """``MilliValue()`` for ``cpu``, ``Value()`` for the rest, of already-summed quantities."""
+    return {k: round_up(v, NANO_PER_MILLI if k == "cpu" else NANO) for k, v in nanos.items()}
+
+
+def _add_into(acc: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        acc[k] = acc.get(k, 0) + v
+
+
+def _max_into(acc: dict[str, int], other: Mapping[str, int]) -> None:
+    # helpers.go maxResourceList: a name missing from acc is added even at zero (presence matters
+    # for pod-level defaulting).
+    for k, v in other.items():
+        if k not in acc or v > acc[k]:
+            acc[k] = v
+
+
+def _container_requests(c: Mapping[str, Any], where: str) -> dict[str, int]:
+    """A container's requests in nano-units, with the API server's limit→request defaulting."""
+    res = c.get("resources") or {}
+    if not isinstance(res, Mapping):
+        raise ParseError(f"{where}.resources: expected an object")
+    requests = _parse_nanos(res.get("requests"), f"{where}.resources.requests")
+    # API-server defaulting (pkg/apis/core/v1/defaults.go SetDefaults_Pod): a limit with no
+    # request makes the request equal to the limit. Objects read back from the API already
+    # carry it; hand-written manifests and test fixtures may not.
+    limits = res.get("limits")
+    if limits:
+        for name, v in _parse_nanos(limits, f"{where}.resources.limits").items():
+            requests.setdefault(name, v)
+    return requests
+
+
+# pkg/scheduler/util/pod_resources.go DefaultMilliCPURequest (100m) and DefaultMemoryRequest
+# (200Mi), in nano-units: what scoring assumes for a container that does not request cpu/memory.
+_NON_ZERO_DEFAULTS = {"cpu": 100 * NANO_PER_MILLI, "memory": 200 * 2**20 * NANO}
+
+
+def _aggregate(
+    containers: list[dict[str, int]],
+    inits: list[tuple[dict[str, int], bool]],
+    defaults: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """``AggregateContainerRequests`` (component-helpers/resource/helpers.go), optionally with
+    ``NonMissingContainerRequests``: ``defaults`` fill names a container does not request at all."""
+    reqs: dict[str, int] = {}
+    for creqs in containers:
+        if defaults:
+            creqs = {**{k: v for k, v in defaults.items() if k not in creqs}, **creqs}
+        _add_into(reqs, creqs)
+    init_peak: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    for creqs, sidecar in inits:
+        if defaults:
+            creqs = {**{k: v for k, v in defaults.items() if k not in creqs}, **creqs}
+        if sidecar:
+            _add_into(reqs, creqs)
+            _add_into(sidecars, creqs)
+            peak = sidecars
+        else:
+            peak = dict(sidecars)
+            _add_into(peak, creqs)
+        _max_into(init_peak, peak)
+    _max_into(reqs, init_peak)
+    return reqs
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    # helpers.go IsSupportedPodLevelResource: cpu, memory and hugepages-*.
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: Mapping[str, Any], aggregated: Mapping[str, int], where: str) -> dict[str, int]:
+    """Pod-level requests (``spec.resources``, PodLevelResources) that replace the containers' sums.
+
+    Includes the API server's defaulting (defaults.go ``defaultPodRequests``): with pod-level limits,
+    a supported resource without a pod-level request takes the containers' sum when they request it
+    and it is overcommittable (cpu, memory), else the pod-level limit.
+    """
+    res = spec.get("resources")
+    if not res:
+        return {}
+    if not isinstance(res, Mapping):
+        raise ParseError(f"{where}.resources: expected an object")
+    requests = _parse_nanos(res.get("requests"), f"{where}.resources.requests")
+    for name, v in _parse_nanos(res.get("limits"), f"{where}.resources.limits").items():
+        if name not in requests and _is_pod_level_resource(name):
+            if name in aggregated and name in ("cpu", "memory"):
+                requests[name] = aggregated[name]
+            else:
+                requests[name] = v
+    return {k: v for k, v in requests.items() if _is_pod_level_resource(k)}
+
+
+def _split_containers(
+    spec: Mapping[str, Any], where: str
+) -> tuple[list[dict[str, int]], list[tuple[dict[str, int], bool]]]:
+    containers = [
+        _container_requests(c, f"{where}.containers[{i}]") for i, c in enumerate(spec.get("containers") or ())
+    ]
+    inits = [
+        (_container_requests(c, f"{where}.initContainers[{i}]"), c.get("restartPolicy") == "Always")
+        for i, c in enumerate(spec.get("initContainers") or ())
+    ]
+    return containers, inits
+
+
+def pod_requests(spec: Mapping[str, Any], where: str = "spec") -> dict[str, int]:
+    """Effective pod request, exactly like ``resourcehelper.PodRequests`` used by ``noderesources``.
+
+    ``max(sum(containers) + sum(sidecars), max over init containers of (init + sidecars started
+    before it))``, then pod-level requests (``spec.resources``) replace cpu/memory/hugepages, plus
+    ``spec.overhead``. A sidecar is an init container with ``restartPolicy: Always``: it keeps
+    running, so it adds to the running sum and to every later init container's peak. Quantities are
+    summed exactly and rounded once at the end (``MilliValue()`` for cpu, ``Value()`` otherwise),
+    like upstream adds ``Quantity`` values before converting.
+    """
+    return pod_requests_and_non_zero(spec, where)[0]
+
+
+def pod_requests_and_non_zero(spec: Mapping[str, Any], where: str = "spec") -> tuple[dict[str, int], tuple[int, int]]:
+    """:func:`pod_requests` and the scoring requests ``(milli_cpu, memory)`` of ``calculateResource``.
+
+    The non-zero requests (framework/types.go ``calculateResource``) count 100m cpu / 200Mi memory
+    for every container (init containers included) that does not request them at all; an explicit
+    zero stays zero. With pod-level requests set, a resource present in the pod's requests is
+    taken as is.
+    """
+    containers, inits = _split_containers(spec, where)
+    reqs = _aggregate(containers, inits)
+    pod_level = _pod_level_requests(spec, reqs, where)
+    reqs.update(pod_level)
+    overhead = _parse_nanos(spec.get("overhead"), f"{where}.overhead")
+    _add_into(reqs, overhead)
+    # types.go getNonMissingContainerRequests: with pod-level requests, only a resource missing
+    # from the pod's requests (overhead included) gets the per-container defaults.
+    missing = {k: v for k, v in _NON_ZERO_DEFAULTS.items() if k not in reqs} if pod_level else _NON_ZERO_DEFAULTS
+    non0 = reqs
+    if missing and any(k not in c for c in (*containers, *(c for c, _ in inits)) for k in missing):
+        non0 = _aggregate(containers, inits, missing)
+        non0.update(pod_level)
+        _add_into(non0, overhead)
+    non_zero = (round_up(non0.get("cpu", 0), NANO_PER_MILLI), round_up(non0.get("memory", 0), NANO))
+    return _from_nanos(reqs), non_zero
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Taint:
+        return cls(raw.get("key") or "", raw.get("value") or "", raw.get("effect") or "")
+
+    def to_api(self) -> dict[str, str]:
+        out = {"key": self.key, "effect": self.effect}
+        if self.value:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """``operator`` is ``Equal`` (also for an empty operator) or ``Exists``."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Toleration:
+        return cls(
+            raw.get("key") or "",
+            raw.get("operator") or "Equal",
+            raw.get("value") or "",
+            raw.get("effect") or "",
+            raw.get("tolerationSeconds"),
+        )
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.key:
+            out["key"] = self.key
+        out["operator"] = self.operator
+        if self.value:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port with ``hostPort`` set. ``ip`` defaults to ``0.0.0.0`` (all addresses)."""
+
+    ip: str
+    protocol: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """The scheduling-relevant part of a pod volume. ``kind`` is the volume source key."""
+
+    name: str
+    kind: str
+    claim_name: str = ""
+    medium: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    api_version: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A pod (anti-)affinity term. ``selector is None`` matches no pod.
+
+    ``namespaces`` and ``namespace_selector`` both empty/None mean "the pod's own namespace"
+    (already resolved here into ``namespaces``); an empty ``namespace_selector`` means all namespaces.
+    """
+
+    selector: LabelSelector | None
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None
+    topology_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+def _parse_affinity_term(raw: Any, namespace: str, labels_of_pod: Mapping[str, str], where: str) -> PodAffinityTerm:
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}: expected an object")
+    selector = parse_label_selector(raw.get("labelSelector"), f"{where}.labelSelector")
+    # matchLabelKeys / mismatchLabelKeys (1.29+) merge the pod's own label values into the selector.
+    extra = []
+    for key in raw.get("matchLabelKeys") or ():
+        if key in labels_of_pod:
+            extra.append({"key": key, "operator": "In", "values": [labels_of_pod[key]]})
+    for key in raw.get("mismatchLabelKeys") or ():
+        if key in labels_of_pod:
+            extra.append({"key": key, "operator": "NotIn", "values": [labels_of_pod[key]]})
+    if extra and selector is not None:
+        more = parse_label_selector({"matchExpressions": extra}, where)
+        assert more is not None
+        selector = LabelSelector(selector.requirements + more.requirements)
+    ns_sel = parse_label_selector(raw.get("namespaceSelector"), f"{where}.namespaceSelector")
+    namespaces = frozenset(raw.get("namespaces") or ())
+    if not namespaces and ns_sel is None:
+        namespaces = frozenset((namespace,))
+    return PodAffinityTerm(selector, namespaces, ns_sel, raw.get("topologyKey") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    allocatable: Resources = field(default_factory=dict)
+    uid: str = ""
+    creation_timestamp: str = ""
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Node:
+        meta = raw.get("metadata") or {}
+        name = meta.get("name") or ""
+        where = f"node {name or '<unnamed>'}"
+        if not name:
+            raise ParseError(f"{where}: metadata.name is missing")
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        ready = False
+        for cond in status.get("conditions") or ():
+            if cond.get("type") == "Ready":
+                ready = cond.get("status") == "True"
+        allocatable = status.get("allocatable") or status.get("capacity")
+        return cls(
+            name=name,
+            labels=_strmap(meta.get("labels"), f"{where}: metadata.labels"),
+            annotations=_strmap(meta.get("annotations"), f"{where}: metadata.annotations"),
+            taints=tuple(Taint.from_api(t) for t in spec.get("taints") or ()),
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=ready,
+            allocatable=parse_resources(allocatable, f"{where}: status.allocatable"),
+            uid=meta.get("uid") or "",
+            creation_timestamp=meta.get("creationTimestamp") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    node_name: str = ""
+    phase: str = "Pending"
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    owners: tuple[OwnerRef, ...] = ()
+    priority: int = 0
+    scheduler_name: str = "default-scheduler"
+    deletion_timestamp: str | None = None
+    creation_timestamp: str = ""
+    requests: Resources = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    required_affinity: NodeSelector | None = None
+    preferred_affinity: tuple[tuple[int, NodeSelectorTerm], ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    unschedulable: bool = False
+    ready: bool = False
+    non_zero_requests: tuple[int, int] | None = None
+    """Scoring requests ``(milli_cpu, memory)`` with the scheduler's defaults; None when not parsed."""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the identity used in plans and logs."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def controller(self) -> OwnerRef | None:
+        for o in self.owners:
+            if o.controller:
+                return o
+        return None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Pod:
+        meta = raw.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        name = meta.get("name") or meta.get("generateName") or ""
+        where = f"pod {ns}/{name}"
+        spec = raw.get("spec")
+        if not isinstance(spec, Mapping):
+            raise ParseError(f"{where}: spec is missing")
+        status = raw.get("status") or {}
+        labels = _strmap(meta.get("labels"), f"{where}: metadata.labels")
+        try:
+            requests, non_zero = pod_requests_and_non_zero(spec)
+        except ParseError as e:
+            raise ParseError(f"{where}: {e}") from None
+        try:
+            affinity = spec.get("affinity") or {}
+            node_aff = affinity.get("nodeAffinity") or {}
+            required = parse_node_selector(
+                node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            )
+            preferred = []
+            for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+                term, _ = parse_node_selector_term(p.get("preference"), f"preferred[{i}]")
+                preferred.append((int(p.get("weight") or 0), term))
+            pod_aff = affinity.get("podAffinity") or {}
+            anti_aff = affinity.get("podAntiAffinity") or {}
+            a_req = _affinity_terms(pod_aff, "required", ns, labels, where)
+            aa_req = _affinity_terms(anti_aff, "required", ns, labels, where)
+            a_pref = _affinity_terms(pod_aff, "preferred", ns, labels, where)
+            aa_pref = _affinity_terms(anti_aff, "preferred", ns, labels, where)
+            spread = tuple(
+                _parse_spread(c, labels, f"spec.topologySpreadConstraints[{i}]")
+                for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
+            )
+        except (SelectorError, ParseError, TypeError, ValueError, AttributeError) as e:
+            raise ParseError(f"{where}: {e}") from None
+        conditions = status.get("conditions") or ()
+        unschedulable = ready = False
+        for c in conditions:
+            t = c.get("type")
+            if t == "PodScheduled":
+                unschedulable = c.get("status") == "False" and c.get("reason") == "Unschedulable"
+            elif t == "Ready":
+                ready = c.get("status") == "True"
+        priority = spec.get("priority")
+        return cls(
+            namespace=ns,
+            name=name,
+            uid=meta.get("uid") or "",
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            labels=labels,
+            annotations=_strmap(meta.get("annotations"), f"{where}: metadata.annotations"),
+            owners=tuple(
+                OwnerRef(
+                    o.get("kind") or "",
+                    o.get("name") or "",
+                    o.get("apiVersion") or "",
+                    o.get("uid") or "",
+                    bool(o.get("controller")),
+                )
+                for o in meta.get("ownerReferences") or ()
+            ),
+            priority=int(priority) if priority is not None else 0,
+            scheduler_name=spec.get("schedulerName") or "default-scheduler",
+            deletion_timestamp=meta.get("deletionTimestamp"),
+            creation_timestamp=meta.get("creationTimestamp") or "",
+            requests=requests,
+            non_zero_requests=non_zero,
+            tolerations=tuple(Toleration.from_api(t) for t in spec.get("tolerations") or ()),
+            node_selector=_strmap(spec.get("nodeSelector"), f"{where}: spec.nodeSelector"),
+            required_affinity=required,
+            preferred_affinity=tuple(preferred),
+            pod_affinity=a_req,
+            pod_anti_affinity=aa_req,
+            preferred_pod_affinity=a_pref,
+            preferred_pod_anti_affinity=aa_pref,
+            topology_spread=spread,
+            host_ports=_host_ports(spec),
+            volumes=_volumes(spec),
+            unschedulable=unschedulable,
+            ready=ready,
+        )
+
+
+def _affinity_terms(section: Mapping[str, Any], kind: str, ns: str, labels: Mapping[str, str], where: str) -> Any:
+    key = f"{kind}DuringSchedulingIgnoredDuringExecution"
+    out = []
+    for i, raw in enumerate(section.get(key) or ()):
+        if kind == "preferred":
+            term = _parse_affinity_term(raw.get("podAffinityTerm"), ns, labels, f"{key}[{i}].podAffinityTerm")
+            out.append(WeightedPodAffinityTerm(int(raw.get("weight") or 0), term))
+        else:
+            out.append(_parse_affinity_term(raw, ns, labels, f"{key}[{i}]"))
+    return tuple(out)
+
+
+def _parse_spread(raw: Mapping[str, Any], labels: Mapping[str, str], where: str) -> TopologySpreadConstraint:
+    selector = parse_label_selector(raw.get("labelSelector"), f"{where}.labelSelector")
+    keys = raw.get("matchLabelKeys") or ()
+    if keys and selector is not None:
+        extra = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]
+        more = parse_label_selector({"matchExpressions": extra}, where)
+        assert more is not None
+        selector = LabelSelector(selector.requirements + more.requirements)
+    min_domains = raw.get("minDomains")
+    return TopologySpreadConstraint(
+        max_skew=int(raw.get("maxSkew") or 0),
+        topology_key=raw.get("topologyKey") or "",
+        when_unsatisfiable=raw.get("whenUnsatisfiable") or "DoNotSchedule",
+        selector=selector,
+        min_domains=int(min_domains) if min_domains is not None else None,
+        node_affinity_policy=raw.get("nodeAffinityPolicy") or "Honor",
+        node_taints_policy=raw.get("nodeTaintsPolicy") or "Ignore",
+    )
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of the pod's containers, as ``schedutil.GetHostPorts``: containers and sidecars."""
+    out: list[HostPort] = []
+    containers = list(spec.get("containers") or ())
+    containers += [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for c in containers:
+        for p in c.get("ports") or ():
+            hp = p.get("hostPort") or 0
+            if hp <= 0:
+                continue
+            out.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(hp)))
+    return tuple(out)
+
+
+_VOLUME_META_KEYS = frozenset({"name"})
+
+
+def _volumes(spec: Mapping[str, Any]) -> tuple[Volume, ...]:
+    out: list[Volume] = []
+    for v in spec.get("volumes") or ():
+        kind = next((k for k in v if k not in _VOLUME_META_KEYS), "")
+        src = v.get(kind) or {}
+        claim = src.get("claimName", "") if kind == "persistentVolumeClaim" else ""
+        medium = src.get("medium", "") if kind == "emptyDir" else ""
+        out.append(Volume(v.get("name") or "", kind, claim, medium or ""))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PDB:
+    """A PodDisruptionBudget. ``selector is None`` selects no pod.
+
+    In ``policy/v1`` an empty selector selects every pod of the namespace; in ``policy/v1beta1`` it
+    selected none (the API changed meaning in 1.21), so a v1beta1 empty selector is stored as None.
+    """
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> PDB:
+        meta = raw.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        name = meta.get("name") or ""
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        try:
+            selector = parse_label_selector(spec.get("selector"), "spec.selector")
+        except SelectorError as e:
+            raise ParseError(f"pdb {ns}/{name}: {e}") from None
+        if selector is not None and selector.is_empty and raw.get("apiVersion") == "policy/v1beta1":
+            selector = None
+        return cls(
+            namespace=ns,
+            name=name,
+            selector=selector,
+            min_available=spec.get("minAvailable"),
+            max_unavailable=spec.get("maxUnavailable"),
+            disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
+            current_healthy=int(status.get("currentHealthy") or 0),
+            desired_healthy=int(status.get("desiredHealthy") or 0),
+            expected_pods=int(status.get("expectedPods") or 0),
+        )
+
+    def selects(self, pod: Pod) -> bool:
+        return self.selector is not None and pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    node_affinity: NodeSelector | None = None
+    claim: str = ""  # "namespace/name" of the bound claim
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> PersistentVolume:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        na = (spec.get("nodeAffinity") or {}).get("required")
+        ref = spec.get("claimRef") or {}
+        return cls(
+            name=meta.get("name") or "",
+            labels=_strmap(meta.get("labels"), "pv: metadata.labels"),
+            node_affinity=parse_node_selector(na, "spec.nodeAffinity.required"),
+            claim=f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    volume_name: str = ""
+    storage_class: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> PersistentVolumeClaim:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        return cls(
+            namespace=meta.get("namespace") or "default",
+            name=meta.get("name") or "",
+            volume_name=spec.get("volumeName") or "",
+            storage_class=spec.get("storageClassName") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Namespace:
+        meta = raw.get("metadata") or {}
+        name = meta.get("name") or ""
+        labels = dict(meta.get("labels") or {})
+        # The API server sets this label on every namespace since 1.21 (defaults.go SetDefaults_Namespace
+        # overwrites any other value); older objects lack it.
+        if name:
+            labels["kubernetes.io/metadata.name"] = name
+        return cls(name, labels)

@@ -1,0 +1,186 @@
+"""Resource fit: kube-scheduler's ``NodeResourcesFit`` filter, plus node free capacity and scoring requests.
+
+:func:`check_resources` is ``noderesources/fit.go`` ``Fits``/``fitsRequest`` over the lean views: the pod's
+effective request is computed once at parse time (:func:`shared.model.pod_requests`, which is
+``resourcehelper.PodRequests``) and a node's used resources are kept by :class:`shared.snapshot.NodeInfo`
+(terminal pods hold nothing), so a check is a handful of integer comparisons.
+
+Semantics, in upstream's order:
+
+1. Pods count: ``len(pods) + 1 > allocatable pods`` is "Too many pods", whatever the pod requests.
+2. ``cpu`` (millicores), ``memory`` and ``ephemeral-storage`` (bytes) are checked only when the pod
+   requests more than zero, against ``allocatable - requested`` (a node already over-committed by
+   pods bound outside the scheduler fails any positive request).
+3. Scalar resources (:func:`is_scalar_resource`: extended resources such as ``nvidia.com/gpu``,
+   ``hugepages-*``, ``attachable-volumes-*`` and ``*kubernetes.io/*`` names) are checked when the
+   request is non-zero; a node without the resource has capacity 0. ``ignored`` and
+   ``ignored_groups`` are ``NodeResourcesFitArgs.IgnoredResources``/``IgnoredResourceGroups`` and
+   apply to extended resources only.
+4. Any other name (``storage``, ``pods``, an unqualified ``foo``) is ignored, as ``Resource.Add`` does.
+
+Upstream returns early when the pod requests nothing; every later check is guarded by a non-zero
+request, so the early return changes nothing and is not repeated here. Upstream lists scalar
+failures in Go map order (random); here they come sorted by name, after pods/cpu/memory/ephemeral-storage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from shared.model import Pod
+from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
+from shared.snapshot import NodeInfo
+
+__all__ = [
+    "check_resources",
+    "is_scalar_resource",
+    "is_extended_resource",
+    "node_free",
+    "non_zero_requests",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "DEFAULT_MEMORY_REQUEST",
+]
+
+# pkg/scheduler/util/pod_resources.go (framework/types.go in older releases).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+_NATIVE = ("cpu", "memory", "ephemeral-storage")
+_MESSAGES = {name: ERR_INSUFFICIENT.format(resource=name) for name in _NATIVE}
+_RANK = {"pods": 0, "cpu": 1, "memory": 2, "ephemeral-storage": 3}
+
+# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName and IsDNS1123Subdomain.
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _is_qualified_name(value: str) -> bool:
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            return False
+    else:
+        return False
+    return 0 < len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
+
+
+def _is_prefixed_native(name: str) -> bool:
+    # v1helper.IsPrefixedNativeResource: strings.Contains, so "foo.kubernetes.io/x" counts too.
+    return "kubernetes.io/" in name
+
+
+def is_extended_resource(name: str) -> bool:
+    """``v1helper.IsExtendedResourceName``: a ``domain/name`` outside ``*kubernetes.io/``.
+
+    Not native (has a ``/`` and is not in the ``kubernetes.io/`` namespace), not ``requests.*``, and
+    ``requests.<name>`` is a valid qualified name (what a quota on it would be called).
+    """
+    if "/" not in name or _is_prefixed_native(name) or name.startswith("requests."):
+        return False
+    return _is_qualified_name("requests." + name)
+
+
+def is_scalar_resource(name: str) -> bool:
+    """``schedutil.IsScalarResourceName``: extended, ``hugepages-*``, prefixed native or ``attachable-volumes-*``."""
+    return (
+        is_extended_resource(name)
+        or name.startswith("hugepages-")
+        or _is_prefixed_native(name)
+        or name.startswith("attachable-volumes-")
+    )
+
+
+# Resource name -> "is checked": True for the natives, else whether it is scalar. Filled lazily;
+# a cluster has a handful of resource names, so the cache stays tiny.
+_CHECKED: dict[str, bool] = {"cpu": True, "memory": True, "ephemeral-storage": True, "pods": False, "storage": False}
+
+
+def _checked(name: str) -> bool:
+    checked = _CHECKED.get(name)
+    if checked is None:
+        checked = _CHECKED[name] = is_scalar_resource(name)
+    return checked
+
+
+def _ignored(name: str, ignored: frozenset[str], ignored_groups: frozenset[str]) -> bool:
+    if not (ignored or ignored_groups) or not is_extended_resource(name):
+        return False
+    return name in ignored or name.split("/", 1)[0] in ignored_groups
+
+
+def check_resources(
+    pod: Pod,
+    node_info: NodeInfo,
+    *,
+    ignored: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+) -> Sequence[InsufficientResource]:
+    """Every resource ``pod`` lacks on ``node_info`` (``noderesources.Fits``); empty means it fits.
+
+    ``node_info`` must not already hold ``pod``. Returns an immutable tuple; the success path
+    allocates nothing. Inputs are not modified.
+    """
+    alloc = node_info.node.allocatable
+    used = node_info.requested
+    out: list[InsufficientResource] | None = None
+    n_pods = len(node_info.pods)
+    allowed = alloc.get("pods", 0)
+    if n_pods + 1 > allowed:
+        out = [InsufficientResource(ERR_TOO_MANY_PODS, ERR_TOO_MANY_PODS, False, "pods", 1, n_pods, allowed)]
+    for name, want in pod.requests.items():
+        if want <= 0:
+            # Natives are checked only when positive; scalars whenever non-zero (a negative request
+            # cannot pass API validation, but upstream's comparison is kept exact).
+            if want == 0 or name in _RANK or not _checked(name):
+                continue
+        elif not _checked(name):
+            continue
+        capacity = alloc.get(name, 0)
+        in_use = used.get(name, 0)
+        if want > capacity - in_use:
+            if (ignored or ignored_groups) and _ignored(name, ignored, ignored_groups):
+                continue
+            message = _MESSAGES.get(name) or ERR_INSUFFICIENT.format(resource=name)
+            failure = InsufficientResource(ERR_INSUFFICIENT, message, False, name, want, in_use, capacity)
+            if out is None:
+                out = [failure]
+            else:
+                out.append(failure)
+    if out is None:
+        return ()
+    if len(out) > 1:
+        out.sort(key=lambda r: (_RANK.get(r.resource, 4), r.resource))
+    return tuple(out)
+
+
+def node_free(node_info: NodeInfo) -> dict[str, int]:
+    """Allocatable minus requested, per resource the scheduler accounts (``pods`` counts pods).
+
+    Covers every allocatable resource plus any checked resource the node's pods request without the
+    node having it (negative free). For reports ("why this node stays"), not for the hot path.
+    """
+    alloc = node_info.node.allocatable
+    used = node_info.requested
+    free = {name: cap - used.get(name, 0) for name, cap in alloc.items() if name != "pods"}
+    for name, in_use in used.items():
+        if name not in free and name != "pods" and _checked(name):
+            free[name] = -in_use
+    free["pods"] = alloc.get("pods", 0) - len(node_info.pods)
+    return free
+
+
+def non_zero_requests(pod: Pod) -> tuple[int, int]:
+    """``(milli_cpu, memory)`` the scheduler's scoring counts for ``pod`` (``NonZeroRequested``).
+
+    A container that requests no cpu counts 100m, no memory 200Mi (explicit zeros stay zero); see
+    :func:`shared.model.pod_requests_and_non_zero`. A ``Pod`` built by hand rather than parsed has no
+    per-container detail: it is treated as one container with its effective requests.
+    """
+    if pod.non_zero_requests is not None:
+        return pod.non_zero_requests
+    reqs = pod.requests
+    return reqs.get("cpu", DEFAULT_MILLI_CPU_REQUEST), reqs.get("memory", DEFAULT_MEMORY_REQUEST)

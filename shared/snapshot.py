@@ -1,0 +1,171 @@
+"""Cluster state the predicates read: ``NodeInfo`` per node and a ``ClusterSnapshot`` over them.
+
+Mirrors kube-scheduler's ``framework.NodeInfo``: the node, its non-terminal pods, the sum of their
+requests, the host ports in use, and the pods that carry (anti-)affinity terms, kept current by
+``add_pod``/``remove_pod`` so a planner can try a move and undo it in O(pod) time. Pods in phase
+``Succeeded`` or ``Failed`` hold no resources and are not added (the scheduler's cache drops them).
+
+Pure data: no client, no clock. ``ClusterSnapshot.version`` increments on every change, so a
+predicate module may memoise snapshot-wide aggregates (topology counts, anti-affinity indexes)
+keyed on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+
+from shared.model import (
+    PDB,
+    HostPort,
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+)
+
+__all__ = ["NodeInfo", "ClusterSnapshot"]
+
+
+class NodeInfo:
+    """A node and what is scheduled on it. Mutable on purpose: the planner simulates moves."""
+
+    __slots__ = ("node", "pods", "requested", "host_ports", "pods_with_affinity", "pods_with_required_anti_affinity")
+
+    def __init__(self, node: Node, pods: Iterable[Pod] = ()) -> None:
+        self.node = node
+        self.pods: list[Pod] = []
+        self.requested: dict[str, int] = {}
+        self.host_ports: list[HostPort] = []
+        self.pods_with_affinity: list[Pod] = []
+        self.pods_with_required_anti_affinity: list[Pod] = []
+        for p in pods:
+            self.add_pod(p)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def allocatable(self, resource: str) -> int:
+        return self.node.allocatable.get(resource, 0)
+
+    def free(self, resource: str) -> int:
+        """Allocatable minus requested; ``pods`` counts pods."""
+        if resource == "pods":
+            return self.node.allocatable.get("pods", 0) - len(self.pods)
+        return self.node.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+
+    def add_pod(self, pod: Pod) -> None:
+        if pod.terminal:
+            return
+        self.pods.append(pod)
+        req = self.requested
+        for k, v in pod.requests.items():
+            req[k] = req.get(k, 0) + v
+        if pod.host_ports:
+            self.host_ports.extend(pod.host_ports)
+        if pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity:
+            self.pods_with_affinity.append(pod)
+        if pod.pod_anti_affinity:
+            self.pods_with_required_anti_affinity.append(pod)
+
+    def remove_pod(self, pod: Pod) -> None:
+        """Remove ``pod`` (matched by identity, then by namespace/name); a missing pod is an error."""
+        idx = _index_of(self.pods, pod)
+        if idx is None:
+            raise KeyError(f"pod {pod.key} is not on node {self.name}")
+        stored = self.pods.pop(idx)
+        req = self.requested
+        for k, v in stored.requests.items():
+            req[k] = req.get(k, 0) - v
+        for hp in stored.host_ports:
+            self.host_ports.remove(hp)
+        for lst in (self.pods_with_affinity, self.pods_with_required_anti_affinity):
+            i = _index_of(lst, stored)
+            if i is not None:
+                lst.pop(i)
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"
+
+
+def _index_of(pods: list[Pod], pod: Pod) -> int | None:
+    for i, p in enumerate(pods):
+        if p is pod:
+            return i
+    for i, p in enumerate(pods):
+        if p.name == pod.name and p.namespace == pod.namespace:
+            return i
+    return None
+
+
+class ClusterSnapshot:
+    """Every node's ``NodeInfo`` plus what cross-node predicates need (namespaces, PVs, PDBs).
+
+    Pods bound to a node the snapshot does not know are kept in :attr:`unknown_node_pods`; pods with no
+    node are :attr:`pending`. Nodes keep their insertion order (the API's list order).
+    """
+
+    def __init__(
+        self,
+        nodes: Iterable[Node] = (),
+        pods: Iterable[Pod] = (),
+        *,
+        pdbs: Iterable[PDB] = (),
+        namespaces: Iterable[Namespace] = (),
+        pvs: Iterable[PersistentVolume] = (),
+        pvcs: Iterable[PersistentVolumeClaim] = (),
+    ) -> None:
+        self.nodes: dict[str, NodeInfo] = {n.name: NodeInfo(n) for n in nodes}
+        self.pending: list[Pod] = []
+        self.unknown_node_pods: list[Pod] = []
+        self.pdbs: list[PDB] = list(pdbs)
+        self.namespaces: dict[str, Namespace] = {ns.name: ns for ns in namespaces}
+        self.pvs: dict[str, PersistentVolume] = {pv.name: pv for pv in pvs}
+        self.pvcs: dict[str, PersistentVolumeClaim] = {c.key: c for c in pvcs}
+        self.version = 0
+        for p in pods:
+            self._place(p)
+
+    def _place(self, pod: Pod) -> None:
+        if not pod.node_name:
+            if not pod.terminal:
+                self.pending.append(pod)
+            return
+        info = self.nodes.get(pod.node_name)
+        if info is None:
+            self.unknown_node_pods.append(pod)
+        else:
+            info.add_pod(pod)
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self.nodes.values())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, node_name: str) -> NodeInfo:
+        return self.nodes[node_name]
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """Labels of a namespace; an unknown one still has ``kubernetes.io/metadata.name``."""
+        ns = self.namespaces.get(namespace)
+        return ns.labels if ns is not None else {"kubernetes.io/metadata.name": namespace}
+
+    def add_pod(self, pod: Pod, node_name: str | None = None) -> Pod:
+        """Bind ``pod`` to ``node_name`` (default: its own ``node_name``); returns the bound pod."""
+        if node_name is not None and node_name != pod.node_name:
+            pod = replace(pod, node_name=node_name)
+        self.nodes[pod.node_name].add_pod(pod)
+        self.version += 1
+        return pod
+
+    def remove_pod(self, pod: Pod) -> None:
+        self.nodes[pod.node_name].remove_pod(pod)
+        self.version += 1
+
+    def move_pod(self, pod: Pod, to_node: str) -> Pod:
+        """Remove ``pod`` from its node and bind it to ``to_node``; returns the moved pod."""
+        self.remove_pod(pod)
+        return self.add_pod(pod, to_node)
