@@ -8,14 +8,23 @@ Two different grammars, kept apart like upstream:
   (``metav1.LabelSelectorAsSelector``). An invalid selector (unknown operator, ``In`` with no values,
   ``Exists`` with values) is a :class:`SelectorError` at parse time, like upstream returns an error.
 * :class:`NodeSelector` is the required node affinity (``component-helpers/scheduling/corev1/nodeaffinity``):
-  terms are ORed, expressions inside a term ANDed, ``matchFields`` supports only ``metadata.name``.
-  A nil or empty term matches no objects. Operators ``In NotIn Exists DoesNotExist Gt Lt``. A term that
-  fails to parse (unknown operator, ``Gt`` with a non-integer) does not match, but the other terms
-  still do (``LazyErrorNodeSelector``); the parse errors are kept in :attr:`NodeSelector.errors`.
+  terms are ORed, expressions inside a term ANDed. A nil or empty term matches no objects. Operators
+  ``In NotIn Exists DoesNotExist Gt Lt``; every key must be a qualified name and every value a valid label
+  value, because upstream builds the term with ``labels.NewRequirement`` (the API server validates only the
+  keys, so ``NotIn ["invalid value: @#"]`` reaches the scheduler and makes the term fail). ``Gt``/``Lt``
+  compare as Go's ``strconv.ParseInt(s, 10, 64)`` does. ``matchFields`` takes ``In``/``NotIn`` with exactly
+  one value and compares against the node's fields, which are only ``metadata.name`` (any other key reads
+  as ``""``); a node without a name (a PV's node-affinity check passes only labels) skips ``matchFields``.
+  A term that fails to parse does not match, but the other terms still do (``LazyErrorNodeSelector``);
+  the parse errors are kept in :attr:`NodeSelector.errors`.
+
+Upstream: ``staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go`` and
+``staging/src/k8s.io/apimachinery/pkg/labels/selector.go`` (``NewRequirement``, ``Requirement.Matches``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +39,66 @@ __all__ = [
     "parse_node_selector",
     "parse_node_selector_term",
     "EVERYTHING",
+    "go_parse_int64",
 ]
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT = "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"
 _LABEL_OPERATORS = frozenset({IN, NOT_IN, EXISTS, DOES_NOT_EXIST})
 _NODE_OPERATORS = _LABEL_OPERATORS | {GT, LT}
+_FIELD_OPERATORS = frozenset({IN, NOT_IN})
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# apimachinery/pkg/util/validation/validation.go: IsQualifiedName, IsDNS1123Subdomain, IsValidLabelValue.
+_QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE_RE = re.compile(r"(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def go_parse_int64(s: str) -> int | None:
+    """``strconv.ParseInt(s, 10, 64)``: optional sign, ASCII digits only, int64 range; else ``None``.
+
+    Python's ``int()`` is laxer (whitespace, ``_``, non-ASCII digits, no range), which would make
+    ``Gt``/``Lt`` match labels kube-scheduler rejects.
+    """
+    body = s[1:] if s[:1] in ("+", "-") else s
+    if not body or not body.isascii() or not body.isdigit():
+        return None
+    n = int(s)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
+
+
+def _qualified_name_error(key: str) -> str | None:
+    parts = key.split("/")
+    if len(parts) > 2:
+        return f"{key!r}: a qualified name must be a name with an optional DNS subdomain prefix and '/'"
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return f"{key!r}: prefix part must be non-empty"
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
+            return f"{key!r}: prefix part must be a lowercase RFC 1123 subdomain"
+    name = parts[-1]
+    if not name:
+        return f"{key!r}: name part must be non-empty"
+    if len(name) > 63:
+        return f"{key!r}: name part must be no more than 63 characters"
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        return (
+            f"{key!r}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+            "end with an alphanumeric character"
+        )
+    return None
+
+
+def _label_value_error(value: str) -> str | None:
+    if len(value) > 63:
+        return f"{value!r}: a label value must be no more than 63 characters"
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        return (
+            f"{value!r}: a label value must be an empty string or consist of alphanumeric characters, '-', '_' "
+            "or '.', and must start and end with an alphanumeric character"
+        )
+    return None
 
 
 class SelectorError(ValueError):
@@ -65,14 +129,14 @@ class Requirement:
         v = labels.get(self.key)
         if v is None:
             return False
-        try:
-            n = int(v)
-        except ValueError:
+        n = go_parse_int64(v)
+        if n is None:
             return False
         return n > self.bound if op == GT else n < self.bound
 
 
-def _requirement(expr: Any, operators: frozenset[str], where: str) -> Requirement:
+def _requirement(expr: Any, operators: frozenset[str], where: str, *, validate_syntax: bool = False) -> Requirement:
+    """Parse one requirement. ``validate_syntax`` adds ``labels.NewRequirement``'s key and value checks."""
     if not isinstance(expr, Mapping):
         raise SelectorError(f"{where}: expected an object, got {expr!r}")
     key = expr.get("key")
@@ -88,13 +152,18 @@ def _requirement(expr: Any, operators: frozenset[str], where: str) -> Requiremen
         raise SelectorError(f"{where}: values must be non-empty for operator {op}")
     if op in (EXISTS, DOES_NOT_EXIST) and values:
         raise SelectorError(f"{where}: values must be empty for operator {op}")
+    if validate_syntax:
+        err = _qualified_name_error(key)
+        for v in values:
+            err = err or _label_value_error(v)
+        if err:
+            raise SelectorError(f"{where}: {err}")
     if op in (GT, LT):
         if len(values) != 1:
             raise SelectorError(f"{where}: operator {op} takes exactly one value")
-        try:
-            bound = int(values[0])
-        except ValueError:
-            raise SelectorError(f"{where}: {values[0]!r} is not an integer") from None
+        bound = go_parse_int64(values[0])
+        if bound is None:
+            raise SelectorError(f"{where}: {values[0]!r} is not an integer")
         return Requirement(key, op, frozenset(values), bound)
     return Requirement(key, op, frozenset(values))
 
@@ -143,7 +212,12 @@ def parse_label_selector(raw: Any, where: str = "selector") -> LabelSelector | N
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
-    """Expressions and fields ANDed. ``valid=False`` (a parse error) or an empty term matches nothing."""
+    """Expressions and fields ANDed. ``valid=False`` (a parse error) or an empty term matches nothing.
+
+    ``fields`` hold ``In``/``NotIn`` with one value each. They are matched against the node's only field,
+    ``metadata.name`` (``fields.Set.Get`` of any other key is ``""``), and skipped when ``node_name`` is
+    empty, exactly like ``nodeSelectorTerm.match`` with an empty ``extractNodeFields``.
+    """
 
     expressions: tuple[Requirement, ...] = ()
     fields: tuple[Requirement, ...] = ()
@@ -155,12 +229,31 @@ class NodeSelectorTerm:
         for r in self.expressions:
             if not r.matches(labels):
                 return False
-        if self.fields:
-            name_fields = {"metadata.name": node_name}
+        if node_name:
             for r in self.fields:
-                if not r.matches(name_fields):
+                actual = node_name if r.key == "metadata.name" else ""
+                if (actual in r.values) != (r.operator == IN):
                     return False
         return True
+
+
+def _field_requirement(expr: Any, where: str) -> Requirement:
+    """``nodeSelectorRequirementsAsFieldSelector``: ``In``/``NotIn``, exactly one value, any key.
+
+    The API server accepts only ``metadata.name``; the scheduler itself does not check the key.
+    """
+    if not isinstance(expr, Mapping):
+        raise SelectorError(f"{where}: expected an object, got {expr!r}")
+    key = expr.get("key") or ""
+    op = expr.get("operator")
+    values = expr.get("values") or []
+    if op not in _FIELD_OPERATORS:
+        raise SelectorError(f"{where}.operator: {op!r} is not a valid node field selector operator (In, NotIn)")
+    if not isinstance(key, str) or not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise SelectorError(f"{where}: key must be a string and values a list of strings")
+    if len(values) != 1:
+        raise SelectorError(f"{where}.values: must have one element")
+    return Requirement(key, op, frozenset(values))
 
 
 def parse_node_selector_term(raw: Any, where: str = "term") -> tuple[NodeSelectorTerm, str | None]:
@@ -175,17 +268,11 @@ def parse_node_selector_term(raw: Any, where: str = "term") -> tuple[NodeSelecto
         if not isinstance(exprs, list) or not isinstance(fields, list):
             raise SelectorError(f"{where}: matchExpressions and matchFields must be lists")
         parsed_exprs = tuple(
-            _requirement(e, _NODE_OPERATORS, f"{where}.matchExpressions[{i}]") for i, e in enumerate(exprs)
+            _requirement(e, _NODE_OPERATORS, f"{where}.matchExpressions[{i}]", validate_syntax=True)
+            for i, e in enumerate(exprs)
         )
-        parsed_fields = []
-        for i, f in enumerate(fields):
-            r = _requirement(f, frozenset({IN, NOT_IN}), f"{where}.matchFields[{i}]")
-            if r.key != "metadata.name":
-                raise SelectorError(f"{where}.matchFields[{i}]: not a supported field selector: {r.key}")
-            if len(r.values) != 1:
-                raise SelectorError(f"{where}.matchFields[{i}]: must have one element")
-            parsed_fields.append(r)
-        return NodeSelectorTerm(parsed_exprs, tuple(parsed_fields)), None
+        parsed_fields = tuple(_field_requirement(f, f"{where}.matchFields[{i}]") for i, f in enumerate(fields))
+        return NodeSelectorTerm(parsed_exprs, parsed_fields), None
     except SelectorError as e:
         return NodeSelectorTerm(valid=False), str(e)
 
@@ -209,6 +296,8 @@ def parse_node_selector(raw: Any, where: str = "nodeSelector") -> NodeSelector |
     if raw is None:
         return None
     terms_raw = raw.get("nodeSelectorTerms") if isinstance(raw, Mapping) else None
+    if terms_raw is None and isinstance(raw, Mapping):
+        return NodeSelector(())  # nil nodeSelectorTerms: no term, so it matches no node (not a parse error)
     if not isinstance(terms_raw, list):
         return NodeSelector((), (f"{where}.nodeSelectorTerms: expected a list",))
     terms: list[NodeSelectorTerm] = []
