@@ -1,0 +1,598 @@
+"""Topology spread (DoNotSchedule), transcribed from kube-scheduler's own tables.
+
+Upstream: ``pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go`` (``TestSingleConstraint``
+including its minDomains and NodeAffinityPolicy/NodeTaintsPolicy cases, ``TestMultipleConstraints``), run
+with NodeInclusionPolicyInPodTopologySpread enabled (its default since 1.26). Each pytest id names the
+upstream case. Upstream's status codes map to: Success → ``None``, Unschedulable → ``ERR_SPREAD``,
+UnschedulableAndUnresolvable → ``ERR_SPREAD_MISSING_LABEL``. Only the spread predicate runs, so (as the
+upstream comments say) nodes that node affinity or taints would reject may still pass here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from shared.model import Node, Pod
+from shared.reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
+from shared.snapshot import ClusterSnapshot
+from shared.spread import check_topology_spread
+
+# --- builders ----------------------------------------------------------------------------------------
+
+FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+BAR = {"matchExpressions": [{"key": "bar", "operator": "Exists"}]}
+UNSCHEDULABLE_TAINT = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+NIL: Any = object()  # marks "labelSelector left out"
+
+
+def spread(
+    max_skew: int,
+    key: str,
+    selector: Any = FOO,
+    *,
+    when: str = "DoNotSchedule",
+    min_domains: int | None = None,
+    node_affinity_policy: str | None = None,
+    node_taints_policy: str | None = None,
+) -> dict[str, Any]:
+    """``st.SpreadConstraint(maxSkew, key, action, selector, minDomains, affinityPolicy, taintsPolicy, nil)``."""
+    c: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when}
+    if selector is not NIL:
+        c["labelSelector"] = selector
+    if min_domains is not None:
+        c["minDomains"] = min_domains
+    if node_affinity_policy is not None:
+        c["nodeAffinityPolicy"] = node_affinity_policy
+    if node_taints_policy is not None:
+        c["nodeTaintsPolicy"] = node_taints_policy
+    return c
+
+
+def pod(
+    name: str,
+    *labels: str,
+    node: str = "",
+    ns: str = "",
+    constraints: list[dict[str, Any]] | None = None,
+    node_selector: dict[str, str] | None = None,
+    affinity_in: tuple[str, list[str]] | None = None,
+    affinity_not_in: tuple[str, list[str]] | None = None,
+    terminating: bool = False,
+    uid: str = "",
+    tolerations: list[dict[str, Any]] | None = None,
+) -> Pod:
+    """``st.MakePod().Name(name).Label(l, "")...``; ``affinity_in`` is ``NodeAffinityIn(key, values)``."""
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": dict.fromkeys(labels, "")}
+    if terminating:
+        meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    if uid:
+        meta["uid"] = uid
+    spec: dict[str, Any] = {"containers": [{"name": "c"}], "topologySpreadConstraints": constraints or []}
+    if node:
+        spec["nodeName"] = node
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    exprs = []
+    if affinity_in is not None:
+        exprs.append({"key": affinity_in[0], "operator": "In", "values": affinity_in[1]})
+    if affinity_not_in is not None:
+        exprs.append({"key": affinity_not_in[0], "operator": "NotIn", "values": affinity_not_in[1]})
+    if exprs:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+            }
+        }
+    return Pod.from_api({"metadata": meta, "spec": spec, "status": {"phase": "Running" if node else "Pending"}})
+
+
+def node(name: str, labels: dict[str, str], taints: list[dict[str, str]] | None = None) -> Node:
+    return Node.from_api({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints or []}, "status": {}})
+
+
+def zoned(name: str, zone: str, **extra: str) -> Node:
+    return node(name, {"zone": zone, "node": name, **extra})
+
+
+def abxy(**extra: str) -> list[Node]:
+    """node-a, node-b in zone1; node-x, node-y in zone2."""
+    return [zoned("node-a", "zone1", **extra), zoned("node-b", "zone1", **extra), *abxy_zone2(**extra)]
+
+
+def abxy_zone2(**extra: str) -> list[Node]:
+    return [zoned("node-x", "zone2", **extra), zoned("node-y", "zone2", **extra)]
+
+
+def foo_pods(**per_node: int) -> list[Pod]:
+    """``p-a1, p-a2 on node-a ...``: ``foo_pods(a=2, y=3)``."""
+    return [pod(f"p-{n}{i}", "foo", node=f"node-{n}") for n, count in per_node.items() for i in range(1, count + 1)]
+
+
+def plain(name: str, lbl: dict[str, str]) -> Node:
+    return node(name, lbl)
+
+
+OK, SKEW, MISSING = None, ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
+
+# --- TestSingleConstraint ----------------------------------------------------------------------------
+
+INCLUSION_NODES = [
+    plain("node-a", {"node": "node-a", "foo": ""}),
+    plain("node-b", {"node": "node-b", "foo": ""}),
+    plain("node-x", {"node": "node-x", "foo": ""}),
+    plain("node-y", {"node": "node-y"}),
+]
+TAINTED_NODES = [*INCLUSION_NODES[:3], node("node-y", {"node": "node-y"}, UNSCHEDULABLE_TAINT)]
+INCLUSION_PODS = [
+    ("p-b1", "node-a"),
+    ("p-b2", "node-b"),
+    ("p-y1", "node-y"),
+]
+
+
+def inclusion_pods() -> list[Pod]:
+    return [pod(n, "foo", node=at) for n, at in INCLUSION_PODS]
+
+
+SINGLE = [
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        abxy(),
+        [],
+        [OK, OK, OK, OK],
+        id="no-existing-pods",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", BAR)]),
+        abxy(),
+        [],
+        [OK, OK, OK, OK],
+        id="no-existing-pods-incoming-pod-does-not-match-itself",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        abxy(),
+        [
+            pod("p-a1", "foo", ns="ns1", node="node-a"),
+            pod("p-b1", "foo", ns="ns2", node="node-a"),
+            pod("p-x1", "foo", node="node-x"),
+            pod("p-y1", "foo", node="node-y"),
+        ],
+        [OK, OK, SKEW, SKEW],
+        id="existing-pods-in-a-different-namespace-do-not-count",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", NIL)]),
+        abxy(),
+        foo_pods(x=1, y=1),
+        [OK, OK, OK, OK],
+        id="existing-pods-do-not-match-null-selector",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [OK, OK, OK, OK],
+        id="pods-spread-across-zones-as-3/3-all-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        [zoned("node-a", "zone1"), node("node-b", {"zon": "zone1", "node": "node-b"}), *abxy_zone2()],
+        foo_pods(a=1, b=1, x=1, y=1),
+        [OK, MISSING, SKEW, SKEW],
+        id="pods-spread-across-zones-as-1/2-due-to-absence-of-label-zone-on-node-b",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "rack")]),
+        [zoned("node-a", "zone1"), zoned("node-x", "zone2")],
+        [],
+        [MISSING, MISSING],
+        id="pod-cannot-be-scheduled-as-all-nodes-do-not-have-label-rack",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, SKEW, OK, SKEW],
+        id="pods-spread-across-nodes-as-2/1/0/3-only-node-x-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "node")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, OK, OK, SKEW],
+        id="pods-spread-across-nodes-as-2/1/0/3-maxSkew-is-2-node-b-and-node-x-fit",
+    ),
+    pytest.param(
+        pod("p", "bar", constraints=[spread(1, "node")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, OK, OK, SKEW],
+        id="pods-spread-across-nodes-as-2/1/0/3-but-pod-does-not-match-itself",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")], affinity_in=("node", ["node-a", "node-y"])),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [OK, OK, OK, SKEW],
+        id="incoming-pod-has-nodeAffinity-pods-spread-as-2/~1~/~0~/3-hence-node-a-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")]),
+        [plain("node-a", {"node": "node-a"}), plain("node-b", {"node": "node-b"})],
+        [pod("p-a", "foo", node="node-a", terminating=True), pod("p-b", "foo", node="node-b")],
+        [OK, SKEW],
+        id="terminating-pods-should-be-excluded",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")], affinity_not_in=("node", ["node-b"])),
+        abxy(),
+        foo_pods(b=2, y=1),
+        [OK, OK, SKEW, SKEW],
+        id="incoming-pod-has-nodeAffinity-pods-spread-as-0/~2~/0/1-hence-node-a-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "node", min_domains=4)]),
+        [plain(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
+        foo_pods(a=2, b=2, c=1),
+        [SKEW, SKEW, OK],
+        id="pods-spread-across-nodes-as-2/2/1-maxSkew-2-domains-fewer-than-minDomains-third-node-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "node", min_domains=2)]),
+        [plain(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
+        foo_pods(a=2, b=2, c=1),
+        [OK, OK, OK],
+        id="pods-spread-across-nodes-as-2/2/1-maxSkew-2-domains-more-than-minDomains-all-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "zone", min_domains=3)]),
+        abxy(),
+        [pod("p-b1", "foo", node="node-a"), pod("p-b2", "foo", node="node-b"), pod("p-y1", "foo", node="node-y")],
+        [SKEW, SKEW, OK, OK],
+        id="pods-spread-across-zone-as-2/1-maxSkew-2-domains-fewer-than-minDomains-third-and-fourth-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "zone", min_domains=1)]),
+        abxy(),
+        [pod("p-b1", "foo", node="node-a"), pod("p-b2", "foo", node="node-b"), pod("p-y1", "foo", node="node-y")],
+        [OK, OK, OK, OK],
+        id="pods-spread-across-zone-as-2/1-maxSkew-2-domains-more-than-minDomains-all-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")], node_selector={"foo": ""}),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, OK],
+        id="NodeAffinityPolicy-honored-with-labelSelectors",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node", node_affinity_policy="Ignore")], node_selector={"foo": ""}),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, SKEW],
+        id="NodeAffinityPolicy-ignored-with-labelSelectors",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")], affinity_in=("foo", [""])),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, OK],
+        id="NodeAffinityPolicy-honored-with-nodeAffinity",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node", node_affinity_policy="Ignore")], affinity_in=("foo", [""])),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, SKEW],
+        id="NodeAffinityPolicy-ignored-with-labelSelectors(second-case,with-nodeAffinity)",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node", node_taints_policy="Honor")]),
+        TAINTED_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, OK],
+        id="NodeTaintsPolicy-honored",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")]),
+        TAINTED_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, SKEW],
+        id="NodeTaintsPolicy-ignored",
+    ),
+]
+
+# --- TestMultipleConstraints -------------------------------------------------------------------------
+
+ZONE_NODE = [spread(1, "zone"), spread(1, "node")]
+ZONE_FOO_NODE_BAR = [spread(1, "zone", FOO), spread(1, "node", BAR)]
+
+MULTIPLE = [
+    pytest.param(
+        pod("p", "foo", constraints=ZONE_NODE),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-constraints-on-zone-and-node-spreads-[3/3,2/1/0/3]",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=ZONE_NODE),
+        abxy(),
+        foo_pods(a=2, b=1, y=4),
+        [SKEW, SKEW, SKEW, SKEW],
+        id="two-constraints-on-zone-and-node-spreads-[3/4,2/1/0/4]",
+    ),
+    pytest.param(
+        pod("p", "foo", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [pod("p-a1", "foo", node="node-a"), pod("p-y1", "bar", node="node-y")],
+        [SKEW, SKEW, OK, SKEW],
+        id="constraints-hold-different-labelSelectors-spreads-[1/0,1/0/0/1]",
+    ),
+    pytest.param(
+        pod("p", "foo", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [pod("p-a1", "foo", node="node-a"), pod("p-x1", "bar", node="node-x"), pod("p-y1", "bar", node="node-y")],
+        [SKEW, SKEW, SKEW, SKEW],
+        id="constraints-hold-different-labelSelectors-spreads-[1/0,0/0/1/1]",
+    ),
+    pytest.param(
+        pod("p", "foo", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [
+            pod("p-a1", "foo", node="node-a"),
+            pod("p-a2", "foo", "bar", node="node-a"),
+            pod("p-y1", "foo", node="node-y"),
+            pod("p-y2", "foo", "bar", node="node-y"),
+            pod("p-y3", "foo", node="node-y"),
+        ],
+        [SKEW, OK, SKEW, SKEW],
+        id="constraints-hold-different-labelSelectors-spreads-[2/3,1/0/0/1]",
+    ),
+    pytest.param(
+        pod("p", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [pod("p-a1", "foo", node="node-a"), pod("p-x1", "bar", node="node-x"), pod("p-y1", "bar", node="node-y")],
+        [OK, OK, SKEW, SKEW],
+        id="constraints-hold-different-labelSelectors-but-pod-does-not-match-itself-on-zone-constraint",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=ZONE_NODE),
+        [
+            zoned("node-a", "zone1"),
+            zoned("node-b", "zone1"),
+            node("node-x", {"zone": "zone2"}),
+            zoned("node-y", "zone2"),
+        ],
+        [pod("p-a1", "foo", node="node-a"), pod("p-y3", "foo", node="node-y")],
+        [SKEW, OK, MISSING, SKEW],
+        id="two-constraints-on-zone-and-node-absence-of-label-node-on-node-x-spreads-[1/1,1/0/0/1]",
+    ),
+    pytest.param(
+        pod(
+            "p",
+            "foo",
+            node_selector={"foo": ""},
+            constraints=[spread(1, "zone"), spread(1, "node", node_affinity_policy="Ignore")],
+        ),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1", foo=""),
+            zoned("node-x", "zone2", foo=""),
+            zoned("node-y", "zone2"),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/ignore-node-ignore/ignore",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", node_taints_policy="Honor"), spread(1, "node")]),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1", foo=""),
+            zoned("node-x", "zone2", foo=""),
+            node("node-y", {"zone": "zone2", "node": "node-y"}, UNSCHEDULABLE_TAINT),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/honor-node-honor/ignore",
+    ),
+    pytest.param(
+        pod("p", "foo", node_selector={"foo": ""}, constraints=ZONE_NODE),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1"),
+            zoned("node-x", "zone2", foo=""),
+            node("node-y", {"zone": "zone2", "node": "node-y", "foo": ""}, UNSCHEDULABLE_TAINT),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, OK, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/ignore-node-honor/ignore",
+    ),
+    pytest.param(
+        pod(
+            "p",
+            "foo",
+            node_selector={"foo": ""},
+            constraints=[
+                spread(1, "zone", node_taints_policy="Honor"),
+                spread(1, "node", node_affinity_policy="Ignore"),
+            ],
+        ),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1"),
+            zoned("node-x", "zone2", foo=""),
+            node("node-y", {"zone": "zone2", "node": "node-y", "foo": ""}, UNSCHEDULABLE_TAINT),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/honor-node-ignore/ignore",
+    ),
+]
+
+
+def _run(incoming: Pod, nodes: list[Node], pods: list[Pod]) -> list[str | None]:
+    snapshot = ClusterSnapshot(nodes, pods)
+    return [r.code if (r := check_topology_spread(incoming, snapshot[n.name], snapshot)) else None for n in nodes]
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "want"), SINGLE)
+def test_single_constraint(incoming: Pod, nodes: list[Node], pods: list[Pod], want: list[str | None]) -> None:
+    assert _run(incoming, nodes, pods) == want
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "want"), MULTIPLE)
+def test_multiple_constraints(incoming: Pod, nodes: list[Node], pods: list[Pod], want: list[str | None]) -> None:
+    assert _run(incoming, nodes, pods) == want
+
+
+# --- beyond upstream's tables ------------------------------------------------------------------------
+
+TWO_ZONES = [zoned("a1", "a"), zoned("b1", "b")]
+
+
+def test_reasons_carry_upstream_resolvability() -> None:
+    snapshot = ClusterSnapshot([*TWO_ZONES, node("bare", {})], foo_pods())
+    snapshot.add_pod(pod("f1", "foo"), "a1")
+    incoming = pod("p", "foo", constraints=[spread(1, "zone")])
+    skew = check_topology_spread(incoming, snapshot["a1"], snapshot)
+    missing = check_topology_spread(incoming, snapshot["bare"], snapshot)
+    assert skew is not None and skew.code == ERR_SPREAD and not skew.unresolvable
+    assert missing is not None and missing.code == ERR_SPREAD_MISSING_LABEL and missing.unresolvable
+    assert missing.message == "node(s) didn't match pod topology spread constraints (missing required label)"
+
+
+def test_schedule_anyway_constraints_are_not_filters() -> None:
+    snapshot = ClusterSnapshot(TWO_ZONES, [pod("f1", "foo", node="a1"), pod("f2", "foo", node="a1")])
+    incoming = pod(
+        "p", "foo", constraints=[spread(1, "zone", when="ScheduleAnyway"), spread(1, "rack", when="ScheduleAnyway")]
+    )
+    assert check_topology_spread(incoming, snapshot["a1"], snapshot) is None
+
+
+def test_empty_selector_counts_no_existing_pod_but_matches_the_incoming_one() -> None:
+    # common.go countPodsMatchSelector returns 0 for an empty selector; Filter's selfMatch still uses Matches.
+    snapshot = ClusterSnapshot(TWO_ZONES, [pod("f1", "foo", node="a1"), pod("f2", "foo", node="a1")])
+    incoming = pod("p", constraints=[spread(0, "zone", {})])
+    # skew = 0 + 1 - 0 = 1 > maxSkew 0 everywhere.
+    assert [check_topology_spread(incoming, snapshot[n], snapshot) is None for n in ("a1", "b1")] == [False, False]
+    incoming = pod("p", constraints=[spread(1, "zone", {})])
+    assert [check_topology_spread(incoming, snapshot[n], snapshot) is None for n in ("a1", "b1")] == [True, True]
+
+
+def test_nodes_missing_any_constraint_key_are_not_counted_for_any_constraint() -> None:
+    # node-r has "zone" but not "rack": its pods do not count in zone a for the zone constraint either.
+    nodes = [node("r", {"zone": "a"}), node("a1", {"zone": "a", "rack": "r1"}), node("b1", {"zone": "b", "rack": "r2"})]
+    pods = [pod("f1", "foo", node="r"), pod("f2", "foo", node="r")]
+    incoming = pod("p", "foo", constraints=[spread(1, "zone"), spread(5, "rack")])
+    snapshot = ClusterSnapshot(nodes, pods)
+    assert check_topology_spread(incoming, snapshot["a1"], snapshot) is None
+    assert check_topology_spread(incoming, snapshot["b1"], snapshot) is None
+
+
+def test_candidate_in_an_ineligible_domain_counts_zero() -> None:
+    # zone c has only a node the pod's nodeSelector excludes: zone c is not a domain, the candidate counts 0.
+    nodes = [zoned("a1", "a", pool="x"), zoned("b1", "b", pool="x"), zoned("c1", "c")]
+    pods = [pod("f1", "foo", node="a1"), pod("f2", "foo", node="b1"), pod("f3", "foo", node="c1")]
+    incoming = pod("p", "foo", node_selector={"pool": "x"}, constraints=[spread(1, "zone")])
+    snapshot = ClusterSnapshot(nodes, pods)
+    assert check_topology_spread(incoming, snapshot["c1"], snapshot) is None
+
+
+def test_taints_honored_only_for_do_not_schedule_effects_and_tolerations_count() -> None:
+    prefer = [{"key": "k", "effect": "PreferNoSchedule"}]
+    no_sched = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+    nodes = [node("a1", {"zone": "a"}, prefer), node("b1", {"zone": "b"}, no_sched), node("c1", {"zone": "c"})]
+    pods = [pod("fa", "foo", node="a1"), pod("fb", "foo", node="b1")]
+    snapshot = ClusterSnapshot(nodes, pods)
+    honor = [spread(1, "zone", node_taints_policy="Honor")]
+    # b1 (untolerated NoSchedule) is not a domain; a1 (PreferNoSchedule only) is: min over {a:1, c:0} = 0.
+    assert check_topology_spread(pod("p", "foo", constraints=honor), snapshot["a1"], snapshot) is not None
+    assert check_topology_spread(pod("p", "foo", constraints=honor), snapshot["b1"], snapshot) is None
+    tolerant = pod("p", "foo", constraints=honor, tolerations=[{"key": "k", "operator": "Exists"}])
+    assert check_topology_spread(tolerant, snapshot["b1"], snapshot) is not None
+
+
+def test_pod_is_never_counted_against_itself() -> None:
+    me = pod("me", "foo", node="a1", uid="u-1", constraints=[spread(1, "zone")])
+    snapshot = ClusterSnapshot(TWO_ZONES, [me])
+    assert check_topology_spread(me, snapshot["a1"], snapshot) is None
+    again = pod("me", "foo", uid="u-1", constraints=[spread(1, "zone")])
+    assert check_topology_spread(again, snapshot["a1"], snapshot) is None
+    sibling = pod("sib", "foo", uid="u-2", constraints=[spread(0, "zone")])
+    assert check_topology_spread(sibling, snapshot["a1"], snapshot) is not None
+
+
+# --- memoisation -------------------------------------------------------------------------------------
+
+
+def test_memo_invalidates_on_add_pod() -> None:
+    snapshot = ClusterSnapshot(TWO_ZONES)
+    incoming = pod("p", "foo", constraints=[spread(1, "zone")])
+    assert check_topology_spread(incoming, snapshot["a1"], snapshot) is None
+    snapshot.add_pod(pod("f1", "foo"), "a1")
+    assert check_topology_spread(incoming, snapshot["a1"], snapshot).code == SKEW  # type: ignore[union-attr]
+    assert check_topology_spread(incoming, snapshot["b1"], snapshot) is None
+
+
+def test_memo_invalidates_on_remove_pod() -> None:
+    f1 = pod("f1", "foo", node="a1")
+    snapshot = ClusterSnapshot(TWO_ZONES, [f1])
+    incoming = pod("p", "foo", constraints=[spread(1, "zone")])
+    assert check_topology_spread(incoming, snapshot["a1"], snapshot).code == SKEW  # type: ignore[union-attr]
+    snapshot.remove_pod(f1)
+    assert check_topology_spread(incoming, snapshot["a1"], snapshot) is None
+
+
+def test_memo_invalidates_on_move_pod() -> None:
+    f1 = pod("f1", "foo", node="a1")
+    snapshot = ClusterSnapshot(TWO_ZONES, [f1])
+    incoming = pod("p", "foo", constraints=[spread(1, "zone")])
+    assert [check_topology_spread(incoming, snapshot[n], snapshot) is None for n in ("a1", "b1")] == [False, True]
+    snapshot.move_pod(f1, "b1")
+    assert [check_topology_spread(incoming, snapshot[n], snapshot) is None for n in ("a1", "b1")] == [True, False]
+
+
+def test_memo_keeps_snapshots_apart() -> None:
+    incoming = pod("p", "foo", constraints=[spread(1, "zone")])
+    empty = ClusterSnapshot(TWO_ZONES)
+    busy = ClusterSnapshot(TWO_ZONES, [pod("f1", "foo", node="a1")])
+    assert check_topology_spread(incoming, empty["a1"], empty) is None
+    assert check_topology_spread(incoming, busy["a1"], busy) is not None
+    assert check_topology_spread(incoming, empty["a1"], empty) is None
+
+
+# --- purity ------------------------------------------------------------------------------------------
+
+
+def test_predicate_does_not_mutate_its_inputs() -> None:
+    nodes = [*abxy(), node("node-t", {"zone": "zone3", "node": "node-t"}, UNSCHEDULABLE_TAINT)]
+    snapshot = ClusterSnapshot(nodes, foo_pods(a=2, b=1, y=3))
+    incoming = pod(
+        "p",
+        "foo",
+        node_selector={"zone": "zone1"},
+        constraints=[spread(1, "zone", node_taints_policy="Honor"), spread(1, "node", min_domains=3)],
+    )
+    before = (
+        snapshot.version,
+        [(i.name, list(i.pods), dict(i.requested), i.node) for i in snapshot],
+        copy.deepcopy(dict(incoming.labels)),
+        incoming.topology_spread,
+    )
+    for info in snapshot:
+        check_topology_spread(incoming, info, snapshot)
+    after = (
+        snapshot.version,
+        [(i.name, list(i.pods), dict(i.requested), i.node) for i in snapshot],
+        dict(incoming.labels),
+        incoming.topology_spread,
+    )
+    assert after == before
