@@ -1,0 +1,201 @@
+"""shared.fit.fits: every predicate family reached through the one entry point, in scheduler order."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from shared.fit import fits
+from shared.model import Node, Pod
+from shared.reasons import (
+    ERR_ANTI_AFFINITY,
+    ERR_INSUFFICIENT,
+    ERR_NODE_AFFINITY,
+    ERR_NODE_PORTS,
+    ERR_NOT_READY,
+    ERR_SPREAD,
+    ERR_TOO_MANY_PODS,
+    ERR_UNSCHEDULABLE,
+    ERR_UNTOLERATED_TAINT,
+    ERR_VOLUME_NODE_AFFINITY,
+)
+from shared.snapshot import ClusterSnapshot
+
+
+def node(name: str, *, cpu: str = "4", pods: str = "110", labels: dict[str, str] | None = None, **spec: Any) -> dict:
+    ready = spec.pop("ready", True)
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": spec,
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(name: str, *, node_name: str = "", cpu: str = "1", labels: dict[str, str] | None = None, **spec: Any) -> dict:
+    container: dict[str, Any] = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+    if "ports" in spec:
+        container["ports"] = spec.pop("ports")
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {"app": name}},
+        "spec": {"nodeName": node_name, "containers": [container], **spec},
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def snapshot(nodes: list[dict], pods: list[dict] = (), **extra: Any) -> ClusterSnapshot:
+    return ClusterSnapshot([Node.from_api(n) for n in nodes], [Pod.from_api(p) for p in pods], **extra)
+
+
+def codes(reasons: list) -> list[str]:
+    return [r.code for r in reasons]
+
+
+def test_pod_that_fits_gets_no_reason() -> None:
+    snap = snapshot([node("a")])
+    assert fits(Pod.from_api(pod("p")), snap["a"], snap) == []
+
+
+@pytest.mark.parametrize(
+    ("node_spec", "pod_spec", "expected"),
+    [
+        pytest.param({"ready": False}, {}, [ERR_NOT_READY], id="not-ready-node-rejected"),
+        pytest.param({"unschedulable": True}, {}, [ERR_UNSCHEDULABLE], id="cordoned-node-rejected"),
+        pytest.param(
+            {"taints": [{"key": "spot", "value": "true", "effect": "NoSchedule"}]},
+            {},
+            [ERR_UNTOLERATED_TAINT],
+            id="untolerated-taint-rejected",
+        ),
+        pytest.param({}, {"nodeSelector": {"disk": "ssd"}}, [ERR_NODE_AFFINITY], id="node-selector-mismatch"),
+        pytest.param({"cpu": "500m"}, {}, [ERR_INSUFFICIENT], id="insufficient-cpu"),
+        pytest.param({"pods": "0"}, {}, [ERR_TOO_MANY_PODS], id="no-pod-slots-left"),
+    ],
+)
+def test_each_family_reaches_the_entry_point(node_spec: dict, pod_spec: dict, expected: list[str]) -> None:
+    cpu = node_spec.pop("cpu", "4")
+    pods = node_spec.pop("pods", "110")
+    snap = snapshot([node("a", cpu=cpu, pods=pods, **node_spec)])
+    assert codes(fits(Pod.from_api(pod("p", **pod_spec)), snap["a"], snap)) == expected
+
+
+def test_all_reasons_are_reported_in_scheduler_filter_order() -> None:
+    snap = snapshot(
+        [
+            node(
+                "a",
+                cpu="500m",
+                ready=False,
+                unschedulable=True,
+                taints=[{"key": "spot", "value": "true", "effect": "NoSchedule"}],
+            )
+        ]
+    )
+    reasons = fits(Pod.from_api(pod("p", nodeSelector={"disk": "ssd"})), snap["a"], snap)
+    assert codes(reasons) == [
+        ERR_NOT_READY,
+        ERR_UNSCHEDULABLE,
+        ERR_UNTOLERATED_TAINT,
+        ERR_NODE_AFFINITY,
+        ERR_INSUFFICIENT,
+    ]
+    assert [r.message for r in reasons][2:] == [
+        "node(s) had untolerated taint {spot: true}",
+        ERR_NODE_AFFINITY,
+        "Insufficient cpu",
+    ]
+
+
+def test_first_only_stops_at_the_first_failing_predicate() -> None:
+    snap = snapshot([node("a", cpu="500m", unschedulable=True)])
+    assert codes(fits(Pod.from_api(pod("p")), snap["a"], snap, first_only=True)) == [ERR_UNSCHEDULABLE]
+
+
+def test_readiness_check_can_be_left_to_the_caller() -> None:
+    snap = snapshot([node("a", ready=False)])
+    assert fits(Pod.from_api(pod("p")), snap["a"], snap, check_node_ready=False) == []
+
+
+def test_host_port_in_use_rejected() -> None:
+    ports = [{"containerPort": 80, "hostPort": 8080}]
+    snap = snapshot([node("a")], [pod("web", node_name="a", ports=ports)])
+    assert codes(fits(Pod.from_api(pod("p", ports=ports)), snap["a"], snap)) == [ERR_NODE_PORTS]
+
+
+def test_anti_affinity_with_an_existing_replica_rejected_only_on_its_node() -> None:
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    snap = snapshot([node("a"), node("b")], [pod("web-1", node_name="a", labels={"app": "web"})])
+    incoming = Pod.from_api(pod("web-2", labels={"app": "web"}, affinity=anti))
+    assert codes(fits(incoming, snap["a"], snap)) == [ERR_ANTI_AFFINITY]
+    assert fits(incoming, snap["b"], snap) == []
+
+
+def test_topology_spread_violation_rejected() -> None:
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    snap = snapshot(
+        [node("a"), node("b")],
+        [pod("web-1", node_name="a", labels={"app": "web"}, cpu="100m")],
+    )
+    incoming = Pod.from_api(pod("web-2", labels={"app": "web"}, topologySpreadConstraints=spread))
+    assert codes(fits(incoming, snap["a"], snap)) == [ERR_SPREAD]
+    assert fits(incoming, snap["b"], snap) == []
+
+
+def test_bound_volume_pins_the_pod_to_its_zone() -> None:
+    from shared.model import PersistentVolume, PersistentVolumeClaim
+
+    pv = PersistentVolume.from_api(
+        {
+            "metadata": {"name": "pv-1"},
+            "spec": {
+                "claimRef": {"namespace": "default", "name": "data"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    pvc = PersistentVolumeClaim.from_api(
+        {"metadata": {"name": "data", "namespace": "default"}, "spec": {"volumeName": "pv-1"}}
+    )
+    snap = snapshot([node("a", labels={"zone": "z1"}), node("b", labels={"zone": "z2"})], pvs=[pv], pvcs=[pvc])
+    incoming = Pod.from_api(pod("db", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
+    assert fits(incoming, snap["a"], snap) == []
+    assert codes(fits(incoming, snap["b"], snap)) == [ERR_VOLUME_NODE_AFFINITY]
+
+
+def test_fits_does_not_mutate_its_inputs() -> None:
+    raw_nodes = [node("a", cpu="500m", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])]
+    raw_pods = [pod("x", node_name="a", cpu="100m")]
+    raw_incoming = pod("p", nodeSelector={"disk": "ssd"})
+    before = copy.deepcopy((raw_nodes, raw_pods, raw_incoming))
+    snap = snapshot(raw_nodes, raw_pods)
+    requested_before = dict(snap["a"].requested)
+    pods_before = list(snap["a"].pods)
+    version_before = snap.version
+    fits(Pod.from_api(raw_incoming), snap["a"], snap)
+    assert (raw_nodes, raw_pods, raw_incoming) == before
+    assert snap["a"].requested == requested_before
+    assert snap["a"].pods == pods_before
+    assert snap.version == version_before
