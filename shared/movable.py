@@ -1,0 +1,374 @@
+"""Movability policy: may the rescheduler move this pod off an on-demand node, and does it block the drain?
+
+A list of small checks, each returning its own reason constant, in the style of cluster-autoscaler's
+drainability rules (``simulator/drainability/rules/*/rule.go``, order from ``rules.go``) and the
+descheduler's ``defaultevictor/constraints.go``. The first check with an answer wins:
+
+====================== ======= ===========================================================================
+check                  answer  why
+====================== ======= ===========================================================================
+mirror / static pod    SKIP    the kubelet owns it (``kubernetes.io/config.mirror``, a non-``api``
+                               ``kubernetes.io/config.source``, or a ``Node`` controller); it dies with the node
+DaemonSet pod          SKIP    one per node by design (controller kind ``DaemonSet``, or CA's
+                               ``cluster-autoscaler.kubernetes.io/daemonset-pod: "true"``)
+terminal pod           SKIP    phase ``Succeeded``/``Failed`` holds no resources and needs no new home
+expendable pod         SKIP    priority below ``movability.expendable_priority_cutoff`` (default -10): the
+                               scheduler preempts it, so it neither blocks nor needs room
+terminating pod        BLOCK   already going away; the node is not empty until it is gone
+opted out              BLOCK   label or annotation ``movability.opt_out_key`` (``spotshift.io/exclude``) is ``"true"``
+not safe to evict      BLOCK   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``
+pinned to on-demand    BLOCK   no spot node can satisfy its nodeSelector / required affinity (see
+                               :func:`pinned_to_on_demand`)
+safe to evict          MOVE    ``safe-to-evict: "true"`` overrides the three checks below, as in cluster-autoscaler
+bare pod               BLOCK   no controller owner: not recreated (unless ``delete_non_replicated_pods``)
+kube-system without    BLOCK   cluster-autoscaler's rule (unless ``kube_system_without_pdb_blocks`` is off);
+PDB                            a PDB in kube-system selecting the pod lifts it
+local storage          BLOCK   a ``hostPath`` or disk-backed ``emptyDir`` volume (``medium: Memory`` does not
+                               count) not listed in ``cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes``
+                               (unless ``allow_local_storage``)
+otherwise              MOVE
+====================== ======= ===========================================================================
+
+Opt-out and pinning come before ``safe-to-evict: "true"`` on purpose: that annotation says the pod may
+be evicted, not that it can run on spot or that the owner wants it moved. Whether a moved pod fits a
+spot node, and whether its PDB allows the eviction now, is the planner's job with the full predicates.
+
+The webhook uses the same checks (:func:`is_mirror_pod`, :func:`is_daemonset_pod`, :func:`is_opted_out`,
+:func:`pinned_to_on_demand`) to decide which pods it leaves alone, so admission and rescheduling agree.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from shared.classes import classifier
+from shared.config import Config, NodeClasses
+from shared.model import PDB, Pod
+from shared.selectors import GT, IN, LT, Requirement
+
+__all__ = [
+    "Outcome",
+    "Movability",
+    "MOVE",
+    "movability",
+    "RULES",
+    "Rule",
+    "SKIP_MIRROR",
+    "SKIP_DAEMONSET",
+    "SKIP_TERMINAL",
+    "SKIP_EXPENDABLE",
+    "BLOCK_TERMINATING",
+    "BLOCK_OPTED_OUT",
+    "BLOCK_NOT_SAFE_TO_EVICT",
+    "BLOCK_PINNED_ON_DEMAND",
+    "BLOCK_NOT_REPLICATED",
+    "BLOCK_KUBE_SYSTEM_NO_PDB",
+    "BLOCK_LOCAL_STORAGE",
+    "MOVE_SAFE_TO_EVICT",
+    "SAFE_TO_EVICT_KEY",
+    "SAFE_TO_EVICT_LOCAL_VOLUMES_KEY",
+    "DAEMONSET_POD_KEY",
+    "MIRROR_KEY",
+    "CONFIG_SOURCE_KEY",
+    "is_mirror_pod",
+    "is_daemonset_pod",
+    "is_expendable",
+    "is_opted_out",
+    "has_blocking_local_storage",
+    "pinned_to_on_demand",
+]
+
+# Annotation keys, as upstream spells them.
+SAFE_TO_EVICT_KEY = "cluster-autoscaler.kubernetes.io/safe-to-evict"  # utils/drain/drain.go PodSafeToEvictKey
+SAFE_TO_EVICT_LOCAL_VOLUMES_KEY = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+DAEMONSET_POD_KEY = "cluster-autoscaler.kubernetes.io/daemonset-pod"  # utils/pod/pod.go
+MIRROR_KEY = "kubernetes.io/config.mirror"  # kubelet/types ConfigMirrorAnnotationKey
+CONFIG_SOURCE_KEY = "kubernetes.io/config.source"  # kubelet/types ConfigSourceAnnotationKey
+KUBE_SYSTEM = "kube-system"
+
+# Reasons. SKIP: stays put and does not block; BLOCK: stays put and keeps its node from being drained.
+SKIP_MIRROR = "pod is a mirror or static pod"
+SKIP_DAEMONSET = "pod is managed by a DaemonSet"
+SKIP_TERMINAL = "pod has finished (phase Succeeded or Failed)"
+SKIP_EXPENDABLE = "pod is expendable (priority below the cutoff)"
+BLOCK_TERMINATING = "pod is terminating"
+BLOCK_OPTED_OUT = "pod opted out of spotshift"
+BLOCK_NOT_SAFE_TO_EVICT = 'pod is annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"'
+BLOCK_PINNED_ON_DEMAND = "pod is pinned to on-demand nodes by its node selector or affinity"
+BLOCK_NOT_REPLICATED = "pod is not managed by a controller"
+BLOCK_KUBE_SYSTEM_NO_PDB = "kube-system pod has no PodDisruptionBudget"
+BLOCK_LOCAL_STORAGE = "pod uses local storage"
+MOVE_SAFE_TO_EVICT = 'pod is annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "true"'
+
+
+class Outcome(enum.Enum):
+    MOVE = "move"
+    """Evict it; its replacement must fit on spot."""
+    SKIP = "skip"
+    """Leave it; it does not keep the node from being drained."""
+    BLOCK = "block"
+    """Leave it; the node cannot be drained while it is there."""
+
+
+@dataclass(frozen=True, slots=True)
+class Movability:
+    """The answer for one pod: an outcome and the reason constant (empty for a plain MOVE)."""
+
+    outcome: Outcome
+    reason: str = ""
+
+    @property
+    def moves(self) -> bool:
+        return self.outcome is Outcome.MOVE
+
+    @property
+    def blocks(self) -> bool:
+        return self.outcome is Outcome.BLOCK
+
+    def __str__(self) -> str:
+        return f"{self.outcome.value}: {self.reason}" if self.reason else self.outcome.value
+
+
+MOVE = Movability(Outcome.MOVE)
+_SKIP_MIRROR = Movability(Outcome.SKIP, SKIP_MIRROR)
+_SKIP_DAEMONSET = Movability(Outcome.SKIP, SKIP_DAEMONSET)
+_SKIP_TERMINAL = Movability(Outcome.SKIP, SKIP_TERMINAL)
+_SKIP_EXPENDABLE = Movability(Outcome.SKIP, SKIP_EXPENDABLE)
+_BLOCK_TERMINATING = Movability(Outcome.BLOCK, BLOCK_TERMINATING)
+_BLOCK_OPTED_OUT = Movability(Outcome.BLOCK, BLOCK_OPTED_OUT)
+_BLOCK_NOT_SAFE_TO_EVICT = Movability(Outcome.BLOCK, BLOCK_NOT_SAFE_TO_EVICT)
+_BLOCK_PINNED = Movability(Outcome.BLOCK, BLOCK_PINNED_ON_DEMAND)
+_BLOCK_NOT_REPLICATED = Movability(Outcome.BLOCK, BLOCK_NOT_REPLICATED)
+_BLOCK_KUBE_SYSTEM = Movability(Outcome.BLOCK, BLOCK_KUBE_SYSTEM_NO_PDB)
+_BLOCK_LOCAL_STORAGE = Movability(Outcome.BLOCK, BLOCK_LOCAL_STORAGE)
+_MOVE_SAFE_TO_EVICT = Movability(Outcome.MOVE, MOVE_SAFE_TO_EVICT)
+
+# --- predicates shared with the webhook -----------------------------------------------------------
+
+
+def is_mirror_pod(pod: Pod) -> bool:
+    """A kubelet-managed pod: mirror annotation, a non-``api`` config source, or a ``Node`` controller."""
+    ann = pod.annotations
+    if MIRROR_KEY in ann or ann.get(CONFIG_SOURCE_KEY, "api") != "api":
+        return True
+    ctrl = pod.controller
+    return ctrl is not None and ctrl.kind == "Node"
+
+
+def is_daemonset_pod(pod: Pod) -> bool:
+    """``pod_util.IsDaemonSetPod``: controller kind ``DaemonSet``, or CA's daemonset-pod annotation."""
+    ctrl = pod.controller
+    if ctrl is not None and ctrl.kind == "DaemonSet":
+        return True
+    return pod.annotations.get(DAEMONSET_POD_KEY) == "true"
+
+
+def is_expendable(pod: Pod, cutoff: int) -> bool:
+    """``IsExpendablePod``: priority strictly below the cutoff (a pod without priority counts as 0)."""
+    return pod.priority < cutoff
+
+
+def is_opted_out(pod: Pod, key: str) -> bool:
+    """The project's opt-out: label or annotation ``key`` set to ``"true"``."""
+    return pod.labels.get(key) == "true" or pod.annotations.get(key) == "true"
+
+
+def has_blocking_local_storage(pod: Pod) -> bool:
+    """``drain.HasBlockingLocalStorage``: a local volume not named in safe-to-evict-local-volumes.
+
+    Local means ``hostPath`` or an ``emptyDir`` whose medium is not ``Memory``. The annotation is a
+    comma-separated list of volume names, split without trimming, exactly as upstream does.
+    """
+    listed = pod.annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES_KEY, "")
+    non_blocking = frozenset(listed.split(",")) if listed else frozenset()
+    for v in pod.volumes:
+        if (v.kind == "hostPath" or (v.kind == "emptyDir" and v.medium != "Memory")) and v.name not in non_blocking:
+            return True
+    return False
+
+
+# --- pinned to on-demand --------------------------------------------------------------------------
+
+_FRESH = "\x00"  # a value no selector lists and no integer comparison accepts
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _witnesses(reqs: Iterable[Requirement]) -> list[str]:
+    """Values that exercise every behaviour of requirements on one key: listed values, a fresh
+    value, and integers around every bound and listed integer (enough for ``Gt``/``Lt``)."""
+    values = {_FRESH}
+    for r in reqs:
+        values |= r.values
+        numbers = [r.bound] if r.operator in (GT, LT) else []
+        numbers += (int(v) for v in r.values if _INTEGER.fullmatch(v))
+        for n in numbers:
+            values.update(str(n + d) for d in (-2, -1, 0, 1, 2))
+    return sorted(values)
+
+
+def _compatible(a: Requirement, b: Requirement) -> bool:
+    """Whether one node's labels can satisfy both requirements (same key)."""
+    if a.matches({}) and b.matches({}):
+        return True
+    key = a.key
+    return any(a.matches({key: v}) and b.matches({key: v}) for v in _witnesses((a, b)))
+
+
+def _implies(a: Requirement, b: Requirement) -> bool:
+    """Whether every label set satisfying ``a`` satisfies ``b`` (same key)."""
+    if a.matches({}) and not b.matches({}):
+        return False
+    key = a.key
+    return all(b.matches({key: v}) for v in _witnesses((a, b)) if a.matches({key: v}))
+
+
+def _implies_selector(conj: Sequence[Requirement], requirements: Sequence[Requirement]) -> bool:
+    return bool(requirements) and all(any(r.key == s.key and _implies(r, s) for r in conj) for s in requirements)
+
+
+def _conjunction_pinned(conj: Sequence[Requirement], classes: NodeClasses) -> bool:
+    """One AND of requirements (nodeSelector plus one affinity term): can it only match non-spot nodes?"""
+    if not conj:
+        return False
+    compiled = classifier(classes)
+    for s in compiled.spot_selectors:
+        if _implies_selector(conj, s.requirements):
+            return False  # it asks for spot outright
+    for r in conj:
+        spot_reqs = compiled.spot_keys.get(r.key)
+        if spot_reqs and not any(_compatible(r, s) for s in spot_reqs):
+            return True  # a spot-class key with a non-spot value, or DoesNotExist
+    for od in classes.on_demand_selectors:
+        if _implies_selector(conj, od.requirements):
+            return True  # it requires a label the configuration reserves for on-demand nodes
+    return False
+
+
+def pinned_to_on_demand(pod: Pod, classes: NodeClasses) -> bool:
+    """Whether the pod's hard node constraints rule out every spot node.
+
+    The constraints are ``nodeSelector`` AND the required node affinity (terms ORed); the pod is
+    pinned when every way to satisfy them is pinned. One such way (an AND of requirements) is
+    pinned when it does not itself ask for spot (imply a spot selector), and either
+
+    * it puts a requirement on a **spot-class key** (the key of a one-requirement spot selector:
+      every preset, and custom selectors like ``lifecycle=spot``) that no spot value satisfies —
+      ``karpenter.sh/capacity-type: on-demand``, ``cloud.google.com/gke-spot DoesNotExist``,
+      ``kubernetes.azure.com/scalesetpriority NotIn (spot)``, ``eks.amazonaws.com/capacityType: ON_DEMAND``; or
+    * it implies one of ``node_classes.on_demand_selectors`` (a label only on-demand nodes carry).
+
+    Decided on purpose: the key alone decides. Providers label consistently, so a pod that selects
+    ``karpenter.sh/capacity-type: on-demand`` means on-demand even though, in theory, a node could
+    carry that label and another provider's spot label. Multi-requirement spot selectors do not
+    make their keys spot-class (their keys need not mean spot). ``matchFields`` (node names) and
+    tolerations are not considered: the planner's full fit check covers them. An affinity whose
+    every term is malformed matches no node at all, so it counts as pinned (nothing to move it to).
+    """
+    required = pod.required_affinity
+    if not pod.node_selector and required is None:
+        return False
+    base = tuple(Requirement(k, IN, frozenset((v,))) for k, v in pod.node_selector.items())
+    if required is None:
+        return _conjunction_pinned(base, classes)
+    for term in required.terms:
+        if not term.valid or not (term.expressions or term.fields):
+            continue  # matches no node
+        if not _conjunction_pinned(base + term.expressions, classes):
+            return False
+    return True
+
+
+# --- the rules ------------------------------------------------------------------------------------
+
+Rule = Callable[[Pod, Config, Sequence[PDB]], Movability | None]
+"""A check: an answer, or ``None`` to let the next check decide."""
+
+
+def mirror_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _SKIP_MIRROR if is_mirror_pod(pod) else None
+
+
+def daemonset_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _SKIP_DAEMONSET if is_daemonset_pod(pod) else None
+
+
+def terminal_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _SKIP_TERMINAL if pod.terminal else None
+
+
+def expendable_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _SKIP_EXPENDABLE if is_expendable(pod, config.movability.expendable_priority_cutoff) else None
+
+
+def terminating_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _BLOCK_TERMINATING if pod.terminating else None
+
+
+def opted_out_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _BLOCK_OPTED_OUT if is_opted_out(pod, config.movability.opt_out_key) else None
+
+
+def not_safe_to_evict_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _BLOCK_NOT_SAFE_TO_EVICT if pod.annotations.get(SAFE_TO_EVICT_KEY) == "false" else None
+
+
+def pinned_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _BLOCK_PINNED if pinned_to_on_demand(pod, config.node_classes) else None
+
+
+def safe_to_evict_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _MOVE_SAFE_TO_EVICT if pod.annotations.get(SAFE_TO_EVICT_KEY) == "true" else None
+
+
+def bare_pod_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    if pod.controller is None and not config.movability.delete_non_replicated_pods:
+        return _BLOCK_NOT_REPLICATED
+    return None
+
+
+def kube_system_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    if pod.namespace != KUBE_SYSTEM or not config.movability.kube_system_without_pdb_blocks:
+        return None
+    for pdb in pdbs:
+        if pdb.selects(pod):
+            return None
+    return _BLOCK_KUBE_SYSTEM
+
+
+def local_storage_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    if not config.movability.allow_local_storage and has_blocking_local_storage(pod):
+        return _BLOCK_LOCAL_STORAGE
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    mirror_rule,
+    daemonset_rule,
+    terminal_rule,
+    expendable_rule,
+    terminating_rule,
+    opted_out_rule,
+    not_safe_to_evict_rule,
+    pinned_rule,
+    safe_to_evict_rule,
+    bare_pod_rule,
+    kube_system_rule,
+    local_storage_rule,
+)
+"""The checks in order; the first that answers decides."""
+
+
+def movability(pod: Pod, config: Config, pdbs: Sequence[PDB] = ()) -> Movability:
+    """MOVE, SKIP or BLOCK for ``pod`` on an on-demand node, with the reason constant.
+
+    ``pdbs`` are the cluster's PodDisruptionBudgets (only read for kube-system pods: whether any
+    selects the pod, not whether it allows an eviction now, which the planner checks).
+    """
+    for rule in RULES:
+        answer = rule(pod, config, pdbs)
+        if answer is not None:
+            return answer
+    return MOVE
