@@ -1,0 +1,1 @@
+"""End-to-end tier: tests against a real Kubernetes control plane (see README.md here)."""

@@ -1,0 +1,789 @@
+"""Start and stop a real Kubernetes 1.20 control plane on 127.0.0.1 for the e2e tier.
+
+Components (binaries from tests/e2e/controlplane/build.sh, etcd from Debian's etcd-server):
+- etcd, data in a temporary directory (on /dev/shm when there is one: fsync on tmpfs is free);
+- kube-apiserver: TLS with a throw-away CA, bearer-token auth (admin in system:masters; the scheduler and the
+  controller-manager as their bootstrap-RBAC users), Node+RBAC authorization, the default admission plugins plus
+  NodeRestriction and the Mutating/ValidatingAdmissionWebhook plugins, service-account tokens signed by a
+  generated key;
+- kube-controller-manager with the controllers a workload needs (deployment, replicaset, statefulset, job,
+  daemonset, disruption, garbagecollector, namespace, serviceaccount, serviceaccount-token, podgc) and NOT the
+  node lifecycle controller; --use-service-account-credentials as kubeadm does. The ServiceAccount admission
+  plugin stays on: the serviceaccount(-token) controllers give every namespace a `default` account with a token;
+- kube-scheduler with a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1beta1, the version 1.20
+  reads) given by the caller, restartable with another config during a session;
+- the kubelet stand-in of kubelet.py.
+
+Every component logs into `<run dir>/logs/<component>.log`. Processes run in their own process group and get
+SIGKILL if the Python thread that started them dies (PR_SET_PDEATHSIG), so a crashed test run leaves no stray
+etcd or kube-* behind; `stop()` terminates each group and waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import requests
+
+from . import certs
+from .api import Api, ApiError
+from .kubelet import MANAGED_ANNOTATION, MANAGED_VALUE, NOT_READY_TAINT, READY_ANNOTATION, KubeletStandIn
+
+K8S_VERSION = "1.20.2"
+SCHEDULER_CONFIG_API = "kubescheduler.config.k8s.io/v1beta1"
+CONTROLLERS = (
+    "deployment",
+    "replicaset",
+    "statefulset",
+    "job",
+    "daemonset",
+    "disruption",
+    "garbagecollector",
+    "namespace",
+    "serviceaccount",
+    "serviceaccount-token",
+    "podgc",
+)
+BUILD_HINT = "bash tests/e2e/controlplane/build.sh"
+
+T = TypeVar("T")
+
+
+class BinariesMissing(RuntimeError):
+    """The control-plane binaries are not built (or etcd is not installed)."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SPOTSHIFT_CACHE") or Path.home() / ".cache" / "spotshift")
+
+
+def bin_dir() -> Path:
+    override = os.environ.get("SPOTSHIFT_K8S_BIN")
+    return Path(override) if override else cache_dir() / f"k8s-{K8S_VERSION}" / "bin"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kubectl: Path
+
+    @classmethod
+    def locate(cls) -> Binaries:
+        """Find every binary or raise BinariesMissing saying how to build them."""
+        directory = bin_dir()
+        found: dict[str, Path] = {}
+        missing: list[str] = []
+        for field in ("kube_apiserver", "kube_controller_manager", "kube_scheduler", "kubectl"):
+            path = directory / field.replace("_", "-")
+            if os.access(path, os.X_OK):
+                found[field] = path
+            else:
+                missing.append(str(path))
+        etcd = shutil.which("etcd") or "/usr/bin/etcd"
+        if os.access(etcd, os.X_OK):
+            found["etcd"] = Path(etcd)
+        else:
+            missing.append("etcd (Debian package etcd-server)")
+        if missing:
+            raise BinariesMissing(
+                f"the e2e control plane (Kubernetes {K8S_VERSION}) is not built: missing {', '.join(missing)}. "
+                f"Run `{BUILD_HINT}` first (about 4-10 minutes once, then cached), "
+                "or set SPOTSHIFT_SKIP_E2E=1 to skip the e2e tier."
+            )
+        return cls(**found)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def wait_for(
+    probe: Callable[[], T],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.2,
+    check: Callable[[], None] | None = None,
+) -> T:
+    """Call `probe` until it returns something truthy; its exceptions count as "not yet".
+
+    `check` runs each round and may raise to stop early (e.g. when the process being waited for died).
+    """
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        if check is not None:
+            check()
+        try:
+            result = probe()
+            if result:
+                return result
+            last = result
+        except Exception as error:
+            last = error
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+def _etcd_scratch_dir() -> Path:
+    """A fresh directory for etcd's data, on tmpfs when there is one (fsync there costs nothing).
+
+    It records the owning pid, and directories of owners that died without cleaning up (killed test runs)
+    are removed here, so they do not pile up in memory.
+    """
+    shm = Path("/dev/shm")
+    parent = shm if os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    for stale in parent.glob("spotshift-e2e-etcd-*"):
+        try:
+            owner = int((stale / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(stale, ignore_errors=True)
+        except PermissionError:
+            pass
+    directory = Path(tempfile.mkdtemp(prefix="spotshift-e2e-etcd-", dir=parent))
+    (directory / "owner.pid").write_text(str(os.getpid()))
+    return directory
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the parent thread dies (no strays after a crash)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _component_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k != "KUBECONFIG"}
+    env["NO_PROXY"] = "*"
+    return env
+
+
+class Component:
+    """One control-plane process, logging to its own file, in its own process group."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log_file:
+            log_file.write(f"=== {time.strftime('%H:%M:%S')} starting: {' '.join(self.argv)}\n".encode())
+            log_file.flush()
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=_component_env(),
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ensure_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(
+                f"{self.name} exited with code {self.process.returncode}; last log lines "
+                f"({self.log_path}):\n{self.log_tail()}"
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=timeout)
+        # Anything else left in the group (there should be nothing) goes too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        self.process = None
+
+
+class ControlPlane:
+    """A running (after `start()`) control plane; see the module docstring."""
+
+    def __init__(
+        self,
+        binaries: Binaries,
+        *,
+        run_dir: Path | None = None,
+        scheduler_config: Mapping[str, Any] | Path | None = None,
+        verbosity: int = 1,
+    ) -> None:
+        self.binaries = binaries
+        self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="spotshift-e2e-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir = self.run_dir / "logs"
+        self.pki_dir = self.run_dir / "pki"
+        self.verbosity = verbosity
+        self._etcd_dir = _etcd_scratch_dir()
+        self.etcd_port, self.etcd_peer_port, self.apiserver_port, self.cm_port = free_ports(4)
+        self.scheduler_port = 0
+        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.components: dict[str, Component] = {}
+        self.kubelet: KubeletStandIn | None = None
+        self._scheduler_restarts = 0
+        self._initial_scheduler_config = scheduler_config
+        self.tokens = {
+            "admin": secrets.token_hex(16),
+            "system:kube-controller-manager": secrets.token_hex(16),
+            "system:kube-scheduler": secrets.token_hex(16),
+        }
+        self.ca_path = self.pki_dir / "ca.crt"
+        self.kubeconfig = self.run_dir / "admin.kubeconfig"
+        self._api: Api | None = None
+        self._health = requests.Session()
+        self._health.trust_env = False
+        self.start_seconds: float | None = None
+
+    # ---- public surface ----------------------------------------------------------------------------------
+    @property
+    def api(self) -> Api:
+        """The admin JSON client (one per control plane; make more with `new_api()` for other threads)."""
+        if self._api is None:
+            self._api = self.new_api()
+        return self._api
+
+    def new_api(self, user: str = "admin") -> Api:
+        return Api(self.server, self.tokens[user], self.ca_path)
+
+    def api_client(self) -> Any:
+        """A `kubernetes.client.ApiClient` for the admin (needs the `kubernetes` package)."""
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.server
+        configuration.ssl_ca_cert = str(self.ca_path)
+        configuration.api_key = {"authorization": self.tokens["admin"]}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        return client.ApiClient(configuration)
+
+    # ---- start / stop ------------------------------------------------------------------------------------
+    def start(self, timeout: float = 120.0) -> None:
+        began = time.monotonic()
+        try:
+            self._write_pki_and_kubeconfigs()
+            self._start_etcd(timeout)
+            self._start_apiserver(timeout)
+            self._start_controller_manager(timeout)
+            self.restart_scheduler(self._initial_scheduler_config, timeout=timeout)
+            self.kubelet = KubeletStandIn(self.new_api, log_path=self.logs_dir / "kubelet-stand-in.log")
+            self.kubelet.start()
+            wait_for(
+                lambda: self._default_service_account_ready("default"),
+                timeout=timeout,
+                what="the default ServiceAccount and its token in namespace default",
+                check=self.ensure_alive,
+            )
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+
+    def stop(self) -> None:
+        """Stop everything, in reverse start order, waiting for each process group."""
+        if self.kubelet is not None:
+            self.kubelet.stop()
+            self.kubelet = None
+        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+            component = self.components.get(name)
+            if component is not None:
+                component.stop()
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        self._health.close()
+        shutil.rmtree(self._etcd_dir, ignore_errors=True)
+
+    def remove_run_dir(self) -> None:
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def ensure_alive(self) -> None:
+        """Raise (with the log tail) if any started component has exited."""
+        for component in self.components.values():
+            component.ensure_alive()
+
+    def health(self) -> dict[str, bool]:
+        """Each component: is its process running and does its health endpoint answer ok?"""
+        result: dict[str, bool] = {}
+        for name, url in self.health_urls().items():
+            component = self.components.get(name)
+            ok = component is not None and component.alive()
+            if ok:
+                try:
+                    verify: str | bool = str(self.ca_path) if url.startswith("https") else True
+                    response = self._health.get(url, verify=verify, timeout=5, headers=self._auth(name))
+                    ok = response.status_code == 200
+                except requests.RequestException:
+                    ok = False
+            result[name] = ok
+        result["kubelet-stand-in"] = self.kubelet is not None and self.kubelet.is_alive()
+        return result
+
+    def health_urls(self) -> dict[str, str]:
+        return {
+            "etcd": f"http://127.0.0.1:{self.etcd_port}/health",
+            "kube-apiserver": f"{self.server}/readyz",
+            "kube-controller-manager": f"https://127.0.0.1:{self.cm_port}/healthz",
+            "kube-scheduler": f"https://127.0.0.1:{self.scheduler_port}/healthz",
+        }
+
+    def _auth(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens['admin']}"} if name == "kube-apiserver" else {}
+
+    # ---- scheduler ---------------------------------------------------------------------------------------
+    def scheduler_config(
+        self,
+        *,
+        extenders: list[dict[str, Any]] | None = None,
+        profiles: list[dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A v1beta1 KubeSchedulerConfiguration for this control plane (extenders/profiles optional)."""
+        config: dict[str, Any] = {
+            "apiVersion": SCHEDULER_CONFIG_API,
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.run_dir / "kube-scheduler.kubeconfig")},
+            "leaderElection": {"leaderElect": False},
+        }
+        if extenders is not None:
+            config["extenders"] = extenders
+        if profiles is not None:
+            config["profiles"] = profiles
+        config.update(extra)
+        return config
+
+    def restart_scheduler(self, config: Mapping[str, Any] | Path | None = None, *, timeout: float = 60.0) -> Path:
+        """(Re)start kube-scheduler with `config` (a dict, or a YAML/JSON file); None means the default.
+
+        The config's `clientConnection.kubeconfig` is pointed at this control plane, leader election is
+        turned off (a restarted scheduler would otherwise wait for its predecessor's lease to expire) and the
+        insecure healthz/metrics listener moves from the fixed port 10251 to a free loopback port.
+        Returns the path of the config file written into the run dir.
+        """
+        if isinstance(config, Path):
+            import yaml
+
+            loaded = yaml.safe_load(config.read_text())
+        elif config is None:
+            loaded = self.scheduler_config()
+        else:
+            loaded = copy.deepcopy(dict(config))
+        loaded.setdefault("apiVersion", SCHEDULER_CONFIG_API)
+        loaded.setdefault("kind", "KubeSchedulerConfiguration")
+        loaded.setdefault("clientConnection", {})["kubeconfig"] = str(self.run_dir / "kube-scheduler.kubeconfig")
+        loaded.setdefault("leaderElection", {})["leaderElect"] = False
+        secure_port, insecure_port = free_ports(2)
+        if loaded["apiVersion"] == SCHEDULER_CONFIG_API:
+            # v1beta1 otherwise serves healthz/metrics insecurely on 0.0.0.0:10251 (--port is ignored when
+            # --config is given, "" is defaulted back to that and port 0 is invalid): a free loopback port lets
+            # several sessions share a machine.
+            insecure = f"127.0.0.1:{insecure_port}"
+            loaded["healthzBindAddress"] = insecure
+            loaded["metricsBindAddress"] = insecure
+
+        previous = self.components.pop("kube-scheduler", None)
+        if previous is not None:
+            previous.stop()
+        self._scheduler_restarts += 1
+        config_path = self.run_dir / f"kube-scheduler-config-{self._scheduler_restarts}.json"
+        config_path.write_text(json.dumps(loaded, indent=2))
+        self.scheduler_port = secure_port
+        component = Component(
+            "kube-scheduler",
+            [
+                str(self.binaries.kube_scheduler),
+                f"--config={config_path}",
+                "--port=0",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.scheduler_port}",
+                *self._serving_flags(),
+                f"--v={self.verbosity}",
+            ],
+            self.logs_dir / "kube-scheduler.log",
+        )
+        self.components["kube-scheduler"] = component
+        component.start()
+        self._wait_healthy("kube-scheduler", timeout)
+        return config_path
+
+    # ---- nodes and namespaces ----------------------------------------------------------------------------
+    def create_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+        allocatable: Mapping[str, str] | None = None,
+        capacity: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        unschedulable: bool = False,
+        ready: bool = True,
+        wait: bool = True,
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        """Create a Node that the kubelet stand-in keeps Ready (or NotReady with `ready=False`).
+
+        `allocatable` defaults to cpu=4, memory=8Gi, pods=110 (keys given replace those); `capacity` defaults
+        to `allocatable`. With `wait`, returns once the node is Ready (or NotReady) and, if Ready, rid of the
+        not-ready taint, so the scheduler may use it straight away.
+        """
+        alloc = {"cpu": "4", "memory": "8Gi", "pods": "110", **(allocatable or {})}
+        cap = {**alloc, **(capacity or {})}
+        node_labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            **(labels or {}),
+        }
+        node_annotations = {
+            MANAGED_ANNOTATION: MANAGED_VALUE,
+            READY_ANNOTATION: "true" if ready else "false",
+            **(annotations or {}),
+        }
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": node_labels, "annotations": node_annotations},
+            "spec": {"taints": list(taints or []), "unschedulable": unschedulable},
+            "status": {"capacity": cap, "allocatable": alloc},
+        }
+        self.api.post("/api/v1/nodes", body)
+        self.api.patch(f"/api/v1/nodes/{name}/status", {"status": {"capacity": cap, "allocatable": alloc}}, "strategic")
+        if not wait:
+            return self.api.get(f"/api/v1/nodes/{name}")
+        return wait_for(
+            lambda: self._node_settled(name, ready),
+            timeout=timeout,
+            what=f"node {name} to become {'Ready' if ready else 'NotReady'}",
+            check=self.ensure_alive,
+        )
+
+    def _node_settled(self, name: str, ready: bool) -> dict[str, Any] | None:
+        node = self.api.get(f"/api/v1/nodes/{name}")
+        conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions") or []}
+        tainted = any(t.get("key") == NOT_READY_TAINT for t in node.get("spec", {}).get("taints") or [])
+        if ready and conditions.get("Ready") == "True" and not tainted:
+            return node
+        if not ready and conditions.get("Ready") == "False" and tainted:
+            return node
+        return None
+
+    def delete_node(self, name: str, *, remove_pods: bool = True) -> None:
+        self.delete_nodes([name], remove_pods=remove_pods)
+
+    def delete_nodes(self, names: list[str], *, remove_pods: bool = True, timeout: float = 10.0) -> None:
+        """Delete nodes; first (by default) cordon them and delete their pods at once.
+
+        Without that, pods of a deleted node stay Terminating (no stand-in serves them) until podgc collects
+        them, and a cluster-wide snapshot would see them. Replacement pods a controller creates meanwhile may
+        still be bound before the scheduler sees the cordon, so pods are removed until a round finds none.
+        """
+        present = []
+        for name in names:
+            try:
+                if remove_pods:
+                    self.api.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
+                present.append(name)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+        deadline = time.monotonic() + timeout
+        while remove_pods and present:
+            removed = sum(self.force_delete_pods_on(name) for name in present)
+            if not removed or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        for name in present:
+            self.api.delete_if_exists(f"/api/v1/nodes/{name}")
+
+    def create_namespace(self, name: str, *, labels: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
+        """Create a namespace and wait for its `default` ServiceAccount token (pods are refused before it)."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+        self.api.post("/api/v1/namespaces", body)
+        wait_for(
+            lambda: self._default_service_account_ready(name),
+            timeout=timeout,
+            what=f"the default ServiceAccount token in namespace {name}",
+            check=self.ensure_alive,
+        )
+
+    def delete_namespace(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
+        self.api.delete_if_exists(f"/api/v1/namespaces/{name}")
+        if wait:
+            wait_for(
+                lambda: not self._exists(f"/api/v1/namespaces/{name}"),
+                timeout=timeout,
+                what=f"namespace {name} to be deleted",
+            )
+
+    def _exists(self, path: str) -> bool:
+        try:
+            self.api.get(path)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def _default_service_account_ready(self, namespace: str) -> bool:
+        account = self.api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+        return bool(account.get("secrets"))
+
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        params = {"labelSelector": selector} if selector else {}
+        return list(self.api.list(f"/api/v1/namespaces/{namespace}/pods", **params))
+
+    def force_delete_pods_on(self, node_name: str) -> int:
+        """Delete every pod bound to a node at once; returns how many there were."""
+        count = 0
+        for pod in self.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}"):
+            meta = pod["metadata"]
+            self.api.delete_if_exists(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", gracePeriodSeconds=0
+            )
+            count += 1
+        return count
+
+    def wait_for_deployment(self, namespace: str, name: str, *, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until every replica of a Deployment is updated, ready and available; return its pods."""
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+
+        def done() -> bool:
+            deployment = self.api.get(path)
+            wanted = deployment["spec"].get("replicas", 1)
+            status = deployment.get("status", {})
+            return (
+                status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
+                and status.get("updatedReplicas", 0) == wanted
+                and status.get("readyReplicas", 0) == wanted
+                and status.get("availableReplicas", 0) == wanted
+                and status.get("replicas", 0) == wanted
+            )
+
+        wait_for(done, timeout=timeout, what=f"deployment {namespace}/{name} to be ready", check=self.ensure_alive)
+        deployment = self.api.get(path)
+        selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+        return [p for p in self.pods(namespace, selector) if not p["metadata"].get("deletionTimestamp")]
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this control plane."""
+        return subprocess.run(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            env=_component_env(),
+            timeout=60,
+        )
+
+    # ---- internals ---------------------------------------------------------------------------------------
+    def _serving_flags(self) -> list[str]:
+        return [
+            f"--tls-cert-file={self.pki_dir / 'serving.crt'}",
+            f"--tls-private-key-file={self.pki_dir / 'serving.key'}",
+        ]
+
+    def _write_pki_and_kubeconfigs(self) -> None:
+        ca = certs.make_ca()
+        ca.write(self.pki_dir, "ca")
+        serving = certs.issue_cert(
+            ca,
+            "kube-apiserver",
+            hosts=(
+                "127.0.0.1",
+                "localhost",
+                "10.0.0.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+        )
+        serving.write(self.pki_dir, "serving")
+        private, public = certs.make_signing_key()
+        (self.pki_dir / "sa.key").write_bytes(private)
+        (self.pki_dir / "sa.pub").write_bytes(public)
+        lines = [
+            f'{token},{user},{user},"system:masters"' if user == "admin" else f"{token},{user},{user}"
+            for user, token in self.tokens.items()
+        ]
+        (self.pki_dir / "tokens.csv").write_text("\n".join(lines) + "\n")
+        for path, user in (
+            (self.kubeconfig, "admin"),
+            (self.run_dir / "kube-controller-manager.kubeconfig", "system:kube-controller-manager"),
+            (self.run_dir / "kube-scheduler.kubeconfig", "system:kube-scheduler"),
+        ):
+            path.write_text(json.dumps(self._kubeconfig(user), indent=2))
+
+    def _kubeconfig(self, user: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "e2e", "cluster": {"server": self.server, "certificate-authority": str(self.ca_path)}}
+            ],
+            "users": [{"name": user, "user": {"token": self.tokens[user]}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user, "namespace": "default"}}],
+            "current-context": "e2e",
+        }
+
+    def _launch(self, name: str, argv: list[str]) -> Component:
+        component = Component(name, argv, self.logs_dir / f"{name}.log")
+        self.components[name] = component
+        component.start()
+        return component
+
+    def _wait_healthy(self, name: str, timeout: float) -> None:
+        url = self.health_urls()[name]
+        component = self.components[name]
+        verify: str | bool = str(self.ca_path) if url.startswith("https") else True
+
+        def probe() -> bool:
+            response = self._health.get(url, verify=verify, timeout=5, headers=self._auth(name))
+            return response.status_code == 200
+
+        wait_for(probe, timeout=timeout, what=f"{name} health at {url}", check=component.ensure_alive)
+
+    def _start_etcd(self, timeout: float) -> None:
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        self._launch(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name=e2e",
+                f"--data-dir={self._etcd_dir / 'data'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=e2e={peer}",
+                "--initial-cluster-state=new",
+                f"--initial-cluster-token=spotshift-e2e-{self.etcd_port}",
+                "--log-level=warn",
+                "--logger=zap",
+            ],
+        )
+        self._wait_healthy("etcd", timeout)
+
+    def _start_apiserver(self, timeout: float) -> None:
+        pki = self.pki_dir
+        self._launch(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.apiserver_port}",
+                "--insecure-port=0",
+                *self._serving_flags(),
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--token-auth-file={pki / 'tokens.csv'}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--api-audiences=https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                # Endpoints may not be loopback addresses: nothing to reconcile for a loopback apiserver.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                f"--v={self.verbosity}",
+            ],
+        )
+        self._wait_healthy("kube-apiserver", timeout)
+
+    def _start_controller_manager(self, timeout: float) -> None:
+        pki = self.pki_dir
+        self._launch(
+            "kube-controller-manager",
+            [
+                str(self.binaries.kube_controller_manager),
+                f"--kubeconfig={self.run_dir / 'kube-controller-manager.kubeconfig'}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--leader-elect=false",
+                "--port=0",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.cm_port}",
+                *self._serving_flags(),
+                "--profiling=false",
+                f"--v={self.verbosity}",
+            ],
+        )
+        self._wait_healthy("kube-controller-manager", timeout)
+
+
+@contextlib.contextmanager
+def running_control_plane(**kwargs: Any) -> Iterator[ControlPlane]:
+    """`with running_control_plane() as cp:` for scripts; keeps the run dir only if the body raised."""
+    plane = ControlPlane(Binaries.locate(), **kwargs)
+    plane.start()
+    failed = True
+    try:
+        yield plane
+        failed = False
+    finally:
+        plane.stop()
+        if failed:
+            print(f"spotshift e2e: control plane logs kept in {plane.logs_dir}")
+        else:
+            plane.remove_run_dir()
