@@ -11,7 +11,7 @@ A malformed object raises :class:`ParseError` naming the object and the field
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -72,8 +72,7 @@ def _strmap(raw: Any, where: str) -> Mapping[str, str]:
     return raw
 
 
-def parse_resources(raw: Any, where: str) -> dict[str, int]:
-    """Parse a ``ResourceList`` (``{"cpu": "100m", ...}``) into scheduler integers."""
+def _parse_list(raw: Any, where: str, convert: Callable[[str, Any], int]) -> dict[str, int]:
     if not raw:
         return {}
     if not isinstance(raw, Mapping):
@@ -81,25 +80,20 @@ def parse_resources(raw: Any, where: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, q in raw.items():
         try:
-            out[name] = resource_value(name, q)
+            out[name] = convert(name, q)
         except QuantityError as e:
             raise ParseError(f"{where}.{name}: {e}") from None
     return out
+
+
+def parse_resources(raw: Any, where: str) -> dict[str, int]:
+    """Parse a ``ResourceList`` (``{"cpu": "100m", ...}``) into scheduler integers."""
+    return _parse_list(raw, where, resource_value)
 
 
 def _parse_nanos(raw: Any, where: str) -> dict[str, int]:
     """A ``ResourceList`` as exact nano-units (:func:`shared.quantity.nano_value`), for summing."""
-    if not raw:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ParseError(f"{where}: expected an object of quantities")
-    out: dict[str, int] = {}
-    for name, q in raw.items():
-        try:
-            out[name] = nano_value(q)
-        except QuantityError as e:
-            raise ParseError(f"{where}.{name}: {e}") from None
-    return out
+    return _parse_list(raw, where, lambda _name, q: nano_value(q))
 
 
 def _from_nanos(nanos: Mapping[str, int]) -> dict[str, int]:
