@@ -1,0 +1,302 @@
+"""The Flask application: ``/mutate``, ``/filter``, ``/prioritize``, ``/healthz``, ``/readyz``, ``/metrics``.
+
+A thin layer: decode, call the pure functions of :mod:`extender.admission` and :mod:`extender.scheduling`,
+encode with orjson, count. Built by :func:`create_app` (no module-global app), so tests make as many as
+they like with their own configuration and caches.
+
+Error policy. A request we cannot read (bad JSON, wrong kind, no uid, not a Pod, too large) is answered
+with a 4xx and a JSON message, and the worker carries on. A bug of ours never blocks a pod: ``/mutate``
+admits it unchanged with a warning, ``/filter`` answers with its ``Error`` field (the scheduler skips an
+``ignorable`` extender), ``/prioritize`` answers an empty list (no opinion).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import orjson
+from flask import Flask, Response, g, request
+from werkzeug.exceptions import HTTPException
+
+from extender import metrics
+from extender.admission import MutationMemo, MutationPolicy, allow_unchanged, build_response, parse_review
+from extender.errors import BadRequest, ExtenderError, NotReady, PayloadTooLarge
+from extender.reviews import ExtenderFilterResult, fold_keys
+from extender.scheduling import (
+    ExtenderPolicy,
+    NodeEntry,
+    NodeIndex,
+    PodIndex,
+    ceilings,
+    filter_names,
+    filter_nodes,
+    prioritize_names,
+    prioritize_nodes,
+    share_of,
+    spot_allowed,
+    workload_key,
+)
+from shared.config import Config
+
+__all__ = ["create_app", "NodeSource", "DEFAULT_MAX_ADMISSION_BYTES", "DEFAULT_MAX_EXTENDER_BYTES"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ADMISSION_BYTES = 4 * 1024 * 1024
+"""An AdmissionReview carries the object (etcd caps it at 1.5 MiB) and, on UPDATE, the old one too."""
+DEFAULT_MAX_EXTENDER_BYTES = 256 * 1024 * 1024
+"""Full Node objects run ~4.3 KB each: 5,000 nodes are 21.6 MB; this allows ~60,000."""
+
+DRAIN_CAP = 64 * 1024 * 1024
+"""How much of an oversized body is read and dropped before answering 413 on a kept-alive connection."""
+
+_JSON = "application/json"
+
+
+class NodeSource(Protocol):
+    """What the app needs of a node cache; :class:`extender.cache.ClusterCache` provides it."""
+
+    @property
+    def nodes(self) -> NodeIndex: ...
+
+    @property
+    def pods(self) -> PodIndex | None: ...
+
+    def synced(self) -> bool: ...
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status=status, mimetype=_JSON)
+
+
+def _raw_json(body: bytes) -> Response:
+    return Response(body, mimetype=_JSON)
+
+
+def _drain(cap: int) -> None:
+    """Read and drop the rest of an oversized body, so the client sees our 413 instead of a reset while it is
+    still sending. Past ``cap`` the connection is closed after the answer rather than read any further."""
+    left = cap
+    while left > 0:
+        chunk = request.stream.read(min(65536, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+    g.close_connection = True
+
+
+def _read_body(limit: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > limit:
+        _drain(DRAIN_CAP)
+        raise PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes")
+    data = request.stream.read(limit + 1)
+    if len(data) > limit:
+        _drain(DRAIN_CAP)
+        raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+    return data
+
+
+def _decode_object(body: bytes) -> dict[str, Any]:
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise BadRequest(f"request body is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise BadRequest("request body must be a JSON object")
+    return value
+
+
+def _extender_args(body: bytes) -> tuple[Mapping[str, Any], list[str] | None, Mapping[str, Any] | None]:
+    """Decode ``ExtenderArgs``: ``(pod, node names, NodeList)`` with exactly one of the last two set."""
+    args = fold_keys(_decode_object(body))
+    pod = args.get("Pod")
+    if not isinstance(pod, dict):
+        raise BadRequest("ExtenderArgs.Pod must be a Pod object")
+    names, nodes = args.get("NodeNames"), args.get("Nodes")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadRequest("ExtenderArgs.NodeNames must be a list of node names")
+        return pod, names, None
+    if nodes is not None:
+        if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
+            raise BadRequest("ExtenderArgs.Nodes must be a NodeList object")
+        return pod, None, nodes
+    raise BadRequest("ExtenderArgs has neither NodeNames nor Nodes")
+
+
+def _filter_error(message: str) -> ExtenderFilterResult:
+    """A filter answer the scheduler reads as an error: with ``ignorable: true`` it skips this extender."""
+    return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
+
+
+def _child(cache: dict[Any, Any], metric: Any, label: str) -> Any:
+    child = cache.get(label)
+    if child is None:
+        child = cache[label] = metric.labels(label)
+    return child
+
+
+def create_app(
+    config: Config | None = None,
+    cache: NodeSource | None = None,
+    *,
+    max_admission_bytes: int = DEFAULT_MAX_ADMISSION_BYTES,
+    max_extender_bytes: int = DEFAULT_MAX_EXTENDER_BYTES,
+    echo: bool = False,
+) -> Flask:
+    """Build the server.
+
+    ``cache`` is the watch-backed node (and pod) cache; without one, NodeNames requests cannot be answered
+    (``nodeCacheCapable: false`` still works) and ``/readyz`` is ready at once. ``echo`` adds ``POST /echo``,
+    which returns its body: the benchmark's baseline for "the same stack doing nothing".
+    """
+    config = config or Config()
+    policy = MutationPolicy.from_config(config)
+    memo = MutationMemo()
+    ext = ExtenderPolicy.from_config(config)
+    app = Flask("spotshift")
+    app.config["SPOTSHIFT_CONFIG"] = config
+    synced: Callable[[], bool] = cache.synced if cache is not None else (lambda: True)
+
+    empty_index = NodeIndex()
+
+    def node_index() -> NodeIndex:
+        return cache.nodes if cache is not None else empty_index
+
+    def node_entries() -> Mapping[str, NodeEntry]:
+        return node_index().items
+
+    @app.before_request
+    def _start_timer() -> None:
+        g.started = time.perf_counter()
+
+    # Labelled children resolved once: ``labels()`` validates and locks on every call.
+    requests_by: dict[tuple[str, int], Any] = {}
+    latency_by: dict[str, Any] = {}
+    skips_by: dict[str, Any] = {}
+    patches_by: dict[str, Any] = {}
+
+    @app.after_request
+    def _count(response: Response) -> Response:
+        if g.get("close_connection"):
+            response.headers["Connection"] = "close"
+        endpoint = request.endpoint or "unknown"
+        key = (endpoint, response.status_code)
+        counter = requests_by.get(key)
+        if counter is None:
+            counter = requests_by[key] = metrics.REQUESTS.labels(endpoint, str(response.status_code))
+        counter.inc()
+        started = g.get("started")
+        if started is not None:
+            histogram = latency_by.get(endpoint)
+            if histogram is None:
+                histogram = latency_by[endpoint] = metrics.LATENCY.labels(endpoint)
+            histogram.observe(time.perf_counter() - started)
+        return response
+
+    @app.errorhandler(ExtenderError)
+    def _our_error(e: ExtenderError) -> Response:
+        return _json({"error": e.message, "status": e.status}, e.status)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(e: HTTPException) -> Response:
+        code = e.code or 400
+        return _json({"error": e.description or e.name, "status": code}, code)
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        review = parse_review(_read_body(max_admission_bytes))
+        try:
+            answer, mutation = build_response(review, policy, memo)
+        except Exception:
+            log.exception("mutate: internal error; admitting the pod unchanged")
+            metrics.SKIPS.labels("internal-error").inc()
+            return _json(allow_unchanged(review, "spotshift: internal error, pod admitted unchanged"))
+        if not review["request"].get("dryRun"):
+            if mutation.skipped:
+                _child(skips_by, metrics.SKIPS, mutation.skipped).inc()
+            for kind in mutation.kinds:
+                _child(patches_by, metrics.PATCHES, kind).inc()
+        return _json(answer)
+
+    def spot_ok(pod: Mapping[str, Any], nodes: Mapping[str, NodeEntry]) -> bool:
+        """Per-workload ceiling: False when one more pod on spot would break it (see extender.scheduling)."""
+        pods = cache.pods if cache is not None else None
+        if pods is None:
+            return True
+        meta = pod.get("metadata") or {}
+        max_pct, min_on_demand = ceilings(meta, ext.ceiling)
+        if max_pct >= 100 and min_on_demand <= 0:
+            return True
+        workload = workload_key(meta)
+        if workload is None:
+            return True
+        return spot_allowed(max_pct, min_on_demand, share_of(workload, pods, nodes))
+
+    @app.post("/filter", endpoint="filter")
+    def filter_() -> Response:
+        _, names, nodes = _extender_args(_read_body(max_extender_bytes))
+        try:
+            if names is not None:
+                if not synced():
+                    raise NotReady("spotshift node cache has not synced yet")
+                result = filter_names(names, node_entries(), ext)
+            else:
+                assert nodes is not None
+                result, why = filter_nodes(nodes, ext)
+                for reason in why:
+                    metrics.FILTERED.labels(reason).inc()
+        except NotReady as e:
+            return _json(_filter_error(e.message))
+        except Exception as e:
+            log.exception("filter: internal error")
+            return _json(_filter_error(f"spotshift: {e}"))
+        if names is not None:
+            entries = node_entries()
+            for name in result["FailedNodes"]:
+                entry = entries.get(name)
+                metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
+        return _json(result)
+
+    @app.post("/prioritize")
+    def prioritize() -> Response:
+        pod, names, nodes = _extender_args(_read_body(max_extender_bytes))
+        try:
+            entries = node_entries()
+            if names is not None:
+                if not synced():
+                    return _raw_json(b"[]")
+                return _raw_json(prioritize_names(names, node_index(), spot_ok=spot_ok(pod, entries)))
+            assert nodes is not None
+            return _raw_json(prioritize_nodes(nodes.get("items") or (), ext, spot_ok=spot_ok(pod, entries)))
+        except Exception:
+            log.exception("prioritize: internal error; answering with no opinion")
+            return _raw_json(b"[]")
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if not synced():
+            return _json({"status": "node cache not synced"}, 503)
+        return _json({"status": "ok"})
+
+    @app.get("/metrics", endpoint="metrics")
+    def metrics_() -> Response:
+        if cache is not None:
+            metrics.CACHED_NODES.set(len(cache.nodes.items))
+        return Response(metrics.render(), content_type=metrics.CONTENT_TYPE)
+
+    if echo:
+
+        @app.post("/echo", endpoint="echo")
+        def echo_() -> Response:
+            return _raw_json(_read_body(max_admission_bytes))
+
+    return app

@@ -1,0 +1,718 @@
+"""The webhook's pure core: extender.admission and extender.patches, table-driven.
+
+Each patch is applied with a small, strict RFC 6902 applier below (it refuses to add below a missing parent,
+as the API server's does), and the result is checked as a pod, not as a list of operations.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from extender.admission import (
+    PATCH_PREFERRED_AFFINITY,
+    PATCH_REQUIRED_AFFINITY,
+    PATCH_SCHEDULER_NAME,
+    PATCH_TOLERATIONS,
+    SKIP_ALREADY_PRESENT,
+    SKIP_DAEMONSET,
+    SKIP_EXCLUDED_NAMESPACE,
+    SKIP_MIRROR_POD,
+    SKIP_MODE_OFF,
+    SKIP_NOT_CREATE,
+    SKIP_OPT_OUT,
+    SKIP_PINNED_ON_DEMAND,
+    MutationMemo,
+    MutationPolicy,
+    build_response,
+    mutate_pod,
+    parse_review,
+)
+from extender.errors import BadRequest
+from extender.patches import Patch, escape, pointer
+from shared.config import Config, parse_config
+
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+# --- a strict JSON patch applier (RFC 6902 add/replace, RFC 6901 pointers) ---------------------------
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def apply_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        assert op["op"] in ("add", "replace"), op
+        tokens = [_unescape(t) for t in op["path"].split("/")[1:]]
+        parent = doc
+        for t in tokens[:-1]:
+            parent = parent[int(t)] if isinstance(parent, list) else parent[t]  # KeyError: missing parent
+        last = tokens[-1]
+        value = copy.deepcopy(op["value"])
+        if isinstance(parent, list):
+            if last == "-":
+                parent.append(value)
+            else:
+                parent.insert(int(last), value)
+        else:
+            if op["op"] == "replace":
+                assert last in parent, f"replace of a missing member {op['path']}"
+            parent[last] = value
+    return doc
+
+
+# --- builders -----------------------------------------------------------------------------------------
+
+Mod = Callable[[dict[str, Any]], None]
+
+
+def make_pod(*mods: Mod) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "web-6d4cf56db6-", "namespace": "shop", "labels": {"app": "web"}},
+        "spec": {
+            "containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}],
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+            ],
+        },
+    }
+    for mod in mods:
+        mod(pod)
+    return pod
+
+
+def without_tolerations(pod: dict[str, Any]) -> None:
+    pod["spec"].pop("tolerations", None)
+
+
+def with_tolerations(*tols: dict[str, Any]) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        pod["spec"].setdefault("tolerations", []).extend(tols)
+
+    return mod
+
+
+def with_node_selector(**labels: str) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        pod["spec"]["nodeSelector"] = dict(labels)
+
+    return mod
+
+
+def with_preferred(*terms: dict[str, Any]) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        na = pod["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        na.setdefault(PREFERRED, []).extend(terms)
+
+    return mod
+
+
+def with_required(*terms: dict[str, Any]) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        na = pod["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        na[REQUIRED] = {"nodeSelectorTerms": list(terms)}
+
+    return mod
+
+
+def with_pod_anti_affinity(pod: dict[str, Any]) -> None:
+    pod["spec"].setdefault("affinity", {})["podAntiAffinity"] = {
+        PREFERRED: [
+            {"weight": 50, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "h"}}
+        ]
+    }
+
+
+def with_owner(kind: str, name: str = "owner") -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        pod["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "u", "controller": True}
+        ]
+
+    return mod
+
+
+def with_label(key: str, value: str) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        pod["metadata"].setdefault("labels", {})[key] = value
+
+    return mod
+
+
+def with_annotation(key: str, value: str) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        pod["metadata"].setdefault("annotations", {})[key] = value
+
+    return mod
+
+
+def with_scheduler(name: str | None) -> Mod:
+    def mod(pod: dict[str, Any]) -> None:
+        if name is None:
+            pod["spec"].pop("schedulerName", None)
+        else:
+            pod["spec"]["schedulerName"] = name
+
+    return mod
+
+
+def expr(key: str, op: str, *values: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": key, "operator": op}
+    if values:
+        out["values"] = list(values)
+    return out
+
+
+def term(*exprs: dict[str, Any]) -> dict[str, Any]:
+    return {"matchExpressions": list(exprs)}
+
+
+def review(pod: dict[str, Any], *, namespace: str = "shop", operation: str = "CREATE", dry_run: bool = False) -> dict:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0df28fbd-5f5f-11e8-bc74-36e6bb280816",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": operation,
+            "object": pod,
+            "dryRun": dry_run,
+        },
+    }
+
+
+def policy(**settings: Any) -> MutationPolicy:
+    """A policy from config sections given as keyword dicts, e.g. ``policy(webhook={"mode": "require"})``."""
+    return MutationPolicy.from_config(parse_config(settings))
+
+
+KARPENTER = policy(node_classes={"presets": ["karpenter"]})
+KARPENTER_TERM = term(expr("karpenter.sh/capacity-type", "In", "spot"))
+AKS_TOLERATION = {
+    "key": "kubernetes.azure.com/scalesetpriority",
+    "operator": "Equal",
+    "value": "spot",
+    "effect": "NoSchedule",
+}
+AKS = policy(node_classes={"presets": ["aks"]})
+DEFAULT = MutationPolicy.from_config(Config())
+
+
+def mutated(pod: dict[str, Any], pol: MutationPolicy, namespace: str = "shop") -> tuple[dict[str, Any], Any]:
+    m = mutate_pod(pod, namespace, pol)
+    return apply_patch(pod, list(m.ops)), m
+
+
+def node_affinity(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod["spec"].get("affinity", {}).get("nodeAffinity", {})
+
+
+# --- patches: RFC 6901 escaping, parents, appends --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "escaped"),
+    [
+        pytest.param("plain", "plain", id="plain-token-unchanged"),
+        pytest.param("a/b", "a~1b", id="slash-becomes-tilde-one"),
+        pytest.param("a~b", "a~0b", id="tilde-becomes-tilde-zero"),
+        pytest.param("~1", "~01", id="tilde-escaped-before-slash-so-no-double-decoding"),
+        pytest.param("node-role.kubernetes.io/spot-worker", "node-role.kubernetes.io~1spot-worker", id="label-key"),
+        pytest.param(3, "3", id="array-index"),
+    ],
+)
+def test_rfc6901_escaping(token: str | int, escaped: str) -> None:
+    assert escape(token) == escaped
+    assert _unescape(escaped) == str(token)
+
+
+def test_pointer_joins_escaped_tokens() -> None:
+    assert pointer(["metadata", "annotations", "spotshift.io/a~b"]) == "/metadata/annotations/spotshift.io~1a~0b"
+    assert pointer([]) == ""
+
+
+def test_patch_creates_a_map_entry_whose_key_has_slashes_and_tildes() -> None:
+    doc = {"metadata": {"annotations": {"x": "1"}}}
+    p = Patch(doc)
+    assert p.set_missing(("metadata", "annotations", "example.com/a~b"), "v")
+    assert p.ops == [{"op": "add", "path": "/metadata/annotations/example.com~1a~0b", "value": "v"}]
+    assert apply_patch(doc, p.ops)["metadata"]["annotations"] == {"x": "1", "example.com/a~b": "v"}
+    assert not p.set_missing(("metadata", "annotations", "x"), "other"), "an existing value is never replaced"
+
+
+def test_patch_appends_below_a_parent_it_created_itself() -> None:
+    doc: dict[str, Any] = {"spec": {}}
+    p = Patch(doc)
+    p.append(("spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms"), {"a": 1})
+    p.append(("spec", "affinity", "nodeAffinity", PREFERRED), {"b": 2})
+    p.append(("spec", "affinity", "nodeAffinity", PREFERRED), {"c": 3})
+    assert [op["path"] for op in p.ops] == [
+        "/spec/affinity",
+        f"/spec/affinity/nodeAffinity/{PREFERRED}",
+        f"/spec/affinity/nodeAffinity/{PREFERRED}/-",
+    ]
+    out = apply_patch(doc, p.ops)
+    assert out["spec"]["affinity"]["nodeAffinity"] == {
+        REQUIRED: {"nodeSelectorTerms": [{"a": 1}]},
+        PREFERRED: [{"b": 2}, {"c": 3}],
+    }
+    assert doc == {"spec": {}}, "the document is not modified"
+
+
+# --- modes ------------------------------------------------------------------------------------------------
+
+
+def test_prefer_mode_adds_one_weighted_term_per_spot_selector_and_the_spot_tolerations() -> None:
+    pol = policy(node_classes={"presets": ["karpenter", "aks"]}, webhook={"weight": 70})
+    out, m = mutated(make_pod(), pol)
+    assert node_affinity(out)[PREFERRED] == [
+        {"weight": 70, "preference": KARPENTER_TERM},
+        {"weight": 70, "preference": term(expr("kubernetes.azure.com/scalesetpriority", "In", "spot"))},
+    ]
+    assert out["spec"]["tolerations"][1:] == [AKS_TOLERATION]
+    assert m.kinds == (PATCH_PREFERRED_AFFINITY, PATCH_TOLERATIONS)
+    assert REQUIRED not in node_affinity(out)
+
+
+def test_default_configuration_covers_every_preset_with_explicit_tolerations() -> None:
+    out, _ = mutated(make_pod(), DEFAULT)
+    keys = [t["preference"]["matchExpressions"][0]["key"] for t in node_affinity(out)[PREFERRED]]
+    assert keys == [
+        "karpenter.sh/capacity-type",
+        "eks.amazonaws.com/capacityType",
+        "cloud.google.com/gke-spot",
+        "cloud.google.com/gke-preemptible",
+        "kubernetes.azure.com/scalesetpriority",
+        "node-role.kubernetes.io/spot-worker",
+    ]
+    added = out["spec"]["tolerations"][1:]
+    assert [t["key"] for t in added] == [
+        "cloud.google.com/gke-spot",
+        "cloud.google.com/gke-preemptible",
+        "kubernetes.azure.com/scalesetpriority",
+    ]
+    assert all(t["key"] and t["effect"] and t["operator"] == "Equal" for t in added), "never a key-less Exists"
+
+
+def test_tolerate_only_mode_adds_tolerations_and_no_affinity() -> None:
+    out, m = mutated(make_pod(), policy(node_classes={"presets": ["aks"]}, webhook={"mode": "tolerate-only"}))
+    assert "affinity" not in out["spec"]
+    assert out["spec"]["tolerations"][-1] == AKS_TOLERATION
+    assert m.kinds == (PATCH_TOLERATIONS,)
+
+
+def test_require_mode_on_a_pod_without_required_affinity_adds_the_spot_terms() -> None:
+    out, m = mutated(make_pod(), policy(node_classes={"presets": ["karpenter"]}, webhook={"mode": "require"}))
+    assert node_affinity(out) == {REQUIRED: {"nodeSelectorTerms": [KARPENTER_TERM]}}
+    assert m.kinds == (PATCH_REQUIRED_AFFINITY,)
+
+
+def test_require_mode_ands_the_spot_expression_into_every_existing_term() -> None:
+    zone_a = term(expr("topology.kubernetes.io/zone", "In", "eu-west-1a"))
+    zone_b = term(expr("topology.kubernetes.io/zone", "In", "eu-west-1b"))
+    pod = make_pod(with_required(zone_a, zone_b))
+    out, m = mutated(pod, policy(node_classes={"presets": ["karpenter"]}, webhook={"mode": "require"}))
+    terms = node_affinity(out)[REQUIRED]["nodeSelectorTerms"]
+    spot = expr("karpenter.sh/capacity-type", "In", "spot")
+    assert terms == [
+        term(expr("topology.kubernetes.io/zone", "In", "eu-west-1a"), spot),
+        term(expr("topology.kubernetes.io/zone", "In", "eu-west-1b"), spot),
+    ], "appending a term would OR it and widen the choice; each term is extended instead"
+    assert all(op["path"].endswith("/matchExpressions/-") for op in m.ops)
+
+
+def test_require_mode_with_several_spot_selectors_and_user_terms_falls_back_to_a_preference() -> None:
+    zone = term(expr("topology.kubernetes.io/zone", "In", "eu-west-1a"))
+    out, m = mutated(make_pod(with_required(zone)), policy(webhook={"mode": "require"}))
+    assert node_affinity(out)[REQUIRED] == {"nodeSelectorTerms": [zone]}, "the user's terms are kept as written"
+    assert len(node_affinity(out)[PREFERRED]) == 6
+    assert m.kinds[0] == PATCH_PREFERRED_AFFINITY
+    assert m.warnings and "exactly one spot selector" in m.warnings[0]
+
+
+def test_off_mode_admits_unchanged() -> None:
+    m = mutate_pod(make_pod(), "shop", policy(webhook={"mode": "off"}))
+    assert m.ops == () and m.skipped == SKIP_MODE_OFF
+
+
+# --- append, never replace; create missing parents -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected_paths"),
+    [
+        pytest.param(
+            make_pod(without_tolerations),
+            ["/spec/affinity", "/spec/tolerations"],
+            id="bare-pod-gets-whole-subtrees",
+        ),
+        pytest.param(
+            make_pod(with_pod_anti_affinity),
+            ["/spec/affinity/nodeAffinity", "/spec/tolerations/-"],
+            id="affinity-without-nodeAffinity-gets-nodeAffinity-only",
+        ),
+        pytest.param(
+            make_pod(with_required(term(expr("zone", "In", "a")))),
+            [f"/spec/affinity/nodeAffinity/{PREFERRED}", "/spec/tolerations/-"],
+            id="nodeAffinity-without-preferred-gets-the-preferred-array",
+        ),
+        pytest.param(
+            make_pod(with_preferred({"weight": 5, "preference": term(expr("disk", "In", "ssd"))})),
+            [f"/spec/affinity/nodeAffinity/{PREFERRED}/-", "/spec/tolerations/-"],
+            id="existing-preferred-array-gets-appends",
+        ),
+    ],
+)
+def test_parents_are_created_only_where_missing(pod: dict[str, Any], expected_paths: list[str]) -> None:
+    m = mutate_pod(pod, "shop", AKS)
+    assert [op["path"] for op in m.ops] == expected_paths
+    apply_patch(pod, list(m.ops))  # the strict applier raises on a missing parent
+
+
+def test_everything_the_user_wrote_is_kept_in_place() -> None:
+    user_pref = {"weight": 5, "preference": term(expr("disk", "In", "ssd"))}
+    user_tol = {"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}
+    pod = make_pod(with_pod_anti_affinity, with_preferred(user_pref), with_tolerations(user_tol))
+    before = copy.deepcopy(pod)
+    out, m = mutated(pod, AKS)
+    assert pod == before, "mutate_pod does not modify its input"
+    assert all(op["op"] == "add" for op in m.ops)
+    assert out["spec"]["affinity"]["podAntiAffinity"] == before["spec"]["affinity"]["podAntiAffinity"]
+    assert node_affinity(out)[PREFERRED][0] == user_pref
+    assert out["spec"]["tolerations"][: len(before["spec"]["tolerations"])] == before["spec"]["tolerations"]
+    assert out["spec"]["tolerations"][-1] == AKS_TOLERATION
+
+
+# --- idempotence ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pol",
+    [
+        pytest.param(DEFAULT, id="prefer-all-presets"),
+        pytest.param(policy(node_classes={"presets": ["karpenter"]}, webhook={"mode": "require"}), id="require"),
+        pytest.param(policy(webhook={"mode": "tolerate-only"}), id="tolerate-only"),
+        pytest.param(policy(webhook={"scheduler_name": "spotshift-scheduler"}), id="prefer-with-scheduler-name"),
+    ],
+)
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(make_pod(), id="plain-pod"),
+        pytest.param(make_pod(without_tolerations), id="pod-without-tolerations"),
+        pytest.param(make_pod(with_pod_anti_affinity), id="pod-with-anti-affinity"),
+        pytest.param(make_pod(with_required(term(expr("zone", "In", "a")))), id="pod-with-required-affinity"),
+    ],
+)
+def test_reinvocation_adds_nothing(pod: dict[str, Any], pol: MutationPolicy) -> None:
+    once, first = mutated(pod, pol)
+    assert first.ops
+    again = mutate_pod(once, "shop", pol)
+    assert again.ops == ()
+    assert again.skipped == SKIP_ALREADY_PRESENT
+
+
+@pytest.mark.parametrize(
+    "existing",
+    [
+        pytest.param(dict(AKS_TOLERATION), id="the-same-toleration"),
+        pytest.param(
+            {
+                "value": "spot",
+                "effect": "NoSchedule",
+                "operator": "Equal",
+                "key": "kubernetes.azure.com/scalesetpriority",
+            },
+            id="same-toleration-other-key-order",
+        ),
+        pytest.param({"key": "kubernetes.azure.com/scalesetpriority", "operator": "Exists"}, id="exists-on-the-key"),
+        pytest.param({"operator": "Exists"}, id="key-less-exists-tolerates-everything"),
+        pytest.param(
+            {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"},
+            id="empty-operator-means-equal",
+        ),
+    ],
+)
+def test_a_toleration_already_covered_is_not_added_again(existing: dict[str, Any]) -> None:
+    m = mutate_pod(
+        make_pod(with_tolerations(existing)),
+        "shop",
+        policy(node_classes={"presets": ["aks"]}, webhook={"mode": "tolerate-only"}),
+    )
+    assert m.ops == () and m.skipped == SKIP_ALREADY_PRESENT
+
+
+@pytest.mark.parametrize(
+    "existing",
+    [
+        pytest.param(
+            {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "other"}, id="other-value"
+        ),
+        pytest.param(
+            {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Exists", "effect": "PreferNoSchedule"},
+            id="other-effect",
+        ),
+    ],
+)
+def test_a_toleration_that_does_not_cover_ours_is_kept_and_ours_appended(existing: dict[str, Any]) -> None:
+    pod = make_pod(with_tolerations(existing))
+    out, _ = mutated(pod, policy(node_classes={"presets": ["aks"]}, webhook={"mode": "tolerate-only"}))
+    assert out["spec"]["tolerations"][-2:] == [existing, AKS_TOLERATION]
+
+
+def test_a_user_preference_for_spot_written_differently_counts_as_carrying_the_preference() -> None:
+    same_set = term(expr("karpenter.sh/capacity-type", "In", "spot"))
+    pod = make_pod(with_preferred({"weight": 3, "preference": same_set}))
+    m = mutate_pod(pod, "shop", KARPENTER)
+    assert PATCH_PREFERRED_AFFINITY not in m.kinds
+
+
+# --- skip rules -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespace", "reason"),
+    [
+        pytest.param(make_pod(), "kube-system", SKIP_EXCLUDED_NAMESPACE, id="kube-system-excluded"),
+        pytest.param(make_pod(), "spotshift", SKIP_EXCLUDED_NAMESPACE, id="own-namespace-excluded"),
+        pytest.param(
+            make_pod(with_annotation("kubernetes.io/config.mirror", "abc")), "shop", SKIP_MIRROR_POD, id="mirror-pod"
+        ),
+        pytest.param(make_pod(with_owner("DaemonSet")), "shop", SKIP_DAEMONSET, id="daemonset-pod"),
+        pytest.param(make_pod(with_label("spotshift.io/exclude", "true")), "shop", SKIP_OPT_OUT, id="opt-out-label"),
+        pytest.param(
+            make_pod(with_annotation("spotshift.io/exclude", "true")), "shop", SKIP_OPT_OUT, id="opt-out-annotation"
+        ),
+        pytest.param(
+            make_pod(with_node_selector(**{"karpenter.sh/capacity-type": "on-demand"})),
+            "shop",
+            SKIP_PINNED_ON_DEMAND,
+            id="node-selector-pins-on-demand",
+        ),
+        pytest.param(
+            make_pod(with_required(term(expr("eks.amazonaws.com/capacityType", "NotIn", "SPOT")))),
+            "shop",
+            SKIP_PINNED_ON_DEMAND,
+            id="required-affinity-pins-on-demand",
+        ),
+        pytest.param(
+            make_pod(with_required(term(expr("cloud.google.com/gke-spot", "DoesNotExist")))),
+            "shop",
+            SKIP_PINNED_ON_DEMAND,
+            id="does-not-exist-on-a-spot-key-pins-on-demand",
+        ),
+    ],
+)
+def test_skip_rules(pod: dict[str, Any], namespace: str, reason: str) -> None:
+    m = mutate_pod(pod, namespace, DEFAULT)
+    assert m.ops == ()
+    assert m.skipped == reason
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(make_pod(with_owner("ReplicaSet")), id="replicaset-pod"),
+        pytest.param(make_pod(with_label("spotshift.io/exclude", "false")), id="opt-out-false"),
+        pytest.param(
+            make_pod(with_node_selector(**{"topology.kubernetes.io/zone": "a"})),
+            id="zone-selector-says-nothing-of-spot",
+        ),
+        pytest.param(
+            make_pod(with_required(term(expr("karpenter.sh/capacity-type", "In", "spot", "on-demand")))),
+            id="affinity-allowing-spot-or-on-demand",
+        ),
+        pytest.param(
+            make_pod(
+                with_required(
+                    term(expr("karpenter.sh/capacity-type", "In", "on-demand")),
+                    term(expr("topology.kubernetes.io/zone", "In", "a")),
+                )
+            ),
+            id="one-term-of-two-allows-spot",
+        ),
+    ],
+)
+def test_pods_not_skipped(pod: dict[str, Any]) -> None:
+    assert mutate_pod(pod, "shop", DEFAULT).skipped is None
+
+
+def test_excluded_namespaces_are_configurable_and_own_namespace_always_excluded() -> None:
+    pol = policy(namespace="ops", webhook={"excluded_namespaces": ["batch"]})
+    assert mutate_pod(make_pod(), "batch", pol).skipped == SKIP_EXCLUDED_NAMESPACE
+    assert mutate_pod(make_pod(), "ops", pol).skipped == SKIP_EXCLUDED_NAMESPACE
+    assert mutate_pod(make_pod(), "kube-system", pol).skipped is None
+
+
+def test_opt_out_key_is_configurable() -> None:
+    pol = policy(movability={"opt_out_key": "example.com/no-spot"})
+    assert mutate_pod(make_pod(with_label("example.com/no-spot", "true")), "shop", pol).skipped == SKIP_OPT_OUT
+
+
+def test_update_is_not_mutated() -> None:
+    assert mutate_pod(make_pod(), "shop", DEFAULT, "UPDATE").skipped == SKIP_NOT_CREATE
+
+
+# --- schedulerName ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "expected"),
+    [
+        pytest.param("default-scheduler", "spotshift-scheduler", id="defaulted-name-is-replaced"),
+        pytest.param(None, "spotshift-scheduler", id="missing-name-is-added"),
+        pytest.param("team-scheduler", "team-scheduler", id="a-chosen-scheduler-is-kept"),
+    ],
+)
+def test_scheduler_name_injection(scheduler: str | None, expected: str) -> None:
+    pol = policy(webhook={"scheduler_name": "spotshift-scheduler"})
+    out, m = mutated(make_pod(with_scheduler(scheduler)), pol)
+    assert out["spec"]["schedulerName"] == expected
+    assert (PATCH_SCHEDULER_NAME in m.kinds) == (expected != scheduler)
+
+
+def test_scheduler_name_is_not_set_on_skipped_pods() -> None:
+    pol = policy(webhook={"scheduler_name": "spotshift-scheduler"})
+    assert mutate_pod(make_pod(with_owner("DaemonSet")), "shop", pol).ops == ()
+
+
+# --- the AdmissionReview ------------------------------------------------------------------------------------
+
+
+def test_response_echoes_the_review_and_carries_a_base64_json_patch() -> None:
+    rev = review(make_pod())
+    answer, m = build_response(parse_review(orjson.dumps(rev)), KARPENTER)
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    resp = answer["response"]
+    assert resp["uid"] == rev["request"]["uid"]
+    assert resp["allowed"] is True
+    assert resp["patchType"] == "JSONPatch"
+    assert orjson.loads(base64.b64decode(resp["patch"])) == list(m.ops)
+
+
+def test_skipped_pod_gets_allowed_without_patch() -> None:
+    answer, m = build_response(parse_review(orjson.dumps(review(make_pod(), namespace="kube-system"))), KARPENTER)
+    assert answer["response"] == {"uid": "0df28fbd-5f5f-11e8-bc74-36e6bb280816", "allowed": True}
+    assert m.skipped == SKIP_EXCLUDED_NAMESPACE
+
+
+def test_dry_run_gets_the_same_answer() -> None:
+    real, _ = build_response(parse_review(orjson.dumps(review(make_pod()))), DEFAULT)
+    dry, _ = build_response(parse_review(orjson.dumps(review(make_pod(), dry_run=True))), DEFAULT)
+    assert dry == real
+
+
+def test_build_response_does_not_modify_the_review() -> None:
+    rev = review(make_pod(with_pod_anti_affinity))
+    before = copy.deepcopy(rev)
+    build_response(rev, DEFAULT)  # type: ignore[arg-type]
+    assert rev == before
+
+
+def test_require_fallback_warning_reaches_the_response() -> None:
+    rev = review(make_pod(with_required(term(expr("zone", "In", "a")))))
+    answer, _ = build_response(rev, policy(webhook={"mode": "require"}))  # type: ignore[arg-type]
+    assert answer["response"]["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(b"{not json", "not valid JSON", id="malformed-json"),
+        pytest.param(b"[1, 2]", "JSON object", id="not-an-object"),
+        pytest.param(
+            orjson.dumps({**review(make_pod()), "kind": "Pod"}), "kind must be AdmissionReview", id="wrong-kind"
+        ),
+        pytest.param(
+            orjson.dumps({**review(make_pod()), "apiVersion": "admission.k8s.io/v2"}),
+            "apiVersion",
+            id="wrong-api-version",
+        ),
+        pytest.param(
+            orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+            "no request",
+            id="no-request",
+        ),
+        pytest.param(
+            orjson.dumps({**review(make_pod()), "request": {**review(make_pod())["request"], "uid": ""}}),
+            "uid",
+            id="missing-uid",
+        ),
+        pytest.param(
+            orjson.dumps(
+                {
+                    **review(make_pod()),
+                    "request": {
+                        **review(make_pod())["request"],
+                        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                    },
+                }
+            ),
+            "Pod",
+            id="non-pod-kind",
+        ),
+        pytest.param(
+            orjson.dumps(
+                {**review(make_pod()), "request": {**review(make_pod())["request"], "object": {"kind": "Service"}}}
+            ),
+            "Pod",
+            id="non-pod-object",
+        ),
+    ],
+)
+def test_parse_review_rejects_what_is_not_a_pod_review(body: bytes, message: str) -> None:
+    with pytest.raises(BadRequest, match=message):
+        parse_review(body)
+
+
+# --- the memo -------------------------------------------------------------------------------------------------
+
+
+MEMO_PODS = [
+    make_pod(),
+    make_pod(without_tolerations),
+    make_pod(with_pod_anti_affinity),
+    make_pod(with_owner("DaemonSet")),
+    make_pod(with_label("spotshift.io/exclude", "true")),
+    make_pod(with_node_selector(**{"karpenter.sh/capacity-type": "on-demand"})),
+    make_pod(with_tolerations(AKS_TOLERATION)),
+    make_pod(with_scheduler("team-scheduler")),
+]
+
+
+@pytest.mark.parametrize("pol", [DEFAULT, AKS, policy(webhook={"scheduler_name": "s", "mode": "require"})])
+def test_memo_answers_exactly_what_the_function_computes(pol: MutationPolicy) -> None:
+    memo = MutationMemo()
+    for namespace in ("shop", "kube-system"):
+        for _ in range(2):  # the second round is served from the memo
+            for pod in MEMO_PODS:
+                rev = review(pod, namespace=namespace)
+                assert build_response(rev, pol, memo) == build_response(rev, pol)  # type: ignore[arg-type]
+    assert memo.hits == 2 * len(MEMO_PODS)
+
+
+def test_memo_key_ignores_the_pod_name_but_not_what_the_mutation_reads() -> None:
+    a, b = make_pod(), make_pod()
+    b["metadata"]["name"] = "web-6d4cf56db6-zz9xq"
+    assert MutationMemo.key(a, "shop", "CREATE") == MutationMemo.key(b, "shop", "CREATE")
+    assert MutationMemo.key(a, "shop", "CREATE") != MutationMemo.key(a, "other", "CREATE")
+    assert MutationMemo.key(a, "shop", "CREATE") != MutationMemo.key(make_pod(with_label("x", "y")), "shop", "CREATE")

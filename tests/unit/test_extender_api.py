@@ -1,0 +1,310 @@
+"""``/filter``, ``/prioritize``, ``/healthz``, ``/readyz``, ``/metrics`` through Flask's test client.
+
+The wire format is k8s.io/kube-scheduler/extender/v1 as Go's encoding/json writes and reads it: Go field
+names as keys (no JSON tags), decoded case-insensitively, the unused one of Nodes/NodeNames ``null``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import pytest
+from flask.testing import FlaskClient
+
+from extender.app import create_app
+from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, PodPlacement, reduce_node
+from shared.config import Config, parse_config
+from shared.reasons import ERR_RECLAIMED
+
+SPOT = {"karpenter.sh/capacity-type": "spot"}
+ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
+CONTROL_PLANE = {"node-role.kubernetes.io/control-plane": ""}
+
+
+def node(
+    name: str, labels: dict[str, str] | None = None, *, taints: Iterable[dict[str, str]] = (), cordoned: bool = False
+) -> dict:
+    spec: dict[str, Any] = {"taints": list(taints)}
+    if cordoned:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": spec,
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def pod(annotations: dict[str, str] | None = None, owner: str | None = "web-5d9c") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "web-5d9c-abcde", "namespace": "shop", "labels": {"pod-template-hash": "5d9c"}}
+    if annotations:
+        meta["annotations"] = annotations
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": "rs", "controller": True}
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+class FakeCache:
+    """The app's view of a watch-backed cache, filled directly (the reflector is tested on the real API)."""
+
+    def __init__(self, nodes: Iterable[dict[str, Any]], config: Config, *, synced: bool = True) -> None:
+        policy = ExtenderPolicy.from_config(config)
+        self.nodes = NodeIndex()
+        self.nodes.replace_all({n["metadata"]["name"]: reduce_node(n, policy) for n in nodes})
+        self.pods: PodIndex | None = PodIndex()
+        self._synced = synced
+
+    def synced(self) -> bool:
+        return self._synced
+
+
+CLUSTER = [
+    node("spot-1", SPOT),
+    node("spot-2", SPOT),
+    node("od-1", ON_DEMAND),
+    node("plain-1"),
+    node("cp-1", CONTROL_PLANE),
+    node(
+        "spot-itn",
+        SPOT,
+        taints=[{"key": "aws-node-termination-handler/spot-itn", "value": "x", "effect": "NoSchedule"}],
+    ),
+    node("spot-cordoned", SPOT, cordoned=True),
+]
+NAMES = [n["metadata"]["name"] for n in CLUSTER]
+
+
+def client_for(
+    config: Config | None = None, cache: Any = None, nodes: Iterable[dict[str, Any]] = CLUSTER
+) -> FlaskClient:
+    config = config or Config()
+    if cache is None:
+        cache = FakeCache(nodes, config)
+    return create_app(config, cache).test_client()
+
+
+@pytest.fixture
+def client() -> FlaskClient:
+    return client_for()
+
+
+def post(c: FlaskClient, path: str, payload: Any) -> Any:
+    r = c.post(path, data=orjson.dumps(payload), content_type="application/json")
+    assert r.status_code == 200, r.data
+    assert r.mimetype == "application/json"
+    return orjson.loads(r.data)
+
+
+# --- filter -----------------------------------------------------------------------------------------------
+
+
+def test_filter_with_node_names_drops_reclaimed_nodes_with_the_shared_reason(client: FlaskClient) -> None:
+    result = post(client, "/filter", {"Pod": pod(), "Nodes": None, "NodeNames": NAMES})
+    assert result == {
+        "Nodes": None,
+        "NodeNames": ["spot-1", "spot-2", "od-1", "plain-1", "cp-1"],
+        "FailedNodes": {"spot-itn": ERR_RECLAIMED, "spot-cordoned": ERR_RECLAIMED},
+        "FailedAndUnresolvableNodes": {"spot-itn": ERR_RECLAIMED, "spot-cordoned": ERR_RECLAIMED},
+        "Error": "",
+    }
+
+
+@pytest.mark.parametrize(
+    "taint_key",
+    [
+        "aws-node-termination-handler/spot-itn",
+        "aws-node-termination-handler/rebalance-recommendation",
+        "cloud.google.com/impending-node-termination",
+        "ToBeDeletedByClusterAutoscaler",
+        "karpenter.sh/disrupted",
+    ],
+)
+def test_every_reclaim_taint_is_filtered(taint_key: str) -> None:
+    c = client_for(nodes=[node("n", SPOT, taints=[{"key": taint_key, "effect": "NoSchedule"}])])
+    result = post(c, "/filter", {"Pod": pod(), "NodeNames": ["n"]})
+    assert result["NodeNames"] == [] and result["FailedNodes"] == {"n": ERR_RECLAIMED}
+
+
+def test_filter_with_full_nodes_answers_a_node_list_and_null_names(client: FlaskClient) -> None:
+    node_list = {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": CLUSTER}
+    result = post(client, "/filter", {"Pod": pod(), "Nodes": node_list, "NodeNames": None})
+    assert result["NodeNames"] is None
+    assert result["Error"] == ""
+    assert result["Nodes"]["kind"] == "NodeList"
+    assert result["Nodes"]["items"] == CLUSTER[:5], "kept nodes are returned unchanged"
+    assert result["FailedNodes"] == {"spot-itn": ERR_RECLAIMED, "spot-cordoned": ERR_RECLAIMED}
+
+
+def test_full_nodes_work_without_any_node_cache() -> None:
+    c = create_app(Config()).test_client()
+    result = post(c, "/filter", {"Pod": pod(), "Nodes": {"items": CLUSTER}})
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == NAMES[:5]
+
+
+def test_filter_keeps_a_node_the_cache_does_not_know_yet(client: FlaskClient) -> None:
+    result = post(client, "/filter", {"Pod": pod(), "NodeNames": ["brand-new", "spot-itn"]})
+    assert result["NodeNames"] == ["brand-new"]
+
+
+def test_filter_reclaimed_can_be_turned_off() -> None:
+    c = client_for(parse_config({"extender": {"filter_reclaimed": False}}))
+    assert post(c, "/filter", {"Pod": pod(), "NodeNames": NAMES})["NodeNames"] == NAMES
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        pytest.param(("Pod", "NodeNames"), id="go-field-names"),
+        pytest.param(("pod", "nodenames"), id="lower-case"),
+        pytest.param(("POD", "NODENAMES"), id="upper-case"),
+        pytest.param(("pod", "nodeNames"), id="camel-case"),
+    ],
+)
+def test_decode_is_case_insensitive_like_go(client: FlaskClient, keys: tuple[str, str]) -> None:
+    pod_key, names_key = keys
+    result = post(client, "/filter", {pod_key: pod(), names_key: ["spot-1", "spot-itn"]})
+    assert result["NodeNames"] == ["spot-1"]
+    scores = post(client, "/prioritize", {pod_key: pod(), names_key: ["spot-1", "od-1"]})
+    assert scores == [{"Host": "spot-1", "Score": 10}, {"Host": "od-1", "Score": 0}]
+
+
+def test_filter_before_the_cache_synced_reports_an_error_so_an_ignorable_extender_is_skipped() -> None:
+    c = client_for(cache=FakeCache(CLUSTER, Config(), synced=False))
+    result = post(c, "/filter", {"Pod": pod(), "NodeNames": NAMES})
+    assert result["Error"] and result["NodeNames"] is None
+
+
+# --- prioritize -------------------------------------------------------------------------------------------
+
+
+def test_prioritize_scores_spot_high_as_integers_from_0_to_10(client: FlaskClient) -> None:
+    scores = post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
+    assert scores == [
+        {"Host": "spot-1", "Score": 10},
+        {"Host": "spot-2", "Score": 10},
+        {"Host": "od-1", "Score": 0},
+        {"Host": "plain-1", "Score": 0},
+        {"Host": "cp-1", "Score": 0},
+        {"Host": "spot-itn", "Score": 10},
+        {"Host": "spot-cordoned", "Score": 10},
+    ]
+    assert all(type(s["Score"]) is int and 0 <= s["Score"] <= 10 for s in scores)
+
+
+def test_prioritize_full_nodes_gives_the_same_scores(client: FlaskClient) -> None:
+    by_names = post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
+    by_nodes = post(client, "/prioritize", {"Pod": pod(), "Nodes": {"items": CLUSTER}})
+    assert by_nodes == by_names
+
+
+def test_scores_come_from_the_configuration() -> None:
+    config = parse_config({"extender": {"spot_score": 8, "on_demand_score": 2, "other_score": 1}})
+    scores = post(client_for(config), "/prioritize", {"Pod": pod(), "NodeNames": ["spot-1", "od-1", "cp-1"]})
+    assert [s["Score"] for s in scores] == [8, 2, 1]
+
+
+def test_unknown_node_scores_zero(client: FlaskClient) -> None:
+    assert post(client, "/prioritize", {"Pod": pod(), "NodeNames": ["ghost"]}) == [{"Host": "ghost", "Score": 0}]
+
+
+def test_prioritize_before_sync_has_no_opinion() -> None:
+    c = client_for(cache=FakeCache(CLUSTER, Config(), synced=False))
+    assert post(c, "/prioritize", {"Pod": pod(), "NodeNames": NAMES}) == []
+
+
+# --- per-workload spot ceilings ---------------------------------------------------------------------------
+
+
+def place(cache: FakeCache, workload_pods: dict[str, int]) -> None:
+    """Bind pods of the Deployment shop/web onto nodes: ``{"spot-1": 3, "od-1": 1}``."""
+    assert cache.pods is not None
+    items = {}
+    for node_name, count in workload_pods.items():
+        for i in range(count):
+            items[f"{node_name}-{i}"] = PodPlacement("shop/Deployment/web", node_name)
+    cache.pods.replace_all(items)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "placed", "spot_first"),
+    [
+        pytest.param({}, {"spot-1": 10}, True, id="no-ceiling-spot-always-first"),
+        pytest.param({"spotshift.io/max-spot-percent": "70"}, {"spot-1": 6, "od-1": 3}, True, id="below-70-percent"),
+        pytest.param({"spotshift.io/max-spot-percent": "70"}, {"spot-1": 7, "od-1": 3}, False, id="at-70-percent"),
+        pytest.param({"spotshift.io/max-spot-percent": "0"}, {}, False, id="zero-percent-never-prefers-spot"),
+        pytest.param({"spotshift.io/min-on-demand": "2"}, {"spot-1": 5, "od-1": 1}, False, id="below-on-demand-floor"),
+        pytest.param({"spotshift.io/min-on-demand": "2"}, {"spot-1": 5, "od-1": 2}, True, id="on-demand-floor-met"),
+        pytest.param({"spotshift.io/max-spot-percent": "junk"}, {"spot-1": 10}, True, id="bad-annotation-is-ignored"),
+    ],
+)
+def test_ceiling_swaps_scores_when_one_more_spot_pod_would_break_it(
+    annotations: dict[str, str], placed: dict[str, int], spot_first: bool
+) -> None:
+    cache = FakeCache(CLUSTER, Config())
+    place(cache, placed)
+    c = client_for(cache=cache)
+    scores = {
+        s["Host"]: s["Score"]
+        for s in post(c, "/prioritize", {"Pod": pod(annotations), "NodeNames": ["spot-1", "od-1"]})
+    }
+    assert (scores["spot-1"] > scores["od-1"]) is spot_first
+    full = post(c, "/prioritize", {"Pod": pod(annotations), "Nodes": {"items": CLUSTER[:3]}})
+    assert ({s["Host"]: s["Score"] for s in full}["spot-1"] == 10) is spot_first
+
+
+def test_cluster_default_ceiling_applies_without_annotation() -> None:
+    config = parse_config({"spot_ceiling": {"default_max_spot_percent": 50}})
+    cache = FakeCache(CLUSTER, config)
+    place(cache, {"spot-1": 1})
+    scores = post(client_for(config, cache), "/prioritize", {"Pod": pod(), "NodeNames": ["spot-1", "od-1"]})
+    assert scores == [{"Host": "spot-1", "Score": 0}, {"Host": "od-1", "Score": 10}]
+
+
+def test_pods_of_other_workloads_do_not_count() -> None:
+    cache = FakeCache(CLUSTER, Config())
+    place(cache, {"spot-1": 9})
+    assert cache.pods is not None
+    cache.pods.put("api-0", PodPlacement("shop/Deployment/api", "od-1"))
+    other = pod({"spotshift.io/max-spot-percent": "50"}, owner="api-77f")
+    other["metadata"]["labels"] = {"pod-template-hash": "77f"}
+    scores = post(client_for(cache=cache), "/prioritize", {"Pod": other, "NodeNames": ["spot-1", "od-1"]})
+    assert scores[0] == {"Host": "spot-1", "Score": 10}, "api: 0 of 1 on spot, so a 2nd on spot is 50%: allowed"
+
+
+# --- health, readiness, metrics ----------------------------------------------------------------------------
+
+
+def test_healthz_and_readyz() -> None:
+    synced, unsynced = client_for(), client_for(cache=FakeCache(CLUSTER, Config(), synced=False))
+    assert synced.get("/healthz").status_code == 200
+    assert unsynced.get("/healthz").status_code == 200, "alive even while the cache lists"
+    assert synced.get("/readyz").status_code == 200
+    assert unsynced.get("/readyz").status_code == 503
+
+
+def test_metrics_count_requests_patches_and_skips(client: FlaskClient) -> None:
+    post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": "kube-system",
+            "object": pod(),
+        },
+    }
+    post(client, "/mutate", review)
+    review["request"]["namespace"] = "shop"
+    post(client, "/mutate", review)
+    text = client.get("/metrics").data.decode()
+    assert 'spotshift_http_requests_total{code="200",endpoint="prioritize"}' in text
+    assert 'spotshift_http_request_duration_seconds_bucket{endpoint="mutate",le="0.005"}' in text
+    assert 'spotshift_webhook_skips_total{reason="excluded-namespace"}' in text
+    assert 'spotshift_webhook_patches_total{kind="preferred-affinity"}' in text
+    assert "spotshift_node_cache_nodes 7.0" in text

@@ -1,0 +1,179 @@
+"""Bad requests get a 4xx with a JSON message, never a 5xx, and the server keeps serving.
+
+Twice: through Flask's test client (fast, exact), and against a real ``spot-extender`` (gunicorn, TLS with a
+certificate from ``spot-certs``) on loopback, all the bad requests on one keep-alive connection and then a
+valid one on the same connection.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import requests
+
+from extender.app import create_app
+from extender.certs import write_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMIT = 4 * 1024 * 1024
+
+
+def pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+def review(**request: Any) -> dict[str, Any]:
+    req = {"uid": "d595e125-9c2e-4ac8-9e6a-1f6cc6b3a1c4", "kind": {"group": "", "version": "v1", "kind": "Pod"}}
+    req.update({"namespace": "default", "operation": "CREATE", "object": pod()})
+    req.update(request)
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+def without_uid() -> dict[str, Any]:
+    r = review()
+    del r["request"]["uid"]
+    return r
+
+
+BAD_REQUESTS: list[Any] = [
+    pytest.param("/mutate", b'{"apiVersion": "admission.k8s.io/v1", "kind": ', 400, id="malformed-json"),
+    pytest.param("/mutate", b"", 400, id="empty-body"),
+    pytest.param("/mutate", orjson.dumps({**review(), "kind": "ConfigMap"}), 400, id="wrong-kind"),
+    pytest.param("/mutate", orjson.dumps(without_uid()), 400, id="missing-uid"),
+    pytest.param(
+        "/mutate",
+        orjson.dumps(review(kind={"group": "apps", "version": "v1", "kind": "Deployment"})),
+        400,
+        id="non-pod-kind",
+    ),
+    pytest.param("/mutate", orjson.dumps(review(object={"kind": "Secret", "data": {}})), 400, id="non-pod-object"),
+    pytest.param("/mutate", orjson.dumps(review(object=[1, 2])), 400, id="object-not-a-map"),
+    pytest.param("/mutate", b"x" * (LIMIT + 1), 413, id="body-over-the-limit"),
+    pytest.param("/filter", b"not json", 400, id="filter-malformed-json"),
+    pytest.param("/filter", orjson.dumps({"NodeNames": ["a"]}), 400, id="filter-without-pod"),
+    pytest.param("/prioritize", orjson.dumps({"Pod": pod()}), 400, id="prioritize-without-nodes"),
+    pytest.param("/prioritize", orjson.dumps({"Pod": pod(), "NodeNames": [1, 2]}), 400, id="node-names-not-strings"),
+    pytest.param("/prioritize", orjson.dumps({"Pod": pod(), "Nodes": ["a"]}), 400, id="nodes-not-a-node-list"),
+    pytest.param("/nope", b"{}", 404, id="unknown-path"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status"), BAD_REQUESTS)
+def test_bad_request_gets_a_4xx_with_a_json_message(path: str, body: bytes, status: int) -> None:
+    client = create_app().test_client()
+    r = client.post(path, data=body, content_type="application/json")
+    assert r.status_code == status
+    assert r.is_json and r.json["error"], r.data
+    ok = client.post("/mutate", data=orjson.dumps(review()), content_type="application/json")
+    assert ok.status_code == 200 and ok.json["response"]["allowed"] is True
+
+
+def test_get_on_a_post_endpoint_is_405_with_a_message() -> None:
+    r = create_app().test_client().get("/mutate")
+    assert r.status_code == 405 and r.json["error"]
+
+
+def test_an_internal_error_still_admits_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    import extender.app as app_module
+
+    def boom(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(app_module, "build_response", boom)
+    r = create_app().test_client().post("/mutate", data=orjson.dumps(review()))
+    assert r.status_code == 200
+    assert r.json["response"] == {
+        "uid": review()["request"]["uid"],
+        "allowed": True,
+        "warnings": ["spotshift: internal error, pod admitted unchanged"],
+    }
+
+
+# --- the same against a real server --------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    tmp = tmp_path_factory.mktemp("server")
+    certs = tmp / "certs"
+    write_bundle(certs, service="spotshift", namespace="spotshift", secret_name="s", ips=["127.0.0.1"])
+    port = _free_port()
+    log = (tmp / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "extender.cli",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--certfile",
+            str(certs / "tls.crt"),
+            "--keyfile",
+            str(certs / "tls.key"),
+            "--no-node-cache",
+            "--workers",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"https://127.0.0.1:{port}"
+    session = requests.Session()
+    session.trust_env = False
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if session.get(base + "/healthz", verify=str(certs / "ca.crt"), timeout=2).status_code == 200:
+                break
+        except requests.ConnectionError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"spot-extender did not start: {(tmp / 'server.log').read_text()}")
+        time.sleep(0.2)
+    session.close()
+    yield base, certs / "ca.crt"
+    proc.terminate()
+    proc.wait(15)
+    log.close()
+
+
+def test_real_server_answers_every_bad_request_with_4xx_and_keeps_serving(server: tuple[str, Path]) -> None:
+    base, ca = server
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = str(ca)
+    for param in BAD_REQUESTS:
+        path, body, status = param.values
+        r = session.post(base + path, data=body, headers={"Content-Type": "application/json"}, timeout=10)
+        assert r.status_code == status, (param.id, r.text)
+        assert r.json()["error"], param.id
+    r = session.post(base + "/mutate", data=orjson.dumps(review()), timeout=10)
+    assert r.status_code == 200
+    assert r.json()["response"]["uid"] == review()["request"]["uid"]
+    assert r.json()["response"]["patchType"] == "JSONPatch"
+    assert r.headers.get("Connection", "keep-alive").lower() == "keep-alive", "gthread keeps the connection"
+    metrics = session.get(base + "/metrics", timeout=10).text
+    assert 'spotshift_http_requests_total{code="400",endpoint="mutate"}' in metrics
+    assert 'spotshift_http_requests_total{code="413",endpoint="mutate"}' in metrics
+    assert 'code="5' not in metrics, "no 5xx was served"
