@@ -1,0 +1,166 @@
+"""pusher/k8s-spot-rescheduler's packing, written plainly over :func:`shared.fit.fits`: the yardstick.
+
+pusher decides per on-demand node, least requested CPU first: it sorts the node's pods by CPU request,
+largest first, and puts each on the first spot node that fits, spot nodes sorted by requested CPU, fullest
+first; if one pod finds no room the node is skipped (all or nothing). This module does exactly that, with
+the same policy as the planner (movability, PDB budgets, spot ceilings, expendable pods taking no room,
+targets only Ready, schedulable spot nodes not being reclaimed), so that a comparison measures packing and
+nothing else.
+
+It is deliberately naive: every candidate is checked with the full :func:`shared.fit.fits`, no index, no
+incremental state. That makes it slow on big clusters and an independent cross-check of the planner: the
+planner's own ``pusher`` strategy must produce the same plan (``tests/unit/test_planner.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rescheduler.planner import Move, Plan, spot_ceiling, workload_key
+from shared.classes import node_class, reclaim_reason
+from shared.config import Config
+from shared.fit import fits
+from shared.model import Pod
+from shared.movable import is_expendable, movability
+from shared.snapshot import ClusterSnapshot, NodeInfo
+
+__all__ = ["pusher_plan", "movable_pods", "spot_targets"]
+
+
+def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None) -> Plan:
+    """The pusher algorithm's plan for ``snapshot`` (left unchanged). ``summary`` holds only counts."""
+    config = config or Config()
+    classes = config.node_classes
+    cutoff = config.movability.expendable_priority_cutoff
+    targets, candidates = spot_targets(snapshot, config)
+    spot_names = {i.name for i in snapshot if node_class(i.node, classes) == "spot"}
+    od_names = {i.name for i in candidates}
+    preempted = [p for t in targets for p in t.pods if is_expendable(p, cutoff)]
+    for p in preempted:
+        snapshot.remove_pod(p)
+
+    # Workload shares, counted on the whole cluster (expendable pods on spot still count as on spot).
+    shares: dict[str, list[int]] = {}
+    for info in snapshot:
+        for p in info.pods:
+            _count(shares, p, info.name in spot_names, info.name in od_names)
+    for p in preempted:
+        _count(shares, p, True, False)
+
+    pdbs = list(snapshot.pdbs)
+    pdb_used = [0] * len(pdbs)
+    moves: list[Move] = []
+    drained: list[str] = []
+    undrainable: dict[str, str] = {}
+    committed: list[tuple[Pod, Pod]] = []
+    try:
+        for info in sorted(candidates, key=lambda n: n.requested.get("cpu", 0)):
+            why, movable, pdb_of = movable_pods(info, config, pdbs)
+            if why is None:
+                why = _budgets(movable, pdb_of, pdbs, pdb_used, shares, config)
+            if why is None:
+                order = sorted(targets, key=lambda t: -t.requested.get("cpu", 0))
+                placed: list[tuple[Pod, Pod]] = []
+                for pod in sorted(movable, key=lambda p: (-p.requests.get("cpu", 0), p.key)):
+                    target = next((t for t in order if not fits(pod, t, snapshot, first_only=True)), None)
+                    if target is None:
+                        why = f"pod {pod.key}: fits no spot node"
+                        break
+                    placed.append((pod, snapshot.move_pod(pod, target.name)))
+                if why is not None:
+                    _undo(snapshot, placed)
+                else:
+                    committed.extend(placed)
+                    moves.extend(Move(p.key, info.name, m.node_name) for p, m in placed)
+                    drained.append(info.name)
+                    for i in pdb_of:
+                        if i is not None:
+                            pdb_used[i] += 1
+                    for p in movable:
+                        wk = workload_key(p)
+                        if wk is not None:
+                            shares[wk][0] += 1
+                            shares[wk][1] -= 1
+                    continue
+            undrainable[info.name] = why
+    finally:
+        _undo(snapshot, committed)
+        for p in preempted:
+            snapshot.add_pod(p)
+    summary = {"drained": len(drained), "pods_moved": len(moves), "undrainable": len(undrainable)}
+    return Plan(tuple(moves), tuple(drained), undrainable, summary)
+
+
+def spot_targets(snapshot: ClusterSnapshot, config: Config) -> tuple[list[NodeInfo], list[NodeInfo]]:
+    """``(targets, candidates)``: Ready spot nodes not being reclaimed, and the on-demand nodes."""
+    classes = config.node_classes
+    targets: list[NodeInfo] = []
+    candidates: list[NodeInfo] = []
+    for info in snapshot:
+        cls = node_class(info.node, classes)
+        if cls == "spot" and info.node.ready and reclaim_reason(info.node, classes) is None:
+            targets.append(info)
+        elif cls == "on-demand":
+            candidates.append(info)
+    return targets, candidates
+
+
+def _count(shares: dict[str, list[int]], pod: Pod, on_spot: bool, on_demand: bool) -> None:
+    wk = workload_key(pod)
+    if wk is None:
+        return
+    s = shares.setdefault(wk, [0, 0, 0])  # spot, on-demand, total
+    s[0] += on_spot
+    s[1] += on_demand
+    s[2] += 1
+
+
+def movable_pods(info: NodeInfo, config: Config, pdbs: list) -> tuple[str | None, list[Pod], list[int | None]]:
+    """``(why the node cannot be drained or None, pods to move, index of each one's PDB or None)``."""
+    if not info.node.ready:
+        return "node is not ready", [], []
+    movable: list[Pod] = []
+    pdb_of: list[int | None] = []
+    for p in info.pods:
+        m = movability(p, config, pdbs)
+        if m.blocks:
+            return f"pod {p.key}: {m.reason}", [], []
+        if not m.moves:
+            continue
+        matching = [i for i, pdb in enumerate(pdbs) if pdb.selects(p)]
+        if len(matching) > 1:
+            return f"pod {p.key}: selected by more than one PodDisruptionBudget", [], []
+        movable.append(p)
+        pdb_of.append(matching[0] if matching else None)
+    return None, movable, pdb_of
+
+
+def _budgets(
+    movable: list[Pod],
+    pdb_of: list[int | None],
+    pdbs: list,
+    pdb_used: list[int],
+    shares: dict[str, list[int]],
+    config: Config,
+) -> str | None:
+    need = Counter(i for i in pdb_of if i is not None)
+    for i, n in need.items():
+        if pdb_used[i] + n > pdbs[i].disruptions_allowed:
+            return f"PodDisruptionBudget {pdbs[i].key} exhausted"
+    per_workload = Counter(workload_key(p) for p in movable)
+    for p in movable:
+        wk = workload_key(p)
+        if wk is None:
+            continue
+        pct, floor = spot_ceiling(p, config.spot_ceiling)
+        spot, od, total = shares[wk]
+        k = per_workload[wk]
+        if od - k < floor or (pct < 100 and (spot + k) * 100 > pct * total):
+            return f"workload {wk}: spot ceiling"
+    return None
+
+
+def _undo(snapshot: ClusterSnapshot, placed: list[tuple[Pod, Pod]]) -> None:
+    for original, moved in reversed(placed):
+        snapshot.remove_pod(moved)
+        snapshot.add_pod(original)

@@ -1,0 +1,263 @@
+"""``spot-rescheduler``: the rescheduler's command line.
+
+    spot-rescheduler plan [--snapshot FILE|-] [--kubeconfig FILE] [--context NAME] [--config FILE]
+                          [--output table|json] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
+
+``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb -A -o json``; add
+``namespaces,pv,pvc`` for namespace selectors and volume zones) or from the cluster of the kubeconfig (or
+the in-cluster service account). Nothing is changed in the cluster.
+
+Subcommands are registered in :data:`COMMANDS` (name → (add arguments, run)); the long-running ``run`` loop
+adds itself there. Exit codes: 0 success, 2 unusable input or configuration (one line on stderr, no
+traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+
+import orjson
+
+from rescheduler.planner import Plan, plan
+from rescheduler.snapshot_io import Progress, SnapshotError, load_cluster, load_snapshot
+from shared.config import Config, ConfigError, load_config
+from shared.snapshot import ClusterSnapshot
+
+__all__ = ["main", "build_parser", "COMMANDS", "render_table", "UsageError"]
+
+PROG = "spot-rescheduler"
+
+
+class UsageError(Exception):
+    """Input or configuration the command cannot use; printed as one line, exit code 2."""
+
+
+# --- plan ------------------------------------------------------------------------------------------------
+
+
+def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="read the cluster from FILE (kubectl get nodes,pods,pdb -A -o json), '-' for stdin; "
+        "default: the live cluster",
+    )
+    source.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig of the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="spotshift configuration (YAML); default: $SPOTSHIFT_CONFIG or built-in defaults",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for programs",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-check every move with the full scheduler predicates (slow on big clusters)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="stop trying further packing strategies after this long (the first always runs)",
+    )
+    p.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress on stderr while a big snapshot loads (auto: when stderr is a terminal)",
+    )
+
+
+def _progress(mode: str, stderr: IO[str]) -> Progress:
+    if mode == "always":
+        enabled = True
+    elif mode == "never":
+        enabled = False
+    else:
+        enabled = stderr.isatty()
+    return Progress(stderr, enabled=enabled)
+
+
+def _load(args: argparse.Namespace, progress: Progress, stdin: IO[bytes] | None) -> ClusterSnapshot:
+    if args.snapshot is not None:
+        return load_snapshot(args.snapshot, progress=progress, stdin=stdin)
+    return load_cluster(args.kubeconfig, context=args.context, progress=progress)
+
+
+def _run_plan(
+    args: argparse.Namespace, env: dict[str, str], stdout: IO[str], stderr: IO[str], stdin: IO[bytes] | None
+) -> int:
+    config: Config = load_config(args.config, env)
+    progress = _progress(args.progress, stderr)
+    # A one-shot process that builds a few million small acyclic objects: the cyclic garbage collector
+    # would only rescan them again and again (measured: 9.2 s instead of 6.0 s to load 150,000 pods).
+    gc.disable()
+    snapshot = _load(args, progress, stdin)
+    progress.phase(f"planning {len(snapshot):,} nodes")
+    result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget)
+    progress.done()
+    if args.output == "json":
+        stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+    else:
+        stdout.write(render_table(result))
+    stdout.flush()
+    if getattr(args, "process_exit", False):
+        # A whole process just for this command: end it here rather than free millions of objects one by
+        # one on the way out (~0.4 s at 150,000 pods). Nothing is left to flush or close.
+        stderr.flush()
+        os._exit(0)
+    return 0
+
+
+# --- the table ---------------------------------------------------------------------------------------------
+
+_MAX_ROWS = 20
+
+
+def _cores(milli: int) -> str:
+    return f"{milli / 1000:,.1f}"
+
+
+def _gib(b: int) -> str:
+    return f"{b / 2**30:,.1f} GiB"
+
+
+def render_table(result: Plan) -> str:
+    """The plan for a person: what gets freed, what moves where, and why the other nodes stay."""
+    s = result.summary
+    lines: list[str] = []
+    lines.append(
+        f"{s['drained']:,} of {s['on_demand_nodes']:,} on-demand nodes can be drained onto "
+        f"{s['spot_targets']:,} spot nodes "
+        f"({s['spot_not_targets']:,} spot nodes are not ready, cordoned or being reclaimed)."
+    )
+    lines.append(
+        f"Pods to move: {s['pods_moved']:,}. Freed on-demand capacity: {_cores(s['freed_cpu_millicores'])} CPU, "
+        f"{_gib(s['freed_memory_bytes'])} memory. Strategy: {s['strategy']}."
+    )
+    if s["pending_unschedulable"]:
+        lines.append(
+            f"Warning: {s['pending_unschedulable']:,} pod(s) are pending unschedulable; the rescheduler waits for them "
+            "before it drains anything."
+        )
+    if result.drained:
+        lines.append("")
+        targets: dict[str, dict[str, int]] = {}
+        for m in result.moves:
+            per = targets.setdefault(m.source, {})
+            per[m.target] = per.get(m.target, 0) + 1
+        rows = [("NODE TO DRAIN", "PODS", "MOVE TO")]
+        for name in result.drained[:_MAX_ROWS]:
+            per = targets.get(name, {})
+            dest = ", ".join(f"{t} ({n})" for t, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+            if len(per) > 3:
+                dest += f", +{len(per) - 3} more"
+            rows.append((name, str(sum(per.values())), dest or "(nothing to move)"))
+        lines.extend(_columns(rows))
+        if len(result.drained) > _MAX_ROWS:
+            lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
+    if s["top_reasons"]:
+        lines.append("")
+        rows = [("WHY NODES STAY", "NODES")]
+        rows.extend((r["reason"], f"{r['nodes']:,}") for r in s["top_reasons"])
+        lines.extend(_columns(rows))
+        shown = list(result.undrainable.items())[:5]
+        if shown:
+            lines.append("")
+            lines.append("For example:")
+            lines.extend(f"  {node}: {why}" for node, why in shown)
+    return "\n".join(lines) + "\n"
+
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)]
+        out.append("  ".join([*cells, r[-1]]).rstrip())
+    return out
+
+
+# --- entry point -------------------------------------------------------------------------------------------
+
+Runner = Callable[[argparse.Namespace, dict[str, str], IO[str], IO[str], "IO[bytes] | None"], int]
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
+    "plan": (
+        "print which on-demand nodes can be drained onto spot, and where each pod goes",
+        _add_plan_arguments,
+        _run_plan,
+    ),
+}
+"""Subcommand name → (help, add its arguments, run it)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="spotshift rescheduler: move workloads from on-demand to spot nodes safely."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_text, add_arguments, _) in COMMANDS.items():
+        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    stdin: IO[bytes] | None = None,
+) -> int:
+    """Run the command line; returns the exit code (the ``spot-rescheduler`` script exits with it)."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    args = build_parser().parse_args(argv)
+    # Called without arguments means called as the program (console script, python -m); with them, from
+    # code that goes on afterwards.
+    args.process_exit = argv is None and stdout is None
+    _, _, run = COMMANDS[args.command]
+    try:
+        return run(args, dict(os.environ) if env is None else env, out, err, stdin)
+    except (SnapshotError, ConfigError, UsageError) as e:
+        err.write(f"{PROG}: error: {_one_line(e)}\n")
+        return 2
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (| head): not an error of ours. Point stdout at devnull so the
+        # interpreter's final flush does not complain again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return text or type(e).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

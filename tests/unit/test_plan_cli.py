@@ -1,0 +1,168 @@
+"""``spot-rescheduler plan``, run as a subprocess: the JSON shape, the table, and one-line refusals (exit 2)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from bench.cluster_gen import DRAINABLE, generate, write_list
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_")}
+    full_env["PYTHONPATH"] = str(ROOT)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "rescheduler.cli", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=full_env,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def snapshot_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("plan") / "snap.json"
+    with path.open("wb") as fh:
+        write_list(generate(13, 30, 360, DRAINABLE), fh, indent=4)
+    return path
+
+
+def _one_line_refusal(proc: subprocess.CompletedProcess[bytes]) -> str:
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert proc.stdout == b""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("spot-rescheduler: error: ")
+    return lines[0]
+
+
+def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> None:
+    proc = run("plan", "--snapshot", str(snapshot_file), "--output", "json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stderr == b""  # no progress when stderr is not a terminal
+    doc: dict[str, Any] = orjson.loads(proc.stdout)
+    assert list(doc) == ["moves", "drained", "undrainable", "summary"]
+    assert doc["moves"], "the fixture cluster should drain something"
+    for m in doc["moves"]:
+        assert list(m) == ["pod", "from", "to"]
+        assert m["pod"].count("/") == 1 and m["from"] in doc["drained"]
+    assert all(isinstance(n, str) for n in doc["drained"])
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc["undrainable"].items())
+    assert doc["summary"]["drained"] == len(doc["drained"])
+    assert doc["summary"]["pods_moved"] == len(doc["moves"])
+
+
+def test_json_output_is_reproducible(snapshot_file: Path) -> None:
+    a = run("plan", "--snapshot", str(snapshot_file), "-o", "json")
+    b = run("plan", "--snapshot", str(snapshot_file), "-o", "json")
+    assert a.stdout == b.stdout
+
+
+def test_table_output_is_for_people(snapshot_file: Path) -> None:
+    proc = run("plan", "--snapshot", str(snapshot_file))
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = proc.stdout.decode()
+    assert "on-demand nodes can be drained onto" in out
+    assert "Pods to move:" in out
+    assert "NODE TO DRAIN" in out and "WHY NODES STAY" in out
+
+
+def test_snapshot_from_stdin(snapshot_file: Path) -> None:
+    proc = run("plan", "--snapshot", "-", "-o", "json", stdin=snapshot_file.read_bytes())
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert orjson.loads(proc.stdout)["summary"]["drained"] > 0
+
+
+def test_progress_goes_to_stderr_only(snapshot_file: Path) -> None:
+    proc = run("plan", "--snapshot", str(snapshot_file), "-o", "json", "--progress", "always")
+    assert proc.returncode == 0
+    assert b"reading objects" in proc.stderr
+    orjson.loads(proc.stdout)
+
+
+def test_verify_mode_agrees(snapshot_file: Path) -> None:
+    plain = run("plan", "--snapshot", str(snapshot_file), "-o", "json")
+    verified = run("plan", "--snapshot", str(snapshot_file), "-o", "json", "--verify")
+    assert verified.returncode == 0, verified.stderr.decode()
+    assert orjson.loads(plain.stdout)["moves"] == orjson.loads(verified.stdout)["moves"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param(b'{"items": [', "not valid JSON", id="bad-json"),
+        pytest.param(b'["not", "a", "list"]', "expected a JSON object with items", id="not-a-list"),
+        pytest.param(b'{"kind": "Pod", "metadata": {"name": "p"}}', "expected a List with items", id="a-single-pod"),
+        pytest.param(
+            b'{"kind": "List", "items": [{"kind": "Secret"}]}', "unsupported kind 'Secret'", id="unknown-kind"
+        ),
+        pytest.param(
+            orjson.dumps(
+                {
+                    "kind": "List",
+                    "items": [
+                        {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"memory": "12 Gi"}}}
+                    ],
+                }
+            ),
+            "node n: status.allocatable.memory: quantity '12 Gi'",
+            id="bad-quantity",
+        ),
+        pytest.param(b"", "is empty", id="empty-file"),
+    ],
+)
+def test_malformed_snapshot_is_one_line_and_exit_2(tmp_path: Path, content: bytes, expected: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    line = _one_line_refusal(run("plan", "--snapshot", str(path)))
+    assert expected in line
+
+
+def test_malformed_stdin_is_one_line_and_exit_2() -> None:
+    assert "not valid JSON" in _one_line_refusal(run("plan", "--snapshot", "-", stdin=b"{{"))
+
+
+def test_missing_snapshot_file(tmp_path: Path) -> None:
+    assert "cannot be read" in _one_line_refusal(run("plan", "--snapshot", str(tmp_path / "nope.json")))
+
+
+def test_bad_config_names_the_field(tmp_path: Path, snapshot_file: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("movability:\n  expendable_priority_cutoff: lots\n")
+    line = _one_line_refusal(run("plan", "--snapshot", str(snapshot_file), "--config", str(config)))
+    assert "movability.expendable_priority_cutoff" in line
+
+
+def test_bad_config_from_the_environment(snapshot_file: Path) -> None:
+    line = _one_line_refusal(
+        run("plan", "--snapshot", str(snapshot_file), env={"SPOTSHIFT_SPOT_CEILING_DEFAULT_MAX_SPOT_PERCENT": "120"})
+    )
+    assert "spot_ceiling.default_max_spot_percent" in line
+
+
+def test_config_changes_the_plan(tmp_path: Path, snapshot_file: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("spot_ceiling:\n  default_max_spot_percent: 0\n")
+    proc = run("plan", "--snapshot", str(snapshot_file), "-o", "json", "--config", str(config))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert orjson.loads(proc.stdout)["moves"] == []
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    proc = run("plan", "--snapshot")
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr

@@ -1,0 +1,674 @@
+"""rescheduler.planner: every plan is valid, checked independently; packing never loses to pusher's.
+
+:func:`check_plan` is the acceptance checker. It shares no code path with the planner: it rebuilds a fresh
+``ClusterSnapshot`` from the same lean objects, takes expendable pods off the spot targets (the scheduler
+preempts them), replays the moves in order calling :func:`shared.fit.fits` for each, and checks targets,
+PodDisruptionBudgets, spot ceilings and what is left on every drained node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import orjson
+import pytest
+
+from bench.cluster_gen import DRAINABLE, FULL, generate
+from rescheduler.baselines import pusher_plan
+from rescheduler.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
+from rescheduler.snapshot_io import load_bytes
+from shared.classes import node_class, reclaim_reason
+from shared.config import Config, parse_config
+from shared.fit import fits
+from shared.model import PDB, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
+from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
+from shared.snapshot import ClusterSnapshot
+
+DEFAULT = Config()
+
+# --- the independent checker ---------------------------------------------------------------------------
+
+
+def _fresh(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """A new snapshot from the same immutable objects: nothing the planner touched is reused."""
+    nodes = [info.node for info in snap]
+    pods = [p for info in snap for p in info.pods] + list(snap.pending)
+    return ClusterSnapshot(
+        nodes,
+        pods,
+        pdbs=snap.pdbs,
+        namespaces=snap.namespaces.values(),
+        pvs=snap.pvs.values(),
+        pvcs=snap.pvcs.values(),
+    )
+
+
+def _stays(pod: Pod, cutoff: int) -> bool:
+    """What may remain on a drained node: DaemonSet and mirror pods, expendable and finished pods."""
+    ctrl = pod.controller
+    if ctrl is not None and ctrl.kind in ("DaemonSet", "Node"):
+        return True
+    if "kubernetes.io/config.mirror" in pod.annotations:
+        return True
+    return pod.priority < cutoff or pod.phase in ("Succeeded", "Failed")
+
+
+def _workload(pod: Pod) -> str | None:
+    ctrl = pod.controller
+    if ctrl is None:
+        return None
+    name = ctrl.name
+    h = pod.labels.get("pod-template-hash")
+    if ctrl.kind == "ReplicaSet" and h and name.endswith("-" + h):
+        return f"{pod.namespace}/Deployment/{name[: -len(h) - 1]}"
+    return f"{pod.namespace}/{ctrl.kind}/{name}"
+
+
+def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT) -> None:
+    classes = config.node_classes
+    cutoff = config.movability.expendable_priority_cutoff
+    fresh = _fresh(snap)
+    cls = {info.name: node_class(info.node, classes) for info in fresh}
+    targets = {
+        info.name
+        for info in fresh
+        if cls[info.name] == "spot" and info.node.ready and reclaim_reason(info.node, classes) is None
+    }
+    on_demand = {n for n, c in cls.items() if c == "on-demand"}
+    # Every on-demand node is accounted for exactly once.
+    assert set(result.drained) | set(result.undrainable) == on_demand
+    assert not set(result.drained) & set(result.undrainable)
+    assert all(isinstance(r, str) and r for r in result.undrainable.values())
+
+    for t in targets:
+        for p in [p for p in fresh[t].pods if p.priority < cutoff]:
+            fresh.remove_pod(p)
+
+    by_key = {p.key: p for info in fresh for p in info.pods}
+    evictions: Counter[str] = Counter()
+    moved_keys: set[str] = set()
+    drained = set(result.drained)
+    for m in result.moves:
+        assert m.source in drained, f"{m.pod} moves off {m.source}, which is not drained"
+        assert m.target in targets, f"{m.pod} moves to {m.target}: not a ready spot node outside reclaim"
+        assert m.pod not in moved_keys, f"{m.pod} moves twice"
+        pod = by_key[m.pod]
+        assert pod.node_name == m.source
+        reasons = fits(pod, fresh[m.target], fresh)
+        assert reasons == [], f"{m.pod} -> {m.target}: {[r.message for r in reasons]}"
+        moved = fresh.move_pod(pod, m.target)
+        by_key[m.pod] = moved
+        moved_keys.add(m.pod)
+        selecting = [pdb for pdb in fresh.pdbs if pdb.selects(pod)]
+        assert len(selecting) <= 1, f"{m.pod} is selected by several PDBs"
+        for pdb in selecting:
+            evictions[pdb.key] += 1
+    for pdb in fresh.pdbs:
+        assert evictions[pdb.key] <= pdb.disruptions_allowed, f"PDB {pdb.key} over budget"
+    for name in result.drained:
+        left = [p.key for p in fresh[name].pods if not _stays(p, cutoff)]
+        assert left == [], f"drained node {name} still runs {left}"
+    _check_ceilings(fresh, cls, config, moved_keys, by_key, snap)
+
+
+def _check_ceilings(
+    fresh: ClusterSnapshot,
+    cls: dict[str, str],
+    config: Config,
+    moved_keys: set[str],
+    by_key: dict[str, Pod],
+    original: ClusterSnapshot,
+) -> None:
+    ceiling = config.spot_ceiling
+    moved_workloads = {_workload(by_key[k]) for k in moved_keys} - {None}
+    if not moved_workloads:
+        return
+    spot: Counter[str] = Counter()
+    od: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    limits: dict[str, tuple[int, int]] = {}
+    for info in original:  # expendable pods taken off the targets still count as on spot
+        for p in info.pods:
+            wk = _workload(p)
+            if wk not in moved_workloads:
+                continue
+            now = fresh[by_key[p.key].node_name].name if p.key in by_key else info.name
+            total[wk] += 1
+            spot[wk] += cls[now] == "spot"
+            od[wk] += cls[now] == "on-demand"
+            pct = p.annotations.get(ceiling.max_spot_percent_annotation)
+            floor = p.annotations.get(ceiling.min_on_demand_annotation)
+            limits[wk] = (
+                int(pct) if pct is not None else ceiling.default_max_spot_percent,
+                int(floor) if floor is not None else ceiling.default_min_on_demand,
+            )
+    for wk in moved_workloads:
+        pct, floor = limits[wk]
+        assert spot[wk] * 100 <= pct * total[wk], f"{wk}: {spot[wk]}/{total[wk]} on spot, ceiling {pct}%"
+        assert od[wk] >= floor, f"{wk}: {od[wk]} on on-demand, floor {floor}"
+
+
+def _state(snap: ClusterSnapshot) -> dict[str, Any]:
+    return {
+        info.name: (
+            sorted(p.key for p in info.pods),
+            {k: v for k, v in info.requested.items() if v},  # a key left at 0 after add+remove is no change
+            sorted(info.host_ports, key=repr),
+        )
+        for info in snap
+    }
+
+
+# --- generated clusters ------------------------------------------------------------------------------------
+
+GENERATED = [
+    pytest.param(seed, nodes, nodes * density, profile, id=f"{name}-{nodes}-nodes-{density}-a-node-seed-{seed}")
+    for seed, nodes, density, profile, name in [
+        (1, 20, 12, DRAINABLE, "drainable"),
+        (2, 30, 15, DRAINABLE, "drainable"),
+        (3, 40, 12, DRAINABLE, "drainable"),
+        (4, 60, 10, DRAINABLE, "drainable"),
+        (5, 80, 14, DRAINABLE, "drainable"),
+        (6, 30, 20, FULL, "full"),
+        (7, 50, 15, FULL, "full"),
+        (8, 40, 18, replace(DRAINABLE, spread=0.25, pod_affinity=0.1, anti_affinity=0.3), "affinity-heavy"),
+        (9, 40, 12, replace(DRAINABLE, ceiling=0.4, pdb=0.8), "ceilings-and-pdbs"),
+        (10, 40, 12, replace(DRAINABLE, expendable=0.15, host_ports=0.1), "expendable-and-ports"),
+        (11, 25, 10, replace(DRAINABLE, reclaimed=0.4, tainted_spot_pools=0.7), "reclaim-heavy"),
+        (12, 100, 12, DRAINABLE, "drainable"),
+    ]
+]
+
+
+def _generated(seed: int, nodes: int, pods: int, profile: Any) -> ClusterSnapshot:
+    return load_bytes(orjson.dumps({"kind": "List", "items": generate(seed, nodes, pods, profile)}))
+
+
+@pytest.mark.parametrize(("seed", "nodes", "pods", "profile"), GENERATED)
+def test_generated_plan_is_valid_and_never_worse_than_pusher(seed: int, nodes: int, pods: int, profile: Any) -> None:
+    snap = _generated(seed, nodes, pods, profile)
+    before = _state(snap)
+    result = plan(snap, verify=True)
+    assert _state(snap) == before, "the planner left the snapshot changed"
+    assert result.summary["verify_rejections"] == 0
+    check_plan(snap, result)
+    baseline = pusher_plan(snap)
+    check_plan(snap, baseline)
+    assert len(result.drained) >= len(baseline.drained)
+    assert result.summary["drained"] == len(result.drained)
+    assert result.summary["pods_moved"] == len(result.moves)
+
+
+@pytest.mark.parametrize(("seed", "nodes", "pods", "profile"), GENERATED[:8])
+def test_planner_pusher_strategy_is_exactly_the_plain_pusher_algorithm(
+    seed: int, nodes: int, pods: int, profile: Any
+) -> None:
+    # The plain implementation checks every candidate with shared.fit.fits: agreement move for move
+    # cross-checks the planner's indexes and incremental filters too.
+    snap = _generated(seed, nodes, pods, profile)
+    ours = plan(snap, strategies=(PUSHER,), improve=False, verify=True)
+    assert ours.summary["verify_rejections"] == 0
+    theirs = pusher_plan(snap)
+    assert ours.drained == theirs.drained
+    assert ours.moves == theirs.moves
+
+
+def test_some_generated_clusters_drain_nodes() -> None:
+    # Guards the tests above against passing on plans that never move anything.
+    drained = sum(len(plan(_generated(s, n, p, prof)).drained) for s, n, p, prof in (g.values for g in GENERATED[:5]))
+    assert drained >= 10
+
+
+def test_each_strategy_alone_gives_a_valid_plan() -> None:
+    snap = _generated(3, 40, 480, DRAINABLE)
+    for strategy in PORTFOLIO:
+        result = plan(snap, strategies=(strategy,), verify=True, improve=False)
+        assert result.summary["verify_rejections"] == 0
+        check_plan(snap, result)
+
+
+# --- hand-made clusters ---------------------------------------------------------------------------------
+
+SPOT = {"karpenter.sh/capacity-type": "spot"}
+ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
+SPOT_TAINT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
+TOLERATE_SPOT = {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+
+
+def node(
+    name: str,
+    *,
+    spot: bool = False,
+    cpu: str = "4",
+    memory: str = "16Gi",
+    pods: str = "110",
+    taints: list[dict[str, str]] | None = None,
+    ready: bool = True,
+    unschedulable: bool = False,
+    zone: str = "a",
+) -> Node:
+    labels = {**(SPOT if spot else ON_DEMAND), "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}
+    return Node.from_api(
+        {
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+            "status": {
+                "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        }
+    )
+
+
+def pod(
+    name: str,
+    on: str,
+    *,
+    ns: str = "shop",
+    cpu: str = "500m",
+    memory: str = "512Mi",
+    app: str | None = None,
+    owner: tuple[str, str] | None = ("ReplicaSet", "web-5d8f"),
+    priority: int = 0,
+    annotations: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    node_selector: dict[str, str] | None = None,
+    anti_affinity_to: str | None = None,
+    host_port: int | None = None,
+    spread: bool = False,
+) -> Pod:
+    labels = {"app": app or name}
+    spec: dict[str, Any] = {
+        "nodeName": on,
+        "priority": priority,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+    }
+    if host_port:
+        spec["containers"][0]["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if anti_affinity_to:
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": anti_affinity_to}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    if spread:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": labels["app"]}},
+            }
+        ]
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"uid-{ns}-{name}", "labels": labels}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    if annotations:
+        meta["annotations"] = annotations
+    return Pod.from_api({"metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+
+
+def pdb(name: str, app: str, allowed: int, ns: str = "shop") -> PDB:
+    return PDB.from_api(
+        {
+            "apiVersion": "policy/v1",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": 1},
+            "status": {"disruptionsAllowed": allowed},
+        }
+    )
+
+
+def daemonset_pod(name: str, on: str) -> Pod:
+    return pod(name, on, ns="kube-system", cpu="100m", owner=("DaemonSet", "kube-proxy"))
+
+
+def cluster(nodes: list[Node], pods: list[Pod], pdbs: list[PDB] | None = None, **kw: Any) -> ClusterSnapshot:
+    return ClusterSnapshot(nodes, pods, pdbs=pdbs or [], **kw)
+
+
+def planned(snap: ClusterSnapshot, config: Config = DEFAULT) -> Plan:
+    before = _state(snap)
+    result = plan(snap, config, verify=True)
+    assert _state(snap) == before
+    assert result.summary["verify_rejections"] == 0
+    check_plan(snap, result, config)
+    return result
+
+
+def test_a_movable_pod_moves_and_its_node_is_drained() -> None:
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), daemonset_pod("proxy-1", "od-1")])
+    result = planned(snap)
+    assert result.drained == ("od-1",)
+    assert [m.to_json() for m in result.moves] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
+
+
+def test_pinned_pod_keeps_its_node() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("db-1", "od-1", node_selector=ON_DEMAND), pod("web-1", "od-1")],
+    )
+    result = planned(snap)
+    assert result.drained == ()
+    assert result.undrainable["od-1"].startswith("pod shop/db-1: pod is pinned to on-demand")
+
+
+def test_pdb_with_zero_disruptions_allowed_blocks_the_node() -> None:
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1", app="web")], [pdb("web", "web", 0)])
+    result = planned(snap)
+    assert result.drained == ()
+    assert "PodDisruptionBudget shop/web allows 0 disruption(s)" in result.undrainable["od-1"]
+
+
+def test_pdb_budget_is_counted_across_nodes() -> None:
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("spot-1", spot=True, cpu="8")],
+        [pod("web-1", "od-1", app="web"), pod("web-2", "od-2", app="web")],
+        [pdb("web", "web", 1)],
+    )
+    result = planned(snap)
+    assert len(result.drained) == 1
+    (stays,) = result.undrainable.values()
+    assert "allows 1 disruption(s), 1 already planned" in stays
+
+
+def test_pod_selected_by_two_pdbs_blocks_its_node() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("web-1", "od-1", app="web")],
+        [pdb("a", "web", 5), pdb("b", "web", 5)],
+    )
+    assert "more than one PodDisruptionBudget" in planned(snap).undrainable["od-1"]
+
+
+def test_anti_affinity_of_the_moving_pod_avoids_its_peers() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True), node("spot-2", spot=True)],
+        [pod("web-1", "od-1", app="web", anti_affinity_to="web"), pod("web-2", "spot-1", app="web")],
+    )
+    result = planned(snap)
+    assert [m.target for m in result.moves] == ["spot-2"]
+
+
+def test_anti_affinity_of_the_moving_pod_can_block_the_drain() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("web-1", "od-1", app="web", anti_affinity_to="web"), pod("web-2", "spot-1", app="web")],
+    )
+    assert ERR_ANTI_AFFINITY in planned(snap).undrainable["od-1"]
+
+
+def test_anti_affinity_of_an_existing_pod_keeps_the_moving_pod_away() -> None:
+    # The other direction: the pod already on spot-1 refuses company labelled app=web.
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("web-1", "od-1", app="web"), pod("loner", "spot-1", app="loner", anti_affinity_to="web")],
+    )
+    assert ERR_EXISTING_ANTI_AFFINITY in planned(snap).undrainable["od-1"]
+
+
+def test_two_moving_pods_with_anti_affinity_take_different_nodes() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="8"), node("spot-2", spot=True, cpu="8")],
+        [
+            pod("web-1", "od-1", app="web", anti_affinity_to="web"),
+            pod("web-2", "od-1", app="web", anti_affinity_to="web"),
+        ],
+    )
+    result = planned(snap)
+    assert sorted(m.target for m in result.moves) == ["spot-1", "spot-2"]
+
+
+def test_host_ports_conflict_on_a_target() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("agent-1", "od-1", host_port=9100), pod("other", "spot-1", host_port=9100)],
+    )
+    assert ERR_NODE_PORTS in planned(snap).undrainable["od-1"]
+
+
+def test_topology_spread_is_kept() -> None:
+    # Two zones; app "web" has one pod in zone a (spot) and one on od-1 in zone b. Moving it to the spot
+    # node in zone a would make the skew 2, so it must go to zone b's spot node.
+    snap = cluster(
+        [node("od-1", zone="b"), node("spot-a", spot=True, zone="a"), node("spot-b", spot=True, zone="b")],
+        [pod("web-1", "od-1", app="web", spread=True), pod("web-2", "spot-a", app="web", spread=True)],
+    )
+    result = planned(snap)
+    assert [m.target for m in result.moves] == ["spot-b"]
+
+
+def test_spot_ceiling_keeps_a_share_of_the_workload_on_demand() -> None:
+    ann = {"spotshift.io/max-spot-percent": "50"}
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("spot-1", spot=True, cpu="8")],
+        [pod("web-1", "od-1", app="web", annotations=ann), pod("web-2", "od-2", app="web", annotations=ann)],
+    )
+    result = planned(snap)
+    assert len(result.drained) == 1
+    (stays,) = result.undrainable.values()
+    assert "may run at most 50% of its 2 pods on spot" in stays
+
+
+def test_on_demand_floor_is_kept() -> None:
+    ann = {"spotshift.io/min-on-demand": "1"}
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1", annotations=ann)])
+    assert "must keep at least 1 pod(s) on on-demand nodes" in planned(snap).undrainable["od-1"]
+
+
+def test_ceiling_default_comes_from_the_config() -> None:
+    config = parse_config({"spot_ceiling": {"default_max_spot_percent": 0}})
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
+    assert planned(snap, config).drained == ()
+
+
+def test_expendable_pods_on_spot_take_no_room() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="1")],
+        [
+            pod("web-1", "od-1", cpu="800m"),
+            pod("pause", "spot-1", cpu="900m", priority=-100, owner=("ReplicaSet", "op-1")),
+        ],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-1",)
+
+
+def test_expendable_pod_does_not_block_its_node_and_is_not_moved() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("web-1", "od-1"), pod("pause", "od-1", priority=-100, owner=("ReplicaSet", "op-1"))],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-1",)
+    assert [m.pod for m in result.moves] == ["shop/web-1"]
+
+
+@pytest.mark.parametrize(
+    "bad_spot",
+    [
+        pytest.param(
+            {"taints": [{"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"}]},
+            id="interruption-notice",
+        ),
+        pytest.param({"unschedulable": True}, id="cordoned"),
+        pytest.param({"ready": False}, id="not-ready"),
+        pytest.param(
+            {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}, id="karpenter-disrupting"
+        ),
+    ],
+)
+def test_spot_node_being_reclaimed_is_never_a_target(bad_spot: dict[str, Any]) -> None:
+    snap = cluster([node("od-1"), node("spot-1", spot=True, **bad_spot)], [pod("web-1", "od-1")])
+    result = planned(snap)
+    assert result.moves == ()
+    assert result.undrainable["od-1"] == (
+        "pod shop/web-1: there are no spot nodes that are ready, schedulable and not being reclaimed"
+    )
+    assert result.summary["spot_targets"] == 0 and result.summary["spot_not_targets"] == 1
+
+
+def test_kube_system_pod_without_pdb_blocks() -> None:
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("metrics-server", "od-1", ns="kube-system")])
+    assert "kube-system pod has no PodDisruptionBudget" in planned(snap).undrainable["od-1"]
+
+
+def test_kube_system_pod_with_a_pdb_moves() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [pod("coredns-1", "od-1", ns="kube-system", app="coredns")],
+        [pdb("coredns", "coredns", 1, ns="kube-system")],
+    )
+    assert planned(snap).drained == ("od-1",)
+
+
+def test_untolerated_spot_taint_is_the_reason() -> None:
+    snap = cluster([node("od-1"), node("spot-1", spot=True, taints=[SPOT_TAINT])], [pod("web-1", "od-1")])
+    why = planned(snap).undrainable["od-1"]
+    assert why == "pod shop/web-1: 0/1 spot nodes are available: 1 node(s) had untolerated taint {spot: true}"
+
+
+def test_tolerating_pod_goes_to_the_tainted_spot_node() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, taints=[SPOT_TAINT])],
+        [pod("web-1", "od-1", tolerations=[TOLERATE_SPOT])],
+    )
+    assert planned(snap).drained == ("od-1",)
+
+
+def test_all_or_nothing_undo_leaves_the_state_unchanged() -> None:
+    # Three pods, 1.9 CPU in all, two spot nodes of 1 CPU: the two big ones fit, the last does not. The node
+    # stays, and nothing is left half moved.
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="1"), node("spot-2", spot=True, cpu="1")],
+        [pod("big-1", "od-1", cpu="700m"), pod("big-2", "od-1", cpu="700m"), pod("small", "od-1", cpu="500m")],
+    )
+    before = _state(snap)
+    result = planned(snap)
+    assert result.moves == () and result.drained == ()
+    assert result.undrainable["od-1"] == "pod shop/small: 0/2 spot nodes are available: 2 Insufficient cpu"
+    assert _state(snap) == before
+
+
+def test_daemonset_pods_stay_on_a_drained_node() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True)],
+        [daemonset_pod("proxy-1", "od-1"), daemonset_pod("proxy-2", "spot-1")],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-1",) and result.moves == ()
+
+
+def test_not_enough_spot_capacity_fails_fast_with_the_totals() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="1")], [pod("a", "od-1", cpu="800m"), pod("b", "od-1", cpu="800m")]
+    )
+    why = planned(snap).undrainable["od-1"]
+    assert why.startswith("its 2 pod(s) need 1.6 CPU")
+
+
+def test_not_ready_on_demand_node_is_not_drained() -> None:
+    snap = cluster([node("od-1", ready=False), node("spot-1", spot=True)], [pod("web-1", "od-1")])
+    assert planned(snap).undrainable["od-1"] == "node is not ready"
+
+
+def test_pending_unschedulable_pods_are_flagged() -> None:
+    pending = Pod.from_api(
+        {
+            "metadata": {
+                "name": "stuck",
+                "namespace": "shop",
+                "ownerReferences": [{"kind": "ReplicaSet", "name": "x", "controller": True}],
+            },
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "64"}}}]},
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            },
+        }
+    )
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), pending])
+    result = planned(snap)
+    assert result.drained == ("od-1",)  # the plan is still computed
+    assert result.summary["pending_unschedulable"] == 1 and result.summary["safe_to_act"] is False
+
+
+def test_volume_zone_keeps_a_pod_in_its_zone() -> None:
+    pv = PersistentVolume.from_api(
+        {
+            "metadata": {"name": "pv-1", "labels": {"topology.kubernetes.io/zone": "b"}},
+            "spec": {"claimRef": {"namespace": "shop", "name": "data"}},
+        }
+    )
+    pvc = PersistentVolumeClaim.from_api(
+        {"metadata": {"name": "data", "namespace": "shop"}, "spec": {"volumeName": "pv-1"}}
+    )
+    p = Pod.from_api(
+        {
+            "metadata": {
+                "name": "db-0",
+                "namespace": "shop",
+                "ownerReferences": [{"kind": "StatefulSet", "name": "db", "controller": True}],
+            },
+            "spec": {
+                "nodeName": "od-1",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    snap = cluster(
+        [node("od-1", zone="b"), node("spot-a", spot=True, zone="a"), node("spot-b", spot=True, zone="b")],
+        [p],
+        pvs=[pv],
+        pvcs=[pvc],
+        namespaces=[Namespace.from_api({"metadata": {"name": "shop"}})],
+    )
+    assert [m.target for m in planned(snap).moves] == ["spot-b"]
+
+
+def test_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
+    # od-1 holds one pod of each of two PDBs allowing one disruption each; od-2 and od-3 hold one each.
+    # Draining od-1 first would cost two nodes: the plan drains od-2 and od-3 and holds od-1 back.
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("od-3"), node("spot-1", spot=True, cpu="16")],
+        [
+            pod("a-1", "od-1", app="a", cpu="100m"),
+            pod("b-1", "od-1", app="b", cpu="100m"),
+            pod("a-2", "od-2", app="a", cpu="900m"),
+            pod("b-2", "od-3", app="b", cpu="900m"),
+        ],
+        [pdb("a", "a", 1), pdb("b", "b", 1)],
+    )
+    result = planned(snap)
+    assert sorted(result.drained) == ["od-2", "od-3"]
+    assert result.undrainable["od-1"] in (HELD_BACK,) or "PodDisruptionBudget" in result.undrainable["od-1"]
+
+
+def test_config_on_demand_selector_limits_the_candidates() -> None:
+    config = parse_config({"node_classes": {"on_demand_selectors": ["pool=general"]}})
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
+    result = planned(snap, config)
+    assert result.drained == () and result.undrainable == {}
+    assert result.summary["on_demand_nodes"] == 0
+
+
+def test_plan_json_has_exactly_the_documented_shape() -> None:
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
+    doc = planned(snap).to_json()
+    assert list(doc) == ["moves", "drained", "undrainable", "summary"]
+    assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
+    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {}
+    orjson.dumps(doc)  # serialisable as is

@@ -1,0 +1,338 @@
+"""rescheduler.snapshot_io: the fast loader equals the library's constructors, and refuses bad input in one line."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+
+from bench.cluster_gen import FULL, generate, write_list
+from rescheduler import snapshot_io
+from rescheduler.snapshot_io import NotFound, Progress, SnapshotError, load_bytes, load_cluster, load_snapshot
+from shared.model import PDB, Node, Pod
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Pods exercising every spec part the model reads, beyond what the generator writes.
+EXTRA_PODS: list[dict[str, Any]] = [
+    {
+        "metadata": {"name": "sidecars", "namespace": "x", "labels": {"app": "s", "tier": "t"}},
+        "spec": {
+            "nodeName": "n1",
+            "initContainers": [
+                {
+                    "name": "proxy",
+                    "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "100m"}},
+                    "ports": [{"hostPort": 80}],
+                },
+                {"name": "migrate", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+            ],
+            "containers": [{"name": "c", "resources": {"limits": {"cpu": "1.5", "memory": "1.5G"}}}],
+            "overhead": {"cpu": "10m"},
+            "resources": {"requests": {"memory": "2Gi"}},
+            "volumes": [
+                {"name": "scratch", "emptyDir": {"medium": "Memory"}},
+                {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                {"name": "h", "hostPath": {"path": "/var"}},
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    },
+    {
+        "metadata": {
+            "generateName": "gen-",
+            "labels": {"app": "a", "version": "v2"},
+            "deletionTimestamp": "2024-01-01T00:00:00Z",
+            "ownerReferences": [{"kind": "Job", "name": "j", "controller": False}, {"kind": "Node", "name": "n"}],
+        },
+        "spec": {
+            "containers": [{"name": "c"}],
+            "priority": -5,
+            "schedulerName": "spot-scheduler",
+            "nodeSelector": {"disk": "ssd"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+                        ]
+                    },
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 5, "preference": {"matchExpressions": [{"key": "z", "operator": "Exists"}]}}
+                    ],
+                },
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "db"}},
+                            "namespaceSelector": {},
+                            "topologyKey": "zone",
+                        }
+                    ]
+                },
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "a"}},
+                            "matchLabelKeys": ["version"],
+                            "topologyKey": "h",
+                        }
+                    ]
+                },
+            },
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 2,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {},
+                    "matchLabelKeys": ["version"],
+                    "minDomains": 3,
+                }
+            ],
+            "tolerations": [{"operator": "Exists"}],
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    },
+]
+
+
+def _decode_pod(raw: dict[str, Any]) -> Pod:
+    item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_io._PodItem)
+    return snapshot_io._PodReader().read(item)
+
+
+def test_fast_path_covers_every_pod_field() -> None:
+    assert snapshot_io.FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.snapshot_io does not fill"
+
+
+def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
+    source = (ROOT / "shared" / "model.py").read_text()
+    read = set(re.findall(r'\bspec\.get\("(\w+)"', source))
+    read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "nodeAffinity", "claimRef"}
+    read -= {"volumeName", "storageClassName"}  # node, PDB, PV and PVC specs
+    assert read <= snapshot_io.SPEC_KEYS, (
+        f"Pod.from_api reads spec keys the loader skips: {read - snapshot_io.SPEC_KEYS}"
+    )
+
+
+@pytest.mark.parametrize(
+    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending"]
+)
+def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
+    assert _decode_pod(raw) == Pod.from_api(raw)
+
+
+def test_fast_path_equals_from_api_on_a_generated_cluster() -> None:
+    items = generate(3, 30, 900, FULL)
+    reader = snapshot_io._PodReader()
+    n = 0
+    for raw in items:
+        if raw["kind"] != "Pod":
+            continue
+        item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_io._PodItem)
+        assert reader.read(item) == Pod.from_api(raw), raw["metadata"]["name"]
+        n += 1
+    assert n == 900
+    assert len(reader.templates) < n  # the template cache is actually shared
+
+
+def _write(tmp_path: Path, items: list[dict[str, Any]], indent: int) -> Path:
+    path = tmp_path / f"snap-{indent}.json"
+    with path.open("wb") as fh:
+        write_list(items, fh, indent)
+    return path
+
+
+@pytest.mark.parametrize("indent", [4, 2, 0], ids=["kubectl-4-spaces", "jq-2-spaces", "compact"])
+def test_every_layout_loads_the_same_snapshot(tmp_path: Path, indent: int) -> None:
+    items = generate(5, 12, 200, FULL)
+    snap = load_snapshot(str(_write(tmp_path, items, indent)))
+    nodes = {i["metadata"]["name"]: Node.from_api(i) for i in items if i["kind"] == "Node"}
+    assert {info.name: info.node for info in snap} == nodes
+    bound = sum(len(info.pods) for info in snap) + len(snap.pending)
+    live = [i for i in items if i["kind"] == "Pod" and i["status"]["phase"] not in ("Succeeded", "Failed")]
+    assert bound == len(live)
+    assert [p.key for p in snap.pdbs] == [PDB.from_api(i).key for i in items if i["kind"] == "PodDisruptionBudget"]
+    assert len(snap.pvs) == sum(1 for i in items if i["kind"] == "PersistentVolume")
+
+
+def test_stdin_is_read_with_dash() -> None:
+    data = orjson.dumps({"kind": "List", "items": generate(2, 6, 60, FULL)})
+    snap = load_snapshot("-", stdin=io.BytesIO(data))
+    assert len(snap) == 6
+
+
+def test_a_typed_list_without_item_kinds_loads() -> None:
+    # What the API server returns for GET /api/v1/nodes: items carry no kind.
+    nodes = [
+        {k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
+        for i in generate(2, 5, 40, FULL)
+        if i["kind"] == "Node"
+    ]
+    snap = load_bytes(orjson.dumps({"kind": "NodeList", "apiVersion": "v1", "items": nodes}))
+    assert len(snap) == 5
+
+
+def test_a_plain_object_with_items_loads() -> None:
+    items = [i for i in generate(2, 5, 40, FULL) if i["kind"] in ("Node", "Pod")]
+    assert len(load_bytes(orjson.dumps({"items": items}))) == 5
+
+
+def test_progress_is_shown_and_cleared() -> None:
+    out = io.StringIO()
+    load_bytes(orjson.dumps({"kind": "List", "items": generate(2, 5, 40, FULL)}), progress=Progress(out, interval=0))
+    text = out.getvalue()
+    assert "reading objects" in text and "\r" in text
+    assert text.endswith("\r")  # the line is cleared at the end
+
+
+NODE = {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1"}}}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(b"{not json", "not valid JSON", id="bad-json"),
+        pytest.param(b'{"kind": "List", "items": [', "not valid JSON", id="truncated"),
+        pytest.param(b"[1, 2]", "expected a JSON object with items", id="top-level-array"),
+        pytest.param(b'{"kind": "List"}', "expected a List with items", id="no-items"),
+        pytest.param(b'{"kind": "Pod", "metadata": {"name": "x"}}', "got a Pod", id="a-single-object"),
+        pytest.param(
+            b'{"kind": "List", "items": [{"kind": "Service"}]}',
+            "items[0].kind: unsupported kind 'Service'",
+            id="unknown-kind",
+        ),
+        pytest.param(
+            b'{"kind": "List", "items": [{"metadata": {}}]}', "items[0]: item has no kind", id="item-without-kind"
+        ),
+        pytest.param(
+            b'{"kind": "ServiceList", "items": [{"metadata": {}}]}',
+            "unsupported kind 'ServiceList'",
+            id="unsupported-list",
+        ),
+        pytest.param(
+            orjson.dumps({"kind": "List", "items": [{**NODE, "status": {"allocatable": {"cpu": "lots"}}}]}),
+            "node n1: status.allocatable.cpu: quantity 'lots'",
+            id="bad-node-quantity",
+        ),
+        pytest.param(
+            orjson.dumps(
+                {
+                    "kind": "List",
+                    "items": [
+                        {
+                            "kind": "Pod",
+                            "metadata": {"name": "p", "namespace": "ns"},
+                            "spec": {"containers": [{"resources": {"requests": {"cpu": "1x"}}}]},
+                        }
+                    ],
+                }
+            ),
+            "pod ns/p: spec.containers[0].resources.requests.cpu: quantity '1x'",
+            id="bad-pod-quantity",
+        ),
+        pytest.param(
+            orjson.dumps({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p"}}]}),
+            "pod default/p: spec is missing",
+            id="pod-without-spec",
+        ),
+        pytest.param(
+            orjson.dumps({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": 5}, "spec": {}}]}),
+            "items[0].metadata.name",
+            id="wrong-type",
+        ),
+        pytest.param(
+            orjson.dumps({"kind": "List", "items": [{**NODE, "spec": {"taints": [1]}}]}),
+            "items[0] (Node): malformed object",
+            id="malformed-taints",
+        ),
+    ],
+)
+def test_bad_input_is_one_clear_line(data: bytes, expected: str) -> None:
+    with pytest.raises(SnapshotError) as err:
+        load_bytes(data, source="snap.json")
+    message = str(err.value)
+    assert message.startswith("snapshot snap.json: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_missing_and_empty_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SnapshotError, match="cannot be read"):
+        load_snapshot(str(tmp_path / "nope.json"))
+    (tmp_path / "empty.json").write_bytes(b"")
+    with pytest.raises(SnapshotError, match="is empty"):
+        load_snapshot(str(tmp_path / "empty.json"))
+
+
+# --- a live cluster, through a fake transport ----------------------------------------------------------
+
+
+class FakeApi:
+    """Serves lists page by page (``limit``/``continue``); optionally lacks policy/v1."""
+
+    def __init__(self, items: list[dict[str, Any]], *, v1_pdbs: bool = True) -> None:
+        self.by_path: dict[str, list[dict[str, Any]]] = {}
+        paths = {
+            "Node": "/api/v1/nodes",
+            "Pod": "/api/v1/pods",
+            "Namespace": "/api/v1/namespaces",
+            "PersistentVolume": "/api/v1/persistentvolumes",
+            "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
+            "PodDisruptionBudget": "/apis/policy/v1/poddisruptionbudgets"
+            if v1_pdbs
+            else "/apis/policy/v1beta1/poddisruptionbudgets",
+        }
+        for p in paths.values():
+            self.by_path[p] = []
+        for item in items:
+            stripped = {k: v for k, v in item.items() if k not in ("kind", "apiVersion")}
+            self.by_path[paths[item["kind"]]].append(stripped)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, path: str, query: list[tuple[str, Any]]) -> bytes:
+        q = dict(query)
+        self.calls.append((path, q))
+        if path not in self.by_path:
+            raise NotFound(path)
+        items = self.by_path[path]
+        if path == "/api/v1/pods":
+            assert q["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+            items = [i for i in items if i["status"]["phase"] not in ("Succeeded", "Failed")]
+        start = int(q.get("continue", 0))
+        limit = int(q["limit"])
+        page = items[start : start + limit]
+        token = str(start + limit) if start + limit < len(items) else ""
+        return orjson.dumps({"kind": "List", "metadata": {"continue": token}, "items": page})
+
+
+@pytest.mark.parametrize("v1_pdbs", [True, False], ids=["policy-v1", "policy-v1beta1-fallback"])
+def test_live_cluster_is_listed_page_by_page(v1_pdbs: bool) -> None:
+    items = generate(4, 10, 300, FULL)
+    api = FakeApi(items, v1_pdbs=v1_pdbs)
+    snap = load_cluster(fetch=api, page_size=50)
+    from_file = load_bytes(orjson.dumps({"kind": "List", "items": items}))
+    assert {i.name: sorted(p.key for p in i.pods) for i in snap} == {
+        i.name: sorted(p.key for p in i.pods) for i in from_file
+    }
+    assert len(snap.pdbs) == len(from_file.pdbs) > 0
+    pod_pages = [q for path, q in api.calls if path == "/api/v1/pods"]
+    assert len(pod_pages) > 2 and "continue" in pod_pages[-1]
+
+
+def test_live_cluster_errors_are_one_line() -> None:
+    def broken(path: str, query: list[tuple[str, Any]]) -> bytes:
+        return b"<html>oops"
+
+    with pytest.raises(SnapshotError, match=r"^cluster: unexpected response"):
+        load_cluster(fetch=broken)

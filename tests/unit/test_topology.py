@@ -1,0 +1,101 @@
+"""rescheduler.topology answers exactly like shared.interpod and shared.spread, before and after moves.
+
+The planner relies on :class:`TopologyIndex` instead of the shared PreFilter-style checks for speed, so
+this compares the two on generated clusters rich in required (anti-)affinity and topology spread, for many
+(pod, node) pairs, at the start and after a series of random moves reported to the index.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from bench.cluster_gen import FULL, generate
+from rescheduler.snapshot_io import load_bytes
+from rescheduler.topology import TopologyIndex
+from shared.interpod import check_inter_pod_affinity
+from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
+from shared.snapshot import ClusterSnapshot
+from shared.spread import check_topology_spread
+
+RICH = replace(FULL, anti_affinity=0.35, anti_affinity_other=0.3, spread=0.3, pod_affinity=0.15, pinned=0.02)
+
+
+def _snapshot(seed: int, nodes: int, pods: int) -> ClusterSnapshot:
+    return load_bytes(orjson.dumps({"kind": "List", "items": generate(seed, nodes, pods, RICH)}))
+
+
+def _compare(snap: ClusterSnapshot, index: TopologyIndex, rng: random.Random, samples: int) -> tuple[int, int]:
+    """Checks ``samples`` random (pod, node) pairs; returns how many each filter rejected."""
+    infos = list(snap)
+    pods = [p for info in infos for p in info.pods]
+    interesting = [p for p in pods if p.pod_affinity or p.pod_anti_affinity or p.topology_spread] or pods
+    rejected_aff = rejected_spread = 0
+    seen: set[str] = set()
+    for _ in range(samples):
+        pod = rng.choice(interesting if rng.random() < 0.7 else pods)
+        node = rng.choice(infos)
+        pid = index.pid(pod)
+        want_aff = check_inter_pod_affinity(pod, node, snap)
+        got_aff = index.check_inter_pod_affinity(pod, pid, node)
+        assert got_aff == want_aff, (pod.key, node.name)
+        want_spread = check_topology_spread(pod, node, snap)
+        got_spread = index.check_topology_spread(pod, pid, node)
+        assert got_spread == want_spread, (pod.key, node.name)
+        rejected_aff += want_aff is not None
+        if want_aff is not None:
+            seen.add(want_aff.message)
+        rejected_spread += want_spread is not None
+    REASONS_SEEN.update(seen)
+    return rejected_aff, rejected_spread
+
+
+REASONS_SEEN: set[str] = set()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_index_agrees_with_shared_filters_before_and_after_moves(seed: int) -> None:
+    snap = _snapshot(seed, 30, 600)
+    index = TopologyIndex(snap)
+    rng = random.Random(seed)
+    aff, spread = _compare(snap, index, rng, 300)
+    assert aff > 0 and spread > 0  # both filters are exercised, not only their pass path
+    infos = list(snap)
+    for _ in range(60):
+        info = rng.choice(infos)
+        if not info.pods:
+            continue
+        pod = rng.choice(info.pods)
+        target = rng.choice(infos)
+        if target is info:
+            continue
+        pid = index.pid(pod)
+        moved = snap.move_pod(pod, target.name)
+        index.move(pid, moved, target)
+        _compare(snap, index, rng, 20)
+
+
+def test_every_inter_pod_reason_is_exercised() -> None:
+    # Guards the comparison against passing on clusters that never reject in some direction.
+    REASONS_SEEN.clear()
+    for seed in (1, 2):
+        snap = _snapshot(seed, 30, 600)
+        _compare(snap, TopologyIndex(snap), random.Random(seed), 300)
+    assert {ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY} <= REASONS_SEEN
+
+
+def test_a_rejection_names_the_same_reason_as_the_scheduler() -> None:
+    snap = _snapshot(7, 24, 500)
+    index = TopologyIndex(snap)
+    reasons = set()
+    for info in snap:
+        for pod in info.pods:
+            for node in snap:
+                r = index.check_inter_pod_affinity(pod, index.pid(pod), node)
+                if r is not None:
+                    reasons.add(r.message)
+                    assert r == check_inter_pod_affinity(pod, node, snap)
+    assert reasons  # the generated cluster exercises the rejections, not only the passes
