@@ -24,6 +24,7 @@ from typing import IO
 import orjson
 
 from rescheduler.planner import Plan, plan
+from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_cluster, load_snapshot
 from shared.config import Config, ConfigError, load_config
 from shared.snapshot import ClusterSnapshot
@@ -204,6 +205,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner
         "print which on-demand nodes can be drained onto spot, and where each pod goes",
         _add_plan_arguments,
         _run_plan,
+    ),
+    "run": (
+        "drain on-demand nodes onto spot, every housekeeping interval, safely (leader-elected)",
+        add_run_arguments,
+        lambda args, env, stdout, stderr, stdin: run_command(args, env=env),
     ),
 }
 """Subcommand name → (help, add its arguments, run it)."""

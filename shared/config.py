@@ -416,6 +416,9 @@ class ReschedulerConfig:
     """How a node being drained is kept from new pods: a ``PreferNoSchedule`` taint, or ``cordon``."""
     drain_taint_key: str = _setting("spotshift.io/draining", _label_key)
     """Key of the rescheduler's own taint (found and removed again after a restart)."""
+    keep_drained_tainted: bool = _setting(True, _boolean)
+    """Once a drained node is empty, keep its taint (or cordon) so the autoscaler removes it without pods
+    coming back; false makes the node schedulable again."""
     dry_run: bool = _setting(False, _boolean)
     """Plan and report, never taint or evict."""
     leader_elect: bool = _setting(True, _boolean)

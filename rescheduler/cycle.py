@@ -1,0 +1,144 @@
+"""One housekeeping cycle's decision, as a pure function: which planned nodes to drain now, and why not the others.
+
+Kept apart from the run loop so it can be measured and tested without an API server: the benchmark times
+snapshot + plan + :func:`decide` over a 150,000-pod state (``bench/run_cycle.py``), and the unit tests feed it
+hand-made snapshots. Everything here reads the snapshot and returns values; the drainer then re-checks the
+chosen node against the live API before touching it.
+
+The order of the checks is the order a person would ask: is the cluster short of room (pause everything),
+is this node resting after a failed drain (backoff), is something already being done to it (our mark, a
+cordon), can we read every pod on it, and would the PodDisruptionBudgets allow all of its evictions now.
+The node this process runs on goes last, so a drain never starts by evicting the rescheduler itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from rescheduler.drain import backoff_until, is_marked
+from rescheduler.safety import PdbIndex, pdb_refusals, unschedulable_pods
+from shared.classes import classifier
+from shared.config import Config
+from shared.snapshot import ClusterSnapshot
+
+__all__ = [
+    "NodeMoves",
+    "plan_nodes",
+    "Decision",
+    "decide",
+    "count_classes",
+    "SKIP_BACKOFF",
+    "SKIP_MARKED",
+    "SKIP_CORDONED",
+    "SKIP_UNREADABLE_POD",
+    "SKIP_NOTHING_TO_MOVE",
+    "SKIP_PDB_CACHED",
+    "SKIP_LIMIT",
+]
+
+SKIP_BACKOFF = "backoff"
+SKIP_MARKED = "already-marked"
+SKIP_CORDONED = "cordoned"
+SKIP_UNREADABLE_POD = "unreadable-pod"
+SKIP_NOTHING_TO_MOVE = "nothing-to-move"
+SKIP_PDB_CACHED = "pdb-precheck"
+SKIP_LIMIT = "cycle-limit"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMoves:
+    """A node the plan empties: the pods it moves (keys) and where each goes."""
+
+    node: str
+    pods: tuple[str, ...]
+    targets: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    paused: str
+    """Why nothing is done this cycle (``""``: not paused)."""
+    drains: tuple[NodeMoves, ...]
+    """Nodes to try, in order; the run loop drains up to ``max_nodes_per_cycle`` of them."""
+    skipped: tuple[tuple[str, str], ...]
+    """``(node, reason)`` for planned nodes left alone this cycle."""
+    unschedulable: int
+    nodes_by_class: Mapping[str, int]
+
+
+def count_classes(snapshot: ClusterSnapshot, config: Config) -> dict[str, int]:
+    c = classifier(config.node_classes)
+    out = {"spot": 0, "on-demand": 0, "other": 0}
+    for info in snapshot:
+        out[c.node_class(info.node.labels)] += 1
+    return out
+
+
+def decide(
+    snapshot: ClusterSnapshot,
+    planned: Iterable[NodeMoves],
+    config: Config,
+    *,
+    now: float,
+    own_node: str = "",
+    memory_backoff: Mapping[str, float] | None = None,
+    broken_nodes: Collection[str] = (),
+    unschedulable: int | None = None,
+) -> Decision:
+    """Filter and order the planned nodes. ``now`` is Unix time (backoffs are wall-clock annotations)."""
+    classes = count_classes(snapshot, config)
+    if unschedulable is None:
+        unschedulable = len(unschedulable_pods(snapshot.pending))
+    if unschedulable:
+        return Decision(f"{unschedulable} pods are unschedulable", (), (), unschedulable, classes)
+    taint_key = config.rescheduler.drain_taint_key
+    memory_backoff = memory_backoff or {}
+    pdbs = PdbIndex(snapshot.pdbs)
+    chosen: list[NodeMoves] = []
+    last: list[NodeMoves] = []
+    skipped: list[tuple[str, str]] = []
+    for nm in planned:
+        info = snapshot.nodes.get(nm.node)
+        if info is None:
+            continue
+        node = info.node
+        until = max(backoff_until(node) or 0.0, memory_backoff.get(nm.node, 0.0))
+        if until > now:
+            skipped.append((nm.node, SKIP_BACKOFF))
+            continue
+        if is_marked(node, taint_key):
+            skipped.append((nm.node, SKIP_MARKED))
+            continue
+        if node.unschedulable:
+            skipped.append((nm.node, SKIP_CORDONED))
+            continue
+        if nm.node in broken_nodes:
+            skipped.append((nm.node, SKIP_UNREADABLE_POD))
+            continue
+        if not nm.pods:
+            skipped.append((nm.node, SKIP_NOTHING_TO_MOVE))
+            continue
+        wanted = set(nm.pods)
+        pods = [p for p in info.pods if p.key in wanted]
+        if pdb_refusals(pods, pdbs):
+            skipped.append((nm.node, SKIP_PDB_CACHED))
+            continue
+        (last if nm.node == own_node else chosen).append(nm)
+    return Decision("", tuple(chosen + last), tuple(skipped), 0, classes)
+
+
+def plan_nodes(snapshot: ClusterSnapshot, config: Config, *, time_budget: float | None = None) -> list[NodeMoves]:
+    """:func:`rescheduler.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
+    with its moves. The planner leaves the snapshot as it found it."""
+    from rescheduler.planner import plan  # the heavy import, kept off the CLI's other paths
+
+    result = plan(snapshot, config, time_budget=time_budget)
+    by_node: dict[str, list[tuple[str, str]]] = {}
+    for m in result.moves:
+        by_node.setdefault(m.source, []).append((m.pod, m.target))
+    out = []
+    for node in result.drained:
+        moves = by_node.get(node, [])
+        out.append(NodeMoves(node, tuple(k for k, _ in moves), dict(moves)))
+    return out

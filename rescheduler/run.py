@@ -1,0 +1,596 @@
+"""``spot-rescheduler run``: the long-running loop that plans every housekeeping interval and drains safely.
+
+What runs, in one process:
+
+* four informer threads keep :class:`~rescheduler.state.ClusterState` current (list once, then watch);
+* a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
+* an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
+* the main thread runs the cycle: pause if any pod is unschedulable, plan (pure, :mod:`rescheduler.planner`),
+  decide (pure, :mod:`rescheduler.cycle`), then drain at most ``max_nodes_per_cycle`` nodes through
+  :class:`~rescheduler.drain.Drainer`, ``node_drain_delay`` apart.
+
+SIGTERM or SIGINT sets one stop event. Every wait in the loop, the drainer and the evictor watches it, so the
+node in progress is rolled back (its mark removed) within a second or two, then the lease is released so the
+other replica takes over at once. A replica that becomes leader first removes the marks that a crashed or
+killed predecessor left (:func:`~rescheduler.drain.clean_leftovers`).
+
+Command-line flags use pusher/k8s-spot-rescheduler's names where the concept is the same, and override the
+configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a bad value is one
+sentence naming the flag, exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rescheduler.cycle import Decision, NodeMoves, decide, plan_nodes
+from rescheduler.drain import Drainer, NodeMarker, Outcome, clean_leftovers
+from rescheduler.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
+from rescheduler.evictor import Evictor
+from rescheduler.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
+from rescheduler.leader import LeaderElector, LeaseConfig
+from rescheduler.logs import fields, setup_logging
+from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
+from rescheduler.safety import unschedulable_pods
+from rescheduler.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from shared.config import Config, ConfigError, env_names, load_config
+from shared.snapshot import ClusterSnapshot
+
+__all__ = [
+    "RunOptions",
+    "Rescheduler",
+    "PlanFunction",
+    "add_run_arguments",
+    "run_command",
+    "config_from_args",
+    "main",
+]
+
+log = logging.getLogger("spotshift.rescheduler")
+
+DEFAULT_PLAN_TIME_BUDGET = 0.5
+"""The run loop's planner time budget (see :attr:`RunOptions.plan_time_budget`)."""
+
+PlanFunction = Callable[[ClusterSnapshot, Config], Sequence[NodeMoves]]
+"""The planner as the loop sees it: a snapshot and the config in, the nodes to empty (in order) out."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What the loop needs beyond :class:`~shared.config.Config`: process-level settings."""
+
+    once: bool = False
+    node_name: str = ""
+    """The node this process runs on (``NODE_NAME`` from the downward API): drained last, if ever."""
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    sync_timeout: float = 600.0
+    watch_timeout: float = 300.0
+    plan_time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET
+    """Seconds after which the planner tries no further packing strategy (the first always runs): small
+    clusters get the whole portfolio, a 150,000-pod one the first strategy only. ``None``: no limit."""
+
+
+class Rescheduler:
+    """The run loop. ``transport`` is the API boundary; ``plan`` defaults to :mod:`rescheduler.planner`."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        config: Config,
+        options: RunOptions = RunOptions(),
+        *,
+        plan: PlanFunction | None = None,
+        metrics: Metrics | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.kube = Kube(transport)
+        self.config = config
+        self.options = options
+        self.dry_run = config.rescheduler.dry_run
+        self.identity = options.identity or default_identity()
+        self.plan_fn = plan or default_planner(options.plan_time_budget)
+        self.metrics = metrics or Metrics()
+        self.stop = stop or threading.Event()
+        self.state = ClusterState()
+        self.heartbeat = Heartbeat(max_age=self._liveness_window())
+        self.events = EventRecorder(self.kube, host=options.node_name or socket.gethostname(), enabled=not self.dry_run)
+        self.elector: LeaderElector | None = None
+        if config.rescheduler.leader_elect:
+            lease = LeaseConfig(
+                namespace=config.namespace,
+                name=config.rescheduler.lease_name,
+                identity=self.identity,
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+            )
+            self.elector = LeaderElector(self.kube, lease, on_change=self._leadership_changed)
+        self.marker = NodeMarker(
+            self.kube,
+            taint_key=config.rescheduler.drain_taint_key,
+            mode=config.rescheduler.drain_taint,
+            identity=self.identity,
+        )
+        r = config.rescheduler
+        self.evictor = Evictor(
+            self.kube,
+            timeout=r.pod_eviction_timeout,
+            max_grace=r.max_graceful_termination,
+            dry_run=self.dry_run,
+            metrics=self.metrics,
+            events=self.events,
+            should_abort=self.should_abort,
+            wait=self.stop.wait,
+        )
+        self.drainer = Drainer(
+            self.kube,
+            self.state,
+            config,
+            self.evictor,
+            self.events,
+            self.metrics,
+            self.marker,
+            dry_run=self.dry_run,
+            should_abort=self.should_abort,
+            stop=self.stop,
+            heartbeat=self.heartbeat.beat,
+        )
+        self.informers: list[Informer] = []
+        self._needs_cleanup = not config.rescheduler.leader_elect
+        self._next_drain_at = 0.0
+        self.last_decision: Decision | None = None
+        self.results: list[Any] = []
+        """Every :class:`~rescheduler.drain.DrainResult` of this process (tests and ``--once`` read them)."""
+
+    def _liveness_window(self) -> float:
+        """How long ``/healthz`` tolerates no beat: a few intervals, plus one eviction's 429 retries."""
+        r = self.config.rescheduler
+        return max(60.0, 3 * r.housekeeping_interval) + r.pod_eviction_timeout + 60.0
+
+    # ---- leadership -----------------------------------------------------------------------------------------
+
+    def _leadership_changed(self, leader: bool) -> None:
+        self.metrics.leader.set(1 if leader else 0)
+        if leader:
+            self._needs_cleanup = True
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def should_abort(self) -> bool:
+        """Stop acting now: shutdown was asked for, or the lease is no longer ours."""
+        return self.stop.is_set() or not self.is_leader()
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------
+
+    def start_informers(self) -> None:
+        """Discover the PodDisruptionBudget version, then list and watch the four kinds."""
+        self.state.pdb_api_version = f"policy/{self.kube.pdb_version()}"
+        specs = (
+            (NODES, "/api/v1/nodes", ()),
+            (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
+            (PDBS, self.kube.pdb_path(), ()),
+            (NAMESPACES, "/api/v1/namespaces", ()),
+        )
+        for kind, path, query in specs:
+            informer = Informer(
+                self.kube,
+                self.state,
+                kind,
+                path,
+                threading.Event(),
+                query=query,
+                watch_timeout=self.options.watch_timeout,
+            )
+            informer.start()
+            self.informers.append(informer)
+
+    def stop_informers(self) -> None:
+        for informer in self.informers:
+            informer.close()
+        for informer in self.informers:
+            informer.join(timeout=5)
+
+    def run(self) -> int:
+        """Run until stopped (or one cycle with ``once``). Returns the process exit code."""
+        self.metrics.leader.set(0 if self.elector is not None else 1)
+        try:
+            self.start_informers()
+        except ApiError as e:
+            log.error("cannot reach the API server: %s", e)
+            return 1
+        try:
+            log.info(
+                "waiting for the cluster state",
+                extra=fields(identity=self.identity, dry_run=self.dry_run, node=self.options.node_name),
+            )
+            if not self.state.wait_synced(self.options.sync_timeout, self.stop):
+                if not self.stop.is_set():
+                    log.error("cluster state not listed within %.0fs", self.options.sync_timeout)
+                    return 1
+                return 0
+            with self.state.cond:
+                counts = {k: len(v) for k, v in (("nodes", self.state.nodes), ("pods", self.state.pods))}
+            log.info("cluster state listed", extra=fields(**counts))
+            if self.elector is not None:
+                self.elector.start()
+            return self._loop()
+        finally:
+            self.shutdown()
+
+    def _loop(self) -> int:
+        interval = self.config.rescheduler.housekeeping_interval
+        while not self.stop.is_set():
+            self.heartbeat.beat()
+            if self.elector is not None and not self.elector.is_leader():
+                # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
+                wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
+                if not self.elector.wait_for_leadership(wait, self.stop):
+                    if self.options.once and not self.stop.is_set():
+                        log.warning(
+                            "not the leader (lease held by %s): nothing done",
+                            self.elector.holder or "?",
+                            extra=fields(holder=self.elector.holder),
+                        )
+                        return 3
+                    continue
+            if self._needs_cleanup:
+                self._needs_cleanup = False
+                clean_leftovers(self.state, self.marker, self.config, self.events, dry_run=self.dry_run)
+            try:
+                self.cycle()
+            except ApiError as e:
+                log.warning("cycle failed: %s", e)
+            if self.options.once:
+                return 0
+            self.stop.wait(interval)
+        return 0
+
+    def shutdown(self) -> None:
+        """Release the lease (the successor takes over at once) and stop the informers."""
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        self.metrics.leader.set(0)
+        self.stop_informers()
+
+    # ---- one cycle --------------------------------------------------------------------------------------------
+
+    def cycle(self) -> Decision | None:
+        started = time.perf_counter()
+        try:
+            return self._cycle()
+        finally:
+            self.metrics.cycle_duration.observe(time.perf_counter() - started)
+            self.metrics.last_cycle.set(time.time())
+
+    def _cycle(self) -> Decision | None:
+        cfg = self.config
+        with self.state.cond:
+            pending = unschedulable_pods(p for p in self.state.pods.values() if not p.node_name)
+        self.metrics.pods_pending.set(len(pending))
+        if pending:
+            log.info(
+                "paused: %d pods are unschedulable",
+                len(pending),
+                extra=fields(pending=[p.key for p in pending[:10]], count=len(pending)),
+            )
+            return None
+        now = time.monotonic()
+        if now < self._next_drain_at:
+            log.debug("node drain delay: %.0fs left", self._next_drain_at - now)
+            return None
+        decision = self._plan_and_decide()
+        done: set[str] = set()
+        started = 0
+        limit = cfg.rescheduler.max_nodes_per_cycle
+        while decision is not None and started < limit and not self.should_abort():
+            candidates = [nm for nm in decision.drains if nm.node not in done]
+            if not candidates:
+                break
+            nm = candidates[0]
+            done.add(nm.node)
+            result = self.drainer.drain(nm.node, nm.pods, dict(nm.targets))
+            self.results.append(result)
+            if result.outcome == Outcome.SKIPPED:
+                self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{result.reason}: {result.message}")
+                continue
+            started += 1
+            if result.started:
+                self._next_drain_at = time.monotonic() + cfg.rescheduler.node_drain_delay
+            if started < limit and len(candidates) > 1 and result.started and not self.dry_run:
+                self.stop.wait(cfg.rescheduler.node_drain_delay)
+                if self.should_abort():
+                    break
+                decision = self._plan_and_decide()  # the cluster moved: plan again before the next node
+        return decision
+
+    def _plan_and_decide(self) -> Decision | None:
+        cfg = self.config
+        t0 = time.perf_counter()
+        snapshot = self.state.snapshot()
+        planned = self.plan_fn(snapshot, cfg)
+        self.metrics.plan_duration.observe(time.perf_counter() - t0)
+        decision = decide(
+            snapshot,
+            planned,
+            cfg,
+            now=time.time(),
+            own_node=self.options.node_name,
+            memory_backoff=self.drainer.memory_backoff,
+            broken_nodes=self.state.broken_nodes(),
+        )
+        self.last_decision = decision
+        for cls, n in decision.nodes_by_class.items():
+            self.metrics.nodes.labels(cls).set(n)
+        self.metrics.drainable_nodes.set(len(decision.drains))
+        log.info(
+            "plan: %d nodes can be emptied onto spot, %d left alone",
+            len(decision.drains),
+            len(decision.skipped),
+            extra=fields(
+                drainable=[nm.node for nm in decision.drains][:20],
+                skipped=dict(decision.skipped[:20]),
+                plan_seconds=round(time.perf_counter() - t0, 3),
+                dry_run=self.dry_run,
+            ),
+        )
+        return decision
+
+
+# --- the planner --------------------------------------------------------------------------------------------------
+
+
+def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> PlanFunction:
+    """:mod:`rescheduler.planner` adapted to :data:`PlanFunction`, with the loop's time budget."""
+
+    def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
+        return plan_nodes(snapshot, config, time_budget=time_budget)
+
+    return plan
+
+
+# --- command line --------------------------------------------------------------------------------------------------
+
+_FLAG_TO_ENV = {
+    "housekeeping_interval": ("--housekeeping-interval", "SPOTSHIFT_RESCHEDULER_HOUSEKEEPING_INTERVAL"),
+    "node_drain_delay": ("--node-drain-delay", "SPOTSHIFT_RESCHEDULER_NODE_DRAIN_DELAY"),
+    "pod_eviction_timeout": ("--pod-eviction-timeout", "SPOTSHIFT_RESCHEDULER_POD_EVICTION_TIMEOUT"),
+    "max_graceful_termination": ("--max-graceful-termination", "SPOTSHIFT_RESCHEDULER_MAX_GRACEFUL_TERMINATION"),
+    "replacement_timeout": ("--replacement-timeout", "SPOTSHIFT_RESCHEDULER_REPLACEMENT_TIMEOUT"),
+    "node_backoff": ("--node-backoff", "SPOTSHIFT_RESCHEDULER_NODE_BACKOFF"),
+    "max_nodes_per_cycle": ("--max-nodes-per-cycle", "SPOTSHIFT_RESCHEDULER_MAX_NODES_PER_CYCLE"),
+    "drain_taint": ("--drain-taint", "SPOTSHIFT_RESCHEDULER_DRAIN_TAINT"),
+    "listen_address": ("--listen-address", "SPOTSHIFT_RESCHEDULER_METRICS_BIND"),
+    "namespace": ("--namespace", "SPOTSHIFT_NAMESPACE"),
+    "lease_name": ("--lease-name", "SPOTSHIFT_RESCHEDULER_LEASE_NAME"),
+}
+
+
+def _bool_arg(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+
+
+def _seconds(text: str) -> float:
+    from shared.config import parse_duration
+
+    try:
+        value = parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a duration like 15s or 1m, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``run`` subcommand's flags (pusher/k8s-spot-rescheduler's names where the concept is the same)."""
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--config", help="spotshift YAML configuration (default: $SPOTSHIFT_CONFIG, else built-in defaults)")
+    p.add_argument("--dry-run", action="store_true", default=None, help="plan and log every action, perform none")
+    p.add_argument("--once", action="store_true", help="run one housekeeping cycle, then exit")
+    g = p.add_argument_group("pusher/k8s-spot-rescheduler flags")
+    g.add_argument("--housekeeping-interval", metavar="DURATION", help="how often to plan (10s)")
+    g.add_argument("--node-drain-delay", metavar="DURATION", help="wait after draining a node before the next (10m)")
+    g.add_argument(
+        "--pod-eviction-timeout", metavar="DURATION", help="how long to retry an eviction refused with 429 (2m)"
+    )
+    g.add_argument(
+        "--max-graceful-termination",
+        metavar="DURATION",
+        help="cap on an evicted pod's grace period, and how long to wait for it to be gone (2m)",
+    )
+    g.add_argument(
+        "--on-demand-node-label", metavar="SELECTOR", help="label selector of on-demand nodes (default: not spot)"
+    )
+    g.add_argument("--spot-node-label", metavar="SELECTOR", help="label selector of spot nodes, added to the presets")
+    g.add_argument(
+        "--delete-non-replicated-pods",
+        nargs="?",
+        const=True,
+        type=_bool_arg,
+        metavar="BOOL",
+        help="also move pods without a controller (they are not recreated)",
+    )
+    g.add_argument("--listen-address", metavar="HOST:PORT", help="address of /metrics and /healthz (0.0.0.0:9235)")
+    s = p.add_argument_group("spotshift flags")
+    s.add_argument("--replacement-timeout", metavar="DURATION", help="how long to wait for replacements on spot (5m)")
+    s.add_argument("--node-backoff", metavar="DURATION", help="rest after a failed drain, doubling each time (30m)")
+    s.add_argument("--max-nodes-per-cycle", metavar="N", help="at most this many nodes drained per cycle (1)")
+    s.add_argument("--drain-taint", choices=("prefer-no-schedule", "cordon"), help="how a draining node is marked")
+    s.add_argument("--namespace", help="namespace of the leader-election Lease (spotshift)")
+    s.add_argument("--lease-name", help="name of the leader-election Lease (spotshift-rescheduler)")
+    s.add_argument("--leader-elect", type=_bool_arg, metavar="BOOL", help="hold a Lease before acting (true)")
+    s.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0, metavar="DURATION")
+    s.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0, metavar="DURATION")
+    s.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0, metavar="DURATION")
+    s.add_argument(
+        "--plan-time-budget",
+        type=float,
+        default=DEFAULT_PLAN_TIME_BUDGET,
+        metavar="SECONDS",
+        help="try no further packing strategy once planning took this long; the first always runs (0.5)",
+    )
+    s.add_argument("--node-name", default=None, help="the node this process runs on (default: $NODE_NAME)")
+    s.add_argument("--log-format", choices=("json", "text"), default="json")
+    s.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+
+
+def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Config:
+    """The configuration file and environment, then the flags on top, validated by the same rules.
+
+    Flags become ``SPOTSHIFT_*`` values layered over the environment, so a bad flag value gets the
+    configuration's own one-sentence error, with the flag named instead of the variable.
+    """
+    overlay: dict[str, str] = dict(env)
+    named: dict[str, str] = {}
+    for attr, (flag, var) in _FLAG_TO_ENV.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            overlay[var] = str(value)
+            named[var] = flag
+    if getattr(args, "dry_run", None):
+        overlay["SPOTSHIFT_RESCHEDULER_DRY_RUN"] = "true"
+        named["SPOTSHIFT_RESCHEDULER_DRY_RUN"] = "--dry-run"
+    if getattr(args, "leader_elect", None) is not None:
+        overlay["SPOTSHIFT_RESCHEDULER_LEADER_ELECT"] = "true" if args.leader_elect else "false"
+        named["SPOTSHIFT_RESCHEDULER_LEADER_ELECT"] = "--leader-elect"
+    if getattr(args, "delete_non_replicated_pods", None) is not None:
+        overlay["SPOTSHIFT_MOVABILITY_DELETE_NON_REPLICATED_PODS"] = (
+            "true" if args.delete_non_replicated_pods else "false"
+        )
+        named["SPOTSHIFT_MOVABILITY_DELETE_NON_REPLICATED_PODS"] = "--delete-non-replicated-pods"
+    config = _load(args.config, overlay, named)
+    if args.spot_node_label or args.on_demand_node_label:
+        # Selectors go through the loader too (syntax, and contradictions such as one label for both classes).
+        # --spot-node-label adds to the configured spot selectors; --on-demand-node-label replaces them.
+        if args.spot_node_label:
+            texts = [sel.text for sel in config.node_classes.spot_selectors] + [args.spot_node_label]
+            overlay["SPOTSHIFT_NODE_CLASSES_SPOT_SELECTORS"] = json.dumps(texts)
+            named["SPOTSHIFT_NODE_CLASSES_SPOT_SELECTORS"] = "--spot-node-label"
+        if args.on_demand_node_label:
+            overlay["SPOTSHIFT_NODE_CLASSES_ON_DEMAND_SELECTORS"] = json.dumps([args.on_demand_node_label])
+            named["SPOTSHIFT_NODE_CLASSES_ON_DEMAND_SELECTORS"] = "--on-demand-node-label"
+        config = _load(args.config, overlay, named)
+    return config
+
+
+def _load(path: str | None, env: Mapping[str, str], named: Mapping[str, str]) -> Config:
+    try:
+        return load_config(path, env)
+    except ConfigError as e:
+        text = str(e)
+        paths = env_names()
+        for var, flag in named.items():
+            text = text.replace(f"(from {var})", f"(from {flag})")
+            # Contradiction errors name the field (maybe with an index) but not where its value came from.
+            field = re.escape(paths[var])
+            text = re.sub(rf"^config field ({field}(?:\[\d+\])?):", rf"config field \1 (from {flag}):", text)
+        raise ConfigError(text) from None
+
+
+def default_identity() -> str:
+    """``<pod or host name>_<random>``: unique per process, readable in ``kubectl get lease -o yaml``."""
+    base = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{base}_{uuid.uuid4().hex[:8]}"
+
+
+def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = None) -> int:
+    """Entry point of ``spot-rescheduler run`` (the CLI's subcommand calls this)."""
+    env = os.environ if env is None else env
+    setup_logging(args.log_format, args.log_level)
+    try:
+        config = config_from_args(args, env)
+    except ConfigError as e:
+        print(f"spot-rescheduler: {e}", file=sys.stderr)
+        return 2
+    options = RunOptions(
+        once=args.once,
+        node_name=args.node_name if args.node_name is not None else env.get("NODE_NAME", ""),
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        plan_time_budget=args.plan_time_budget,
+    )
+    try:
+        LeaseConfig("x", "x", "x", options.lease_duration, options.renew_deadline, options.retry_period)
+    except ValueError as e:
+        print(f"spot-rescheduler: {e}.", file=sys.stderr)
+        return 2
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        print(f"spot-rescheduler: kubeconfig {args.kubeconfig}: does not exist.", file=sys.stderr)
+        return 2
+    try:
+        transport = transport_from_kubeconfig(args.kubeconfig, args.context)
+    except KubeconfigError as e:
+        print(f"spot-rescheduler: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    rescheduler = Rescheduler(transport, config, options, stop=stop)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        log.info("received %s: finishing up", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        server = MetricsServer(
+            rescheduler.metrics,
+            config.rescheduler.metrics_bind,
+            healthy=rescheduler.heartbeat.alive,
+            ready=rescheduler.state.is_synced,
+        ).start()
+    except OSError as e:
+        print(
+            f"spot-rescheduler: cannot listen on {config.rescheduler.metrics_bind}: {e.strerror or e}", file=sys.stderr
+        )
+        return 2
+    log.info(
+        "spot-rescheduler starting",
+        extra=fields(
+            identity=rescheduler.identity,
+            dry_run=config.rescheduler.dry_run,
+            leader_elect=config.rescheduler.leader_elect,
+            listen=config.rescheduler.metrics_bind,
+            metrics_port=server.port,
+        ),
+    )
+    try:
+        code = rescheduler.run()
+    finally:
+        server.stop()
+    log.info("spot-rescheduler stopped", extra=fields(identity=rescheduler.identity, exit_code=code))
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rescheduler.run``: the ``run`` subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="spot-rescheduler run", description=__doc__.splitlines()[0])
+    add_run_arguments(parser)
+    return run_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The safety checks made before a node's first eviction: pure functions, each answering with its reasons.
+
+Why before the first eviction and for the whole node: a drain that stops half-way leaves a node that is
+neither useful nor removable, and its evicted pods were disrupted for nothing (pusher #54/#55). So every
+eviction the node needs must be allowed *now*, counted together: two pods of one PodDisruptionBudget with
+``disruptionsAllowed: 1`` on the same node means the second eviction would be refused, so the node is
+skipped, not started.
+
+The rules are the eviction subresource's own (``pkg/registry/core/pod/storage/eviction.go``):
+
+* a pod selected by no PodDisruptionBudget may always be evicted;
+* a pod selected by more than one is refused (HTTP 500 "more than one PodDisruptionBudget");
+* a budget whose status the disruption controller has not computed for its current generation refuses
+  (HTTP 429), as does one with ``disruptionsAllowed`` at or below zero;
+* each accepted eviction uses one of the budget's ``disruptionsAllowed``.
+
+The reason strings are constants, so the run loop's logs, Events and metric labels come from one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from shared.model import PDB, Pod
+from shared.selectors import IN
+
+__all__ = [
+    "Refusal",
+    "PdbIndex",
+    "REFUSE_MULTIPLE_PDBS",
+    "REFUSE_PDB_BUDGET",
+    "REFUSE_PDB_NOT_COMPUTED",
+    "pdb_refusals",
+    "unschedulable_pods",
+    "stale_pdbs",
+]
+
+REFUSE_MULTIPLE_PDBS = "pod is selected by more than one PodDisruptionBudget"
+REFUSE_PDB_BUDGET = "PodDisruptionBudget allows fewer disruptions than the node's pods need"
+REFUSE_PDB_NOT_COMPUTED = "PodDisruptionBudget status is not yet computed for its current spec"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An eviction the API server would refuse now: the rule's constant and the particulars."""
+
+    reason: str
+    pod: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.pod}: {self.reason} ({self.detail})"
+
+
+class PdbIndex:
+    """Budgets by a label value a pod must carry to be selected, so a pod is matched against the few budgets
+    that can select it rather than every budget of its namespace (thousands in a large cluster)."""
+
+    def __init__(self, pdbs: Iterable[PDB]) -> None:
+        self._anchored: dict[tuple[str, str, str], list[PDB]] = {}
+        self._general: dict[str, list[PDB]] = {}
+        for pdb in pdbs:
+            sel = pdb.selector
+            if sel is None:
+                continue  # selects no pod
+            anchor = None
+            for r in sel.requirements:
+                if r.operator == IN and (anchor is None or len(r.values) < len(anchor.values)):
+                    anchor = r
+            if anchor is None:
+                self._general.setdefault(pdb.namespace, []).append(pdb)
+            else:
+                for v in anchor.values:
+                    self._anchored.setdefault((pdb.namespace, anchor.key, v), []).append(pdb)
+
+    def selecting(self, pod: Pod) -> list[PDB]:
+        """The budgets that select ``pod``, each once."""
+        ns = pod.namespace
+        found: list[PDB] = []
+        for k, v in pod.labels.items():
+            hit = self._anchored.get((ns, k, v))
+            if hit:
+                found.extend(hit)
+        found.extend(self._general.get(ns, ()))
+        out: list[PDB] = []
+        for b in found:
+            if b.selects(pod) and all(b is not o for o in out):
+                out.append(b)
+        return out
+
+
+def pdb_refusals(pods: Sequence[Pod], pdbs: Iterable[PDB] | PdbIndex, *, stale: Collection[str] = ()) -> list[Refusal]:
+    """Every refusal the eviction API would give for evicting all of ``pods`` now, in their order.
+
+    ``pdbs`` are the budgets with their live status (or a :class:`PdbIndex` of them); ``stale`` holds the
+    keys (``namespace/name``) of budgets whose ``status.observedGeneration`` lags ``metadata.generation``.
+    """
+    index = pdbs if isinstance(pdbs, PdbIndex) else PdbIndex(pdbs)
+    used: dict[str, int] = {}
+    out: list[Refusal] = []
+    for pod in pods:
+        matching = index.selecting(pod)
+        if not matching:
+            continue
+        if len(matching) > 1:
+            names = ", ".join(sorted(b.name for b in matching))
+            out.append(Refusal(REFUSE_MULTIPLE_PDBS, pod.key, names))
+            continue
+        pdb = matching[0]
+        if pdb.key in stale:
+            out.append(Refusal(REFUSE_PDB_NOT_COMPUTED, pod.key, pdb.key))
+            continue
+        used[pdb.key] = used.get(pdb.key, 0) + 1
+        if used[pdb.key] > pdb.disruptions_allowed:
+            out.append(
+                Refusal(
+                    REFUSE_PDB_BUDGET,
+                    pod.key,
+                    f"{pdb.key} allows {max(pdb.disruptions_allowed, 0)}, this node needs {used[pdb.key]}",
+                )
+            )
+    return out
+
+
+def unschedulable_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """Pods waiting for a node the scheduler could not find: Pending, unbound, ``PodScheduled=False/Unschedulable``.
+
+    While any exist the cluster is short of room; moving more pods would make it worse, so the run loop pauses.
+    """
+    out = []
+    for p in pods:
+        if p.unschedulable and not p.node_name and not p.terminal and not p.terminating:
+            out.append(p)
+    return out
+
+
+def stale_pdbs(raw_items: Iterable[Mapping[str, object]]) -> set[str]:
+    """Keys of budgets whose ``status.observedGeneration`` is behind ``metadata.generation``."""
+    out = set()
+    for raw in raw_items:
+        meta = raw.get("metadata") or {}
+        status = raw.get("status") or {}
+        assert isinstance(meta, Mapping) and isinstance(status, Mapping)
+        generation = meta.get("generation") or 0
+        observed = status.get("observedGeneration") or 0
+        if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+            out.add(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
+    return out

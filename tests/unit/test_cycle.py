@@ -1,0 +1,128 @@
+"""The cycle's decision: pause, backoff, marks, cordons, unreadable pods, cached PDB check, own node last."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from rescheduler.cycle import (
+    SKIP_BACKOFF,
+    SKIP_CORDONED,
+    SKIP_MARKED,
+    SKIP_NOTHING_TO_MOVE,
+    SKIP_PDB_CACHED,
+    SKIP_UNREADABLE_POD,
+    NodeMoves,
+    decide,
+    plan_nodes,
+)
+from rescheduler.drain import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
+from rescheduler.state import NODES, PDBS, PODS, ClusterState
+from shared.config import Config
+from tests.unit.fake_api import node, pdb, pod
+
+NOW = 1_700_000_000.0
+
+
+def state(*nodes, pods=(), pdbs=()) -> ClusterState:
+    s = ClusterState()
+    s.replace(NODES, list(nodes))
+    s.replace(PODS, list(pods))
+    s.replace(PDBS, list(pdbs))
+    return s
+
+
+def moves(node_name: str, *pod_names: str) -> NodeMoves:
+    return NodeMoves(node_name, tuple(f"default/{p}" for p in pod_names))
+
+
+def iso(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_unschedulable_pods_pause_the_cycle() -> None:
+    s = state(node("od-1"), pods=[pod("a", "od-1"), pod("stuck", phase="Pending")])
+    d = decide(s.snapshot(), [moves("od-1", "a")], Config(), now=NOW)
+    assert d.paused == "1 pods are unschedulable"
+    assert d.drains == ()
+
+
+def annotated(name: str, **annotations: str) -> dict:
+    n = node(name)
+    n["metadata"]["annotations"] = annotations
+    return n
+
+
+@pytest.mark.parametrize(
+    ("the_node", "reason"),
+    [
+        pytest.param(annotated("od-1", **{BACKOFF_UNTIL_ANNOTATION: iso(NOW + 60)}), SKIP_BACKOFF, id="backing-off"),
+        pytest.param(annotated("od-1", **{STATE_ANNOTATION: "drained"}), SKIP_MARKED, id="already-drained"),
+        pytest.param(
+            node("od-1", taints=[{"key": "spotshift.io/draining", "value": TAINT_VALUE, "effect": "PreferNoSchedule"}]),
+            SKIP_MARKED,
+            id="our-taint",
+        ),
+        pytest.param(node("od-1", unschedulable=True), SKIP_CORDONED, id="cordoned-by-someone"),
+    ],
+)
+def test_nodes_left_alone(the_node: dict, reason: str) -> None:
+    s = state(the_node, pods=[pod("a", "od-1")])
+    d = decide(s.snapshot(), [moves("od-1", "a")], Config(), now=NOW)
+    assert d.drains == ()
+    assert d.skipped == (("od-1", reason),)
+
+
+def test_an_expired_backoff_no_longer_holds() -> None:
+    s = state(annotated("od-1", **{BACKOFF_UNTIL_ANNOTATION: iso(NOW - 1)}), pods=[pod("a", "od-1")])
+    assert [nm.node for nm in decide(s.snapshot(), [moves("od-1", "a")], Config(), now=NOW).drains] == ["od-1"]
+
+
+def test_a_backoff_kept_in_memory_holds_too() -> None:
+    s = state(node("od-1"), pods=[pod("a", "od-1")])
+    d = decide(s.snapshot(), [moves("od-1", "a")], Config(), now=NOW, memory_backoff={"od-1": NOW + 5})
+    assert d.skipped == (("od-1", SKIP_BACKOFF),)
+
+
+def test_a_node_with_an_unreadable_pod_is_not_drained() -> None:
+    s = state(node("od-1"), pods=[pod("a", "od-1"), pod("bad", "od-1", cpu="lots")])
+    d = decide(s.snapshot(), [moves("od-1", "a")], Config(), now=NOW, broken_nodes=s.broken_nodes())
+    assert d.skipped == (("od-1", SKIP_UNREADABLE_POD),)
+
+
+def test_an_empty_node_needs_nothing() -> None:
+    s = state(node("od-1"))
+    assert decide(s.snapshot(), [moves("od-1")], Config(), now=NOW).skipped == (("od-1", SKIP_NOTHING_TO_MOVE),)
+
+
+def test_the_cached_pdb_precheck_skips_before_any_api_call() -> None:
+    s = state(node("od-1"), pods=[pod("a", "od-1"), pod("b", "od-1")], pdbs=[pdb("web", "web", allowed=1)])
+    d = decide(s.snapshot(), [moves("od-1", "a", "b")], Config(), now=NOW)
+    assert d.skipped == (("od-1", SKIP_PDB_CACHED),)
+
+
+def test_the_node_the_rescheduler_runs_on_goes_last() -> None:
+    s = state(node("od-1"), node("od-2"), pods=[pod("a", "od-1", app="a"), pod("b", "od-2", app="b")])
+    planned = [moves("od-1", "a"), moves("od-2", "b")]
+    d = decide(s.snapshot(), planned, Config(), now=NOW, own_node="od-1")
+    assert [nm.node for nm in d.drains] == ["od-2", "od-1"]
+
+
+def test_nodes_are_counted_by_class() -> None:
+    s = state(node("od-1"), node("spot-1", spot=True), node("spot-2", spot=True))
+    assert decide(s.snapshot(), [], Config(), now=NOW).nodes_by_class == {"spot": 2, "on-demand": 1, "other": 0}
+
+
+def test_plan_nodes_groups_the_planners_moves_by_node() -> None:
+    s = state(
+        node("od-1", cpu="2"),
+        node("spot-1", spot=True, cpu="8"),
+        pods=[pod("a", "od-1", app="a", owner="rs-a"), pod("b", "od-1", app="b", owner="rs-b")],
+    )
+    snapshot = s.snapshot()
+    planned = plan_nodes(snapshot, Config())
+    assert [nm.node for nm in planned] == ["od-1"]
+    assert sorted(planned[0].pods) == ["default/a", "default/b"]
+    assert set(planned[0].targets.values()) == {"spot-1"}
+    assert sorted(p.key for p in snapshot["od-1"].pods) == ["default/a", "default/b"], "the snapshot is restored"

@@ -1,0 +1,342 @@
+"""Draining one node: pre-checks, the mark, evictions, replacements, backoff, rollback, leftovers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from rescheduler.drain import (
+    BACKOFF_UNTIL_ANNOTATION,
+    DRAINED,
+    FAIL_EVICTION_REFUSED,
+    FAIL_INTERRUPTED,
+    FAIL_REPLACED_ON_DEMAND,
+    FAIL_REPLACEMENT_TIMEOUT,
+    FAILURES_ANNOTATION,
+    SKIP_PDB,
+    SKIP_PLAN_STALE,
+    STATE_ANNOTATION,
+    TAINT_VALUE,
+    Drainer,
+    NodeMarker,
+    Outcome,
+    clean_leftovers,
+)
+from rescheduler.events import EventRecorder
+from rescheduler.evictor import Evictor
+from rescheduler.kube import Kube
+from rescheduler.metrics import Metrics
+from rescheduler.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from shared.config import Config
+from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
+
+KEY = "spotshift.io/draining"
+
+
+class Cluster:
+    """The fake API server, a watch-backed state over it, and a drainer wired like the run loop wires it."""
+
+    def __init__(self, config: Config | None = None, *, dry_run: bool = False) -> None:
+        base = config or Config()
+        self.config = replace(
+            base,
+            rescheduler=replace(
+                base.rescheduler,
+                max_graceful_termination=2.0,
+                replacement_timeout=3.0,
+                pod_eviction_timeout=2.0,
+                node_backoff=60.0,
+                dry_run=dry_run,
+            ),
+        )
+        self.server = FakeApiServer()
+        self.server.put("namespaces", namespace("default"))
+        self.state = ClusterState(pdb_api_version="policy/v1")
+        self.stop = threading.Event()
+        self.abort = False
+        self.metrics = Metrics()
+        self.kube = Kube(self.server)
+        self.events = EventRecorder(self.kube, enabled=not dry_run)
+        self.informers: list[Informer] = []
+        self.marker = NodeMarker(self.kube, taint_key=KEY, mode=self.config.rescheduler.drain_taint)
+        evictor = Evictor(
+            self.kube,
+            timeout=self.config.rescheduler.pod_eviction_timeout,
+            max_grace=self.config.rescheduler.max_graceful_termination,
+            dry_run=dry_run,
+            metrics=self.metrics,
+            events=self.events,
+            should_abort=self.should_abort,
+            wait=lambda s: self.stop.wait(min(s, 0.05)),
+        )
+        self.drainer = Drainer(
+            self.kube,
+            self.state,
+            self.config,
+            evictor,
+            self.events,
+            self.metrics,
+            self.marker,
+            dry_run=dry_run,
+            should_abort=self.should_abort,
+            stop=self.stop,
+        )
+
+    def should_abort(self) -> bool:
+        return self.abort or self.stop.is_set()
+
+    def start(self) -> None:
+        for kind, path, query in (
+            (NODES, "/api/v1/nodes", ()),
+            (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
+            (PDBS, "/apis/policy/v1/poddisruptionbudgets", ()),
+            (NAMESPACES, "/api/v1/namespaces", ()),
+        ):
+            informer = Informer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
+            informer.start()
+            self.informers.append(informer)
+        assert self.state.wait_synced(5)
+
+    def close(self) -> None:
+        self.stop.set()
+        for informer in self.informers:
+            informer.close()
+        self.server.close()
+        for informer in self.informers:
+            informer.join(5)
+
+    def replicate_to(self, target: Callable[[dict[str, Any]], str]) -> None:
+        """Play the ReplicaSet: each evicted pod gets a Running, Ready replacement on ``target(pod)``."""
+        counter = iter(range(1000))
+
+        def on_evict(evicted: dict[str, Any]) -> None:
+            name = f"{evicted['metadata']['name']}-r{next(counter)}"
+            new = pod(name, target(evicted), app=evicted["metadata"]["labels"]["app"])
+            new["metadata"]["ownerReferences"] = evicted["metadata"]["ownerReferences"]
+            self.server.put("pods", new)
+
+        self.server.on_evict = on_evict
+
+    def node_obj(self, name: str) -> dict[str, Any]:
+        obj = self.server.get_obj("nodes", name)
+        assert obj is not None
+        return obj
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    c = Cluster()
+    yield c
+    c.close()
+
+
+def populate(c: Cluster, *, pods_on_od: int = 2, budget: int | None = 1) -> list[str]:
+    c.server.put("nodes", node("od-1", cpu="4"))
+    c.server.put("nodes", node("od-2", cpu="4"))
+    c.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    keys = []
+    for i in range(pods_on_od):
+        c.server.put("pods", pod(f"web-{i}", "od-1", app=f"web{i}", owner=f"rs-{i}"))
+        keys.append(f"default/web-{i}")
+    if budget is not None:
+        for i in range(pods_on_od):
+            c.server.put("pdbs", pdb(f"web{i}", f"web{i}", allowed=budget))
+    c.start()
+    return keys
+
+
+def taints(c: Cluster, name: str) -> list[dict[str, Any]]:
+    return c.node_obj(name)["spec"].get("taints") or []
+
+
+def reasons(c: Cluster) -> list[str]:
+    return sorted(e["reason"] for e in c.server.store["events"].values())
+
+
+def test_a_drainable_node_is_tainted_evicted_and_left_marked_drained(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+
+    result = cluster.drainer.drain("od-1", keys)
+
+    assert result.outcome == Outcome.SUCCEEDED, result.message
+    assert sorted(result.evicted) == keys
+    assert {n for _, n in result.replacements} == {"spot-1"}
+    od = cluster.node_obj("od-1")
+    assert {"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"} in od["spec"]["taints"]
+    assert od["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+    assert reasons(cluster).count("SpotshiftDrainSucceeded") == 1
+    assert cluster.metrics.registry.get_sample_value("spotshift_rescheduler_drains_succeeded_total") == 1
+
+
+def test_the_taint_is_applied_before_the_first_eviction(cluster: Cluster) -> None:
+    keys = populate(cluster, pods_on_od=1)
+    seen: list[list[dict[str, Any]]] = []
+
+    def target(evicted: dict[str, Any]) -> str:
+        seen.append(taints(cluster, "od-1"))
+        return "spot-1"
+
+    cluster.replicate_to(target)
+    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+    assert seen and any(t["key"] == KEY for t in seen[0])
+
+
+def test_keep_drained_tainted_false_makes_the_empty_node_schedulable_again() -> None:
+    config = Config()
+    c = Cluster(replace(config, rescheduler=replace(config.rescheduler, keep_drained_tainted=False)))
+    try:
+        keys = populate(c)
+        c.replicate_to(lambda p: "spot-1")
+        assert c.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+        assert taints(c, "od-1") == []
+        assert STATE_ANNOTATION not in (c.node_obj("od-1")["metadata"].get("annotations") or {})
+    finally:
+        c.close()
+
+
+def test_cordon_mode_cordons_and_rollback_uncordons() -> None:
+    config = Config()
+    c = Cluster(replace(config, rescheduler=replace(config.rescheduler, drain_taint="cordon")))
+    try:
+        keys = populate(c)
+        c.replicate_to(lambda p: "od-2")  # replacements land on on-demand: rolled back
+        result = c.drainer.drain("od-1", keys)
+        assert result.reason == FAIL_REPLACED_ON_DEMAND
+        od = c.node_obj("od-1")
+        assert not od["spec"].get("unschedulable")
+        cordons = [
+            b["spec"].get("unschedulable") for m, p, b in c.server.requests if m == "PATCH" and "spec" in (b or {})
+        ]
+        assert True in cordons
+    finally:
+        c.close()
+
+
+def test_a_node_whose_pdb_forbids_an_eviction_is_never_touched(cluster: Cluster) -> None:
+    keys = populate(cluster, budget=0)
+
+    result = cluster.drainer.drain("od-1", keys)
+
+    assert result.outcome == Outcome.SKIPPED
+    assert result.reason == SKIP_PDB
+    assert cluster.server.evictions == []
+    assert [m for m, p, _ in cluster.server.requests if m in ("PATCH", "POST") and "/events" not in p] == []
+    assert taints(cluster, "od-1") == []
+
+
+def test_two_pods_of_one_budget_that_allows_one_disruption_skip_the_node(cluster: Cluster) -> None:
+    cluster.server.put("nodes", node("od-1"))
+    cluster.server.put("nodes", node("spot-1", spot=True))
+    for i in range(2):
+        cluster.server.put("pods", pod(f"web-{i}", "od-1", app="web"))
+    cluster.server.put("pdbs", pdb("web", "web", allowed=1))
+    cluster.start()
+    result = cluster.drainer.drain("od-1", ["default/web-0", "default/web-1"])
+    assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+    assert "needs 2" in result.message
+    assert cluster.server.evictions == []
+
+
+def test_a_plan_that_no_longer_matches_the_node_is_not_started(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.server.put("pods", pod("late", "od-1", app="late", owner="rs-late"))
+    assert cluster.state.wait_until(lambda: "default/late" in cluster.state.pods, 5)
+    result = cluster.drainer.drain("od-1", keys)
+    assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PLAN_STALE)
+    assert cluster.server.evictions == []
+
+
+def test_replacements_on_on_demand_untaint_and_back_off_exponentially(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "od-2")
+
+    first = cluster.drainer.drain("od-1", keys)
+
+    assert first.reason == FAIL_REPLACED_ON_DEMAND
+    assert taints(cluster, "od-1") == []
+    ann = cluster.node_obj("od-1")["metadata"]["annotations"]
+    assert ann[FAILURES_ANNOTATION] == "1"
+    assert BACKOFF_UNTIL_ANNOTATION in ann
+    assert STATE_ANNOTATION not in ann
+    assert "SpotshiftNodeBackoff" in reasons(cluster)
+
+    # A second failure doubles the rest (the decision step reads the annotation; here we call back_off).
+    until1 = ann[BACKOFF_UNTIL_ANNOTATION]
+    until2, failures = cluster.marker.back_off("od-1", 0.0, 60.0)
+    assert (until2, failures) == (120.0, 2)
+    assert until1 != cluster.node_obj("od-1")["metadata"]["annotations"][BACKOFF_UNTIL_ANNOTATION]
+
+
+def test_replacements_that_never_run_fail_the_drain_and_remove_the_mark(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    result = cluster.drainer.drain("od-1", keys)  # no ReplicaSet plays along
+    assert result.reason == FAIL_REPLACEMENT_TIMEOUT
+    assert taints(cluster, "od-1") == []
+
+
+def test_an_eviction_refused_until_the_timeout_rolls_back(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.server.fail("POST", r"web-1/eviction$", *([429] * 200))
+    cluster.replicate_to(lambda p: "spot-1")
+    result = cluster.drainer.drain("od-1", keys)
+    assert result.reason == FAIL_EVICTION_REFUSED
+    assert result.evicted == ("default/web-0",)
+    assert taints(cluster, "od-1") == []
+
+
+def test_interruption_mid_drain_stops_evicting_and_removes_the_taint(cluster: Cluster) -> None:
+    keys = populate(cluster, pods_on_od=3)
+
+    def on_evict(evicted: dict[str, Any]) -> None:
+        cluster.abort = True  # SIGTERM arrives after the first eviction
+
+    cluster.server.on_evict = on_evict
+    result = cluster.drainer.drain("od-1", keys)
+    assert result.reason == FAIL_INTERRUPTED
+    assert len(cluster.server.evictions) == 1
+    assert taints(cluster, "od-1") == []
+    assert "SpotshiftDrainAborted" in reasons(cluster)
+
+
+def test_dry_run_performs_no_write() -> None:
+    c = Cluster(dry_run=True)
+    try:
+        keys = populate(c)
+        result = c.drainer.drain("od-1", keys)
+        assert result.outcome == Outcome.DRY_RUN
+        assert [m for m, _, _ in c.server.requests if m != "GET"] == []
+        assert c.server.evictions == []
+    finally:
+        c.close()
+
+
+def test_leftover_marks_are_cleaned_but_an_empty_drained_node_keeps_its_mark(cluster: Cluster) -> None:
+    cluster.server.put(
+        "nodes", node("od-left", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
+    )
+    drained = node("od-empty", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
+    drained["metadata"]["annotations"] = {STATE_ANNOTATION: DRAINED}
+    cluster.server.put("nodes", drained)
+    foreign = node("od-foreign", taints=[{"key": KEY, "value": "someone-else", "effect": "NoSchedule"}])
+    cluster.server.put("nodes", foreign)
+    cluster.start()
+
+    cleaned = clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False)
+
+    assert cleaned == ["od-left"]
+    assert taints(cluster, "od-left") == []
+    assert taints(cluster, "od-empty") != []
+    assert taints(cluster, "od-foreign") == [{"key": KEY, "value": "someone-else", "effect": "NoSchedule"}]
+    assert "SpotshiftTaintRemoved" in reasons(cluster)
+
+
+def test_a_concurrent_node_update_is_not_lost(cluster: Cluster) -> None:
+    populate(cluster)
+    cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", 409)  # the kubelet wrote in between
+    cluster.marker.mark("od-1", 0.0)
+    assert any(t["key"] == KEY for t in taints(cluster, "od-1"))

@@ -1,0 +1,105 @@
+"""Leader election on a coordination.k8s.io/v1 Lease: client-go's rules, optimistic concurrency, release."""
+
+from __future__ import annotations
+
+import pytest
+
+from rescheduler.kube import Kube
+from rescheduler.leader import LeaderElector, LeaseConfig
+from tests.unit.fake_api import FakeApiServer
+
+LEASE = "spotshift/spotshift-rescheduler"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(server: FakeApiServer, identity: str, clock: Clock, changes: list[tuple[str, bool]] | None = None):
+    config = LeaseConfig("spotshift", "spotshift-rescheduler", identity, 15.0, 10.0, 2.0)
+    record = changes if changes is not None else []
+    return LeaderElector(Kube(server), config, clock=clock, on_change=lambda leader: record.append((identity, leader)))
+
+
+def test_the_first_replica_creates_the_lease_and_leads() -> None:
+    server, clock, changes = FakeApiServer(), Clock(), []
+    a = elector(server, "a", clock, changes)
+    assert a.try_acquire_or_renew()
+    assert a.is_leader()
+    spec = server.get_obj("leases", LEASE)["spec"]
+    assert spec["holderIdentity"] == "a"
+    assert spec["leaseDurationSeconds"] == 15
+    assert spec["leaseTransitions"] == 0
+    assert changes == [("a", True)]
+
+
+def test_two_replicas_one_leader_and_the_other_waits_out_the_lease() -> None:
+    server, clock = FakeApiServer(), Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert b.holder == "a"
+    # a keeps renewing: b never takes over, however long it waits.
+    for _ in range(20):
+        clock.now += 2
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    assert (a.is_leader(), b.is_leader()) == (True, False)
+
+
+def test_a_crashed_leader_is_replaced_after_the_lease_duration_on_the_followers_clock() -> None:
+    server, clock = FakeApiServer(), Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # b first sees the record now
+    clock.now += 14
+    assert not b.try_acquire_or_renew()
+    clock.now += 2
+    assert b.try_acquire_or_renew()
+    spec = server.get_obj("leases", LEASE)["spec"]
+    assert spec["holderIdentity"] == "b"
+    assert spec["leaseTransitions"] == 1
+    assert not a.is_leader(), "a has not renewed within its renew deadline"
+
+
+def test_release_hands_over_at_once() -> None:
+    server, clock = FakeApiServer(), Clock()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.release()
+    assert server.get_obj("leases", LEASE)["spec"]["holderIdentity"] == ""
+    assert b.try_acquire_or_renew(), "an empty holder may be taken without waiting"
+    assert not a.is_leader()
+
+
+def test_a_lost_update_race_does_not_make_a_leader() -> None:
+    server, clock = FakeApiServer(), Clock()
+    a = elector(server, "a", clock)
+    a.try_acquire_or_renew()
+    a.release()
+    b = elector(server, "b", clock)
+    server.fail("PUT", r"/leases/", 409)  # another replica updated the Lease between b's read and write
+    assert not b.try_acquire_or_renew()
+    assert b.try_acquire_or_renew()
+
+
+def test_a_leader_that_cannot_renew_stops_leading_after_the_renew_deadline() -> None:
+    server, clock, changes = FakeApiServer(), Clock(), []
+    a = elector(server, "a", clock, changes)
+    a.try_acquire_or_renew()
+    server.fail("GET", r"/leases/", 500, 500, 500, 500, 500, 500)
+    clock.now += 5
+    assert a.try_acquire_or_renew(), "within the deadline it still leads"
+    clock.now += 6
+    assert not a.try_acquire_or_renew()
+    assert changes == [("a", True), ("a", False)]
+
+
+def test_lease_timings_must_nest() -> None:
+    with pytest.raises(ValueError, match="retry period < renew deadline < lease duration"):
+        LeaseConfig("ns", "name", "id", lease_duration=10, renew_deadline=10, retry_period=2)

@@ -1,0 +1,265 @@
+"""The run loop and its command line, over the fake API server; plus the small parts it is built from."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rescheduler.drain import STATE_ANNOTATION
+from rescheduler.events import EventRecorder, Ref
+from rescheduler.kube import (
+    ApiError,
+    Conflict,
+    Gone,
+    Kube,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    error_for,
+)
+from rescheduler.logs import JsonFormatter, fields
+from rescheduler.metrics import Metrics, MetricsServer
+from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
+from shared.config import ConfigError, load_config
+from tests.unit.fake_api import FakeApiServer, namespace, node, pod
+
+# --- the command line ------------------------------------------------------------------------------------------
+
+
+def args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_pusher_flags_override_the_file_and_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("rescheduler:\n  housekeeping_interval: 30s\n  node_drain_delay: 1m\n")
+    env = {"SPOTSHIFT_RESCHEDULER_NODE_DRAIN_DELAY": "2m"}
+    config = config_from_args(
+        args(
+            f"--config={path}",
+            "--housekeeping-interval=5s",
+            "--pod-eviction-timeout=1m",
+            "--max-graceful-termination=45s",
+            "--listen-address=127.0.0.1:9999",
+            "--delete-non-replicated-pods",
+            "--dry-run",
+        ),
+        env,
+    )
+    r = config.rescheduler
+    assert (r.housekeeping_interval, r.node_drain_delay, r.pod_eviction_timeout) == (5.0, 120.0, 60.0)
+    assert (r.max_graceful_termination, r.metrics_bind, r.dry_run) == (45.0, "127.0.0.1:9999", True)
+    assert config.movability.delete_non_replicated_pods is True
+
+
+def test_a_bad_flag_value_is_one_sentence_naming_the_flag() -> None:
+    with pytest.raises(ConfigError) as e:
+        config_from_args(args("--node-drain-delay=soon"), {})
+    assert str(e.value) == (
+        "config field rescheduler.node_drain_delay (from --node-drain-delay): must be a duration of zero or more "
+        "like 30s, 5m or 1h30m, got 'soon'."
+    )
+
+
+def test_node_label_flags_set_the_classes_and_are_validated_together() -> None:
+    config = config_from_args(
+        args("--spot-node-label=node-role.kubernetes.io/spot-worker", "--on-demand-node-label=lifecycle=normal"), {}
+    )
+    assert [s.text for s in config.node_classes.spot_selectors] == ["node-role.kubernetes.io/spot-worker"]
+    assert [s.text for s in config.node_classes.on_demand_selectors] == ["lifecycle=normal"]
+    with pytest.raises(ConfigError, match="--on-demand-node-label"):
+        config_from_args(args("--on-demand-node-label=karpenter.sh/capacity-type=spot"), {})
+
+
+def test_without_flags_the_configuration_is_the_files() -> None:
+    assert config_from_args(args(), {}) == load_config(None, {})
+
+
+# --- the loop over the fake API server ---------------------------------------------------------------------------
+
+
+def cluster() -> FakeApiServer:
+    server = FakeApiServer(eviction_version="v1beta1", pdb_version="v1beta1")
+    server.put("namespaces", namespace("default"))
+    server.put("namespaces", namespace("spotshift"))
+    server.put("nodes", node("od-1", cpu="2"))
+    server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    for i in range(2):
+        server.put("pods", pod(f"web-{i}", "od-1", app=f"web{i}", owner=f"rs-{i}"))
+
+    def replace(evicted: dict[str, Any]) -> None:
+        new = pod(evicted["metadata"]["name"] + "-new", "spot-1", app=evicted["metadata"]["labels"]["app"])
+        new["metadata"]["ownerReferences"] = evicted["metadata"]["ownerReferences"]
+        server.put("pods", new)
+
+    server.on_evict = replace
+    return server
+
+
+def fast(config_args: tuple[str, ...] = ()) -> Any:
+    return config_from_args(
+        args("--max-graceful-termination=2s", "--replacement-timeout=5s", "--node-drain-delay=0s", *config_args), {}
+    )
+
+
+def test_one_cycle_drains_the_node_with_the_lease_held_and_released() -> None:
+    server = cluster()
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5))
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    assert [(res.node, res.outcome) for res in r.results] == [("od-1", "succeeded")]
+    od = server.get_obj("nodes", "od-1")
+    assert od["metadata"]["annotations"][STATE_ANNOTATION] == "drained"
+    assert {key for key, _ in server.evictions} == {"default/web-0", "default/web-1"}
+    assert server.evictions[0][1]["apiVersion"] == "policy/v1beta1"
+    lease = server.get_obj("leases", "spotshift/spotshift-rescheduler")
+    assert lease is not None and lease["spec"].get("holderIdentity") == "", "released on exit"
+    assert r.metrics.registry.get_sample_value("spotshift_rescheduler_drains_succeeded_total") == 1
+    assert r.metrics.registry.get_sample_value("spotshift_rescheduler_nodes", {"class": "spot"}) == 1
+
+
+def test_unschedulable_pods_pause_the_loop_before_planning() -> None:
+    server = cluster()
+    server.put("pods", pod("stuck", phase="Pending"))
+    planned: list[int] = []
+
+    def plan(snapshot: Any, config: Any) -> list[Any]:
+        planned.append(1)
+        return []
+
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5), plan=plan)
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    assert planned == []
+    assert server.evictions == []
+    assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == 1
+
+
+def test_once_without_the_lease_does_nothing_and_says_so() -> None:
+    server = cluster()
+    server.put(
+        "leases",
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "spotshift-rescheduler", "namespace": "spotshift"},
+            "spec": {"holderIdentity": "other", "leaseDurationSeconds": 60, "renewTime": "2030-01-01T00:00:00.000000Z"},
+        },
+    )
+    options = RunOptions(
+        once=True, identity="me", sync_timeout=5, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2
+    )
+    r = Rescheduler(server, fast(), options)
+    try:
+        assert r.run() == 3
+    finally:
+        server.close()
+    assert server.evictions == []
+
+
+def test_stop_during_the_wait_for_replacements_rolls_the_node_back() -> None:
+    server = cluster()
+    stop = threading.Event()
+    server.on_evict = lambda evicted: stop.set()  # SIGTERM right after the first eviction; no replacement
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5), stop=stop)
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    assert [res.reason for res in r.results] == ["interrupted"]
+    od = server.get_obj("nodes", "od-1")
+    assert not od["spec"].get("taints")
+    assert STATE_ANNOTATION not in (od["metadata"].get("annotations") or {})
+
+
+# --- the parts -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        pytest.param(404, NotFound, id="404-not-found"),
+        pytest.param(409, Conflict, id="409-conflict"),
+        pytest.param(410, Gone, id="410-gone"),
+        pytest.param(429, TooManyRequests, id="429-too-many-requests"),
+        pytest.param(500, ServerError, id="500-server-error"),
+        pytest.param(503, ServerError, id="503-server-error"),
+        pytest.param(418, ApiError, id="anything-else"),
+    ],
+)
+def test_status_codes_map_to_one_exception_class_each(status: int, cls: type[ApiError]) -> None:
+    body = json.dumps({"kind": "Status", "code": status, "reason": "R", "message": "the message"}).encode()
+    e = error_for(status, body, method="GET", path="/x", retry_after=3)
+    assert type(e) is cls
+    assert (e.status, e.reason, e.message, e.retry_after) == (status, "R", "the message", 3)
+    assert str(e) == f"GET /x: HTTP {status}: the message"
+
+
+def test_a_repeated_event_bumps_the_count_instead_of_creating_another() -> None:
+    server = FakeApiServer()
+    events = EventRecorder(Kube(server))
+    ref = Ref.node("od-1", "uid-1")
+    events.record(ref, "Normal", "SpotshiftDrainStarted", "moving 2 pods")
+    events.record(ref, "Normal", "SpotshiftDrainStarted", "moving 2 pods")
+    (stored,) = server.store["events"].values()
+    assert stored["count"] == 2
+    assert stored["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "od-1", "uid": "uid-1"}
+    assert stored["metadata"]["namespace"] == "default"
+    assert stored["source"]["component"] == "spotshift-rescheduler"
+
+
+def test_a_failed_event_never_raises() -> None:
+    server = FakeApiServer()
+    server.fail("POST", r"/events$", 500)
+    EventRecorder(Kube(server)).record(Ref.pod("ns", "p"), "Normal", "X", "y")
+
+
+def test_metrics_health_and_readiness_endpoints() -> None:
+    metrics = Metrics()
+    metrics.evictions.labels("evicted").inc()
+    ready = {"value": False}
+    server = MetricsServer(metrics, "127.0.0.1:0", ready=lambda: ready["value"]).start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        body = urllib.request.urlopen(base + "/metrics").read().decode()
+        assert 'spotshift_rescheduler_evictions_total{result="evicted"} 1.0' in body
+        assert "spotshift_rescheduler_leader 0.0" in body
+        assert urllib.request.urlopen(base + "/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(base + "/readyz")
+        assert e.value.code == 503
+        ready["value"] = True
+        assert urllib.request.urlopen(base + "/readyz").status == 200
+    finally:
+        server.stop()
+
+
+def test_logs_are_one_json_object_per_line_with_the_fields() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("test.rescheduler.json")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.warning("drain of node %s failed", "od-1", extra=fields(node="od-1", reason="interrupted"))
+    line = json.loads(stream.getvalue())
+    assert (line["level"], line["msg"], line["node"], line["reason"]) == (
+        "warning",
+        "drain of node od-1 failed",
+        "od-1",
+        "interrupted",
+    )

@@ -1,0 +1,83 @@
+"""The pre-eviction checks: PodDisruptionBudget refusals counted per node, unschedulable pods."""
+
+from __future__ import annotations
+
+import pytest
+
+from rescheduler.safety import (
+    REFUSE_MULTIPLE_PDBS,
+    REFUSE_PDB_BUDGET,
+    REFUSE_PDB_NOT_COMPUTED,
+    PdbIndex,
+    pdb_refusals,
+    stale_pdbs,
+    unschedulable_pods,
+)
+from shared.model import PDB, Pod
+from tests.unit.fake_api import pdb, pod
+
+
+def P(name: str, app: str = "web", **kw) -> Pod:
+    return Pod.from_api(pod(name, "od-1", app=app, **kw))
+
+
+def B(name: str, app: str, allowed: int, **kw) -> PDB:
+    return PDB.from_api(pdb(name, app, allowed=allowed, **kw))
+
+
+@pytest.mark.parametrize(
+    ("pods", "budgets", "expected"),
+    [
+        pytest.param([P("a")], [], [], id="no-budget-always-allowed"),
+        pytest.param([P("a")], [B("web", "web", 1)], [], id="one-pod-one-disruption-allowed"),
+        pytest.param([P("a"), P("b")], [B("web", "web", 2)], [], id="two-pods-two-disruptions-allowed"),
+        pytest.param(
+            [P("a"), P("b")], [B("web", "web", 1)], [REFUSE_PDB_BUDGET], id="second-eviction-would-be-refused"
+        ),
+        pytest.param([P("a")], [B("web", "web", 0)], [REFUSE_PDB_BUDGET], id="budget-at-zero"),
+        pytest.param([P("a")], [B("web", "web", -1)], [REFUSE_PDB_BUDGET], id="budget-negative"),
+        pytest.param(
+            [P("a")], [B("one", "web", 1), B("two", "web", 1)], [REFUSE_MULTIPLE_PDBS], id="two-budgets-select-the-pod"
+        ),
+        pytest.param([P("a", app="api")], [B("web", "web", 0)], [], id="budget-of-another-app"),
+        pytest.param([P("a", namespace="other")], [B("web", "web", 0)], [], id="budget-of-another-namespace"),
+        pytest.param(
+            [P("a"), P("b", app="api")],
+            [B("web", "web", 1), B("api", "api", 0)],
+            [REFUSE_PDB_BUDGET],
+            id="budgets-counted-separately",
+        ),
+    ],
+)
+def test_pdb_refusals(pods: list[Pod], budgets: list[PDB], expected: list[str]) -> None:
+    assert [r.reason for r in pdb_refusals(pods, budgets)] == expected
+
+
+def test_a_budget_not_yet_computed_for_its_spec_refuses() -> None:
+    raw = pdb("web", "web", allowed=1)
+    raw["metadata"]["generation"] = 2
+    assert stale_pdbs([raw]) == {"default/web"}
+    refusals = pdb_refusals([P("a")], [PDB.from_api(raw)], stale=stale_pdbs([raw]))
+    assert [r.reason for r in refusals] == [REFUSE_PDB_NOT_COMPUTED]
+
+
+def test_the_index_matches_expression_selectors_too() -> None:
+    raw = pdb("web", "web", allowed=0)
+    raw["spec"]["selector"] = {"matchExpressions": [{"key": "app", "operator": "Exists"}]}
+    index = PdbIndex([PDB.from_api(raw), B("api", "api", 1)])
+    assert [b.name for b in index.selecting(P("a", app="web"))] == ["web"]
+    assert sorted(b.name for b in index.selecting(P("b", app="api"))) == ["api", "web"]
+
+
+def test_refusals_do_not_mutate_their_inputs() -> None:
+    pods, budgets = [P("a"), P("b")], [B("web", "web", 1)]
+    before = (list(pods), list(budgets))
+    pdb_refusals(pods, budgets)
+    assert (pods, budgets) == before
+
+
+def test_unschedulable_means_pending_unbound_and_marked_by_the_scheduler() -> None:
+    waiting = Pod.from_api(pod("waiting", phase="Pending"))
+    new = Pod.from_api({**pod("new", phase="Pending"), "status": {"phase": "Pending"}})
+    running = Pod.from_api(pod("running", "od-1"))
+    assert [p.name for p in unschedulable_pods([waiting, new, running])] == ["waiting"]

@@ -1,0 +1,177 @@
+"""The watch-backed cluster state: list with pagination, then watch; relist on 410 Gone only."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from rescheduler.kube import Kube
+from rescheduler.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from tests.unit.fake_api import FakeApiServer, node, pdb, pod
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    s = FakeApiServer()
+    yield s
+    s.close()
+
+
+def start(server: FakeApiServer, state: ClusterState, kind, path: str, **kwargs) -> Informer:
+    informer = Informer(Kube(server), state, kind, path, threading.Event(), backoff=0.01, **kwargs)
+    informer.start()
+    return informer
+
+
+def test_list_is_paginated_then_watch_events_update_the_views(server: FakeApiServer) -> None:
+    for i in range(7):
+        server.put("pods", pod(f"web-{i}", "od-1"))
+    state = ClusterState()
+    informer = start(server, state, PODS, "/api/v1/pods", page_size=3, query=(("fieldSelector", POD_FIELD_SELECTOR),))
+    try:
+        assert state.wait_until(lambda: "pods" in state.synced, 5)
+        lists = [q for m, p, q in server.requests if m == "GET" and p == "/api/v1/pods"]
+        assert len(lists) == 3  # 3 + 3 + 1 items
+        assert len(state.pods) == 7
+        assert {p.key for p in state.pods_on("od-1")} == {f"default/web-{i}" for i in range(7)}
+
+        server.put("pods", pod("web-7", "spot-1"))
+        server.remove("pods", "default/web-0")
+        moved = pod("web-1", "od-1", ready=False)
+        moved["metadata"]["uid"] = server.get_obj("pods", "default/web-1")["metadata"]["uid"]
+        server.put("pods", moved)
+        assert state.wait_until(lambda: "default/web-7" in state.pods and "default/web-0" not in state.pods, 5)
+        assert state.wait_until(lambda: not state.pods["default/web-1"].ready, 5)
+        assert [p.key for p in state.pods_on("spot-1")] == ["default/web-7"]
+        assert "default/web-0" not in {p.key for p in state.pods_on("od-1")}
+        assert len(state.pods_of_owner("uid-rs-web")) == 7
+        assert informer.lists == 1, "a watch event must not cause a relist"
+    finally:
+        informer.close()
+        informer.join(5)
+
+
+def test_a_410_gone_watch_relists_and_drops_objects_deleted_meanwhile(server: FakeApiServer) -> None:
+    server.put("nodes", node("a"))
+    server.put("nodes", node("b"))
+    state = ClusterState()
+    informer = start(server, state, NODES, "/api/v1/nodes")
+    try:
+        assert state.wait_until(lambda: set(state.nodes) == {"a", "b"}, 5)
+        server.compact("nodes")  # the watch's resourceVersion is now too old
+        server.remove("nodes", "b")
+        server.put("nodes", node("c"))
+        assert state.wait_until(lambda: set(state.nodes) == {"a", "c"}, 5)
+        assert informer.lists >= 2
+    finally:
+        informer.close()
+        informer.join(5)
+
+
+def test_a_failed_list_is_retried_with_backoff(server: FakeApiServer) -> None:
+    server.put("nodes", node("a"))
+    server.fail("GET", r"^/api/v1/nodes$", 500, 503)
+    state = ClusterState()
+    informer = start(server, state, NODES, "/api/v1/nodes")
+    try:
+        assert state.wait_until(lambda: "a" in state.nodes, 5)
+    finally:
+        informer.close()
+        informer.join(5)
+
+
+def test_v1beta1_pdb_items_get_their_api_version_so_an_empty_selector_selects_nothing() -> None:
+    empty = pdb("all", "x", allowed=1)
+    empty["spec"]["selector"] = {}
+    del empty["apiVersion"]  # items of a list carry none
+    beta = ClusterState(pdb_api_version="policy/v1beta1")
+    beta.replace(PDBS, [empty])
+    assert beta.pdbs["default/all"].selector is None
+    v1 = ClusterState(pdb_api_version="policy/v1")
+    v1.replace(PDBS, [empty])
+    assert v1.pdbs["default/all"].selector is not None
+
+
+def test_a_pod_that_cannot_be_read_marks_its_node_instead_of_vanishing() -> None:
+    bad = pod("bad", "od-1", cpu="lots")
+    state = ClusterState()
+    state.replace(PODS, [pod("ok", "od-1"), bad])
+    assert set(state.pods) == {"default/ok"}
+    assert state.broken_nodes() == {"od-1"}
+    state.apply(PODS, "DELETED", bad)
+    assert state.broken_nodes() == set()
+
+
+def test_snapshot_is_a_fresh_copy_the_planner_may_mutate() -> None:
+    state = ClusterState()
+    state.replace(NODES, [node("od-1"), node("spot-1", spot=True)])
+    state.replace(PODS, [pod("web-0", "od-1"), pod("pending", phase="Pending")])
+    snap = state.snapshot()
+    assert [info.name for info in snap] == ["od-1", "spot-1"]
+    assert [p.key for p in snap.pending] == ["default/pending"]
+    snap.move_pod(snap["od-1"].pods[0], "spot-1")
+    again = state.snapshot()
+    assert [p.key for p in again["od-1"].pods] == ["default/web-0"]
+
+
+def _fingerprint(snap) -> dict:
+    nodes = {
+        info.name: (
+            sorted(p.key for p in info.pods),
+            {k: v for k, v in info.requested.items() if v},
+            sorted((h.ip, h.protocol, h.port) for h in info.host_ports),
+            sorted(p.key for p in info.pods_with_affinity),
+            sorted(p.key for p in info.pods_with_required_anti_affinity),
+        )
+        for info in snap
+    }
+    return {
+        "nodes": nodes,
+        "order": [info.name for info in snap],
+        "pending": sorted(p.key for p in snap.pending),
+        "unknown": sorted(p.key for p in snap.unknown_node_pods),
+    }
+
+
+def test_the_maintained_snapshot_equals_one_built_from_scratch_after_random_events() -> None:
+    import random
+
+    from shared.snapshot import ClusterSnapshot
+
+    rng = random.Random(7)
+    state = ClusterState()
+    state.replace(NODES, [node(f"n{i}") for i in range(4)])
+    state.replace(PODS, [pod(f"p{i}", f"n{i % 4}") for i in range(8)])
+    names = [f"n{i}" for i in range(6)]
+    for step in range(600):
+        r = rng.random()
+        if r < 0.15:
+            state.apply(NODES, rng.choice(["ADDED", "MODIFIED"]), node(rng.choice(names)))
+        elif r < 0.22:
+            state.apply(NODES, "DELETED", node(rng.choice(names)))
+        elif r < 0.75:
+            where = rng.choice([*names, ""])
+            phase = rng.choice(["Running", "Running", "Pending", "Succeeded"])
+            spec = {}
+            if rng.random() < 0.2:
+                spec["containers"] = [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]
+            if rng.random() < 0.2:
+                term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+                spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+            state.apply(PODS, "MODIFIED", pod(f"p{rng.randrange(12)}", where, phase=phase, **spec))
+        else:
+            state.apply(PODS, "DELETED", pod(f"p{rng.randrange(12)}"))
+        scratch = state.snapshot()  # the planner mutates its snapshot: that must not reach the state
+        movable = [p for info in scratch for p in info.pods]
+        if movable and len(scratch) > 1:
+            scratch.move_pod(movable[0], next(info.name for info in scratch if info.name != movable[0].node_name))
+        fresh = ClusterSnapshot(
+            [state.nodes[n] for n in sorted(state.nodes)], list(state.pods.values()), pdbs=[], namespaces=[]
+        )
+        assert _fingerprint(state.snapshot()) == _fingerprint(fresh), f"step {step}"
+    # A relist rebuilds the same.
+    state.replace(NODES, [state.nodes[n] and node(n) for n in sorted(state.nodes)])
+    fresh = ClusterSnapshot([state.nodes[n] for n in sorted(state.nodes)], list(state.pods.values()))
+    assert _fingerprint(state.snapshot()) == _fingerprint(fresh)
