@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from extender.cli import DEFAULT_THREADS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LUA = r"""
@@ -403,7 +405,7 @@ def main() -> int:
     parser.add_argument("--paced-connections", type=int, default=16, help="connections for the half-rate run")
     parser.add_argument("--paced-seconds", type=float, default=8.0, help="length of each half-rate run (default 8)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--switch-interval", type=float, default=None, help="GIL switch interval of the workers")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"))
     parser.add_argument("--compare-workers", action="store_true", help="run gthread and sync one after the other")
