@@ -1,19 +1,20 @@
 """``spot-extender``: the webhook and scheduler extender under gunicorn, over TLS.
 
-Worker model: ``gthread``, 2 workers x 1 thread, chosen with ``bench/webhook_load.py`` (``--compare-workers``,
-``--threads``).
-kube-apiserver and kube-scheduler are Go clients that keep connections alive and send one request after
-another on each; gunicorn's ``sync`` worker answers every request with ``Connection: close``, so every
-admission and every filter/prioritize call would pay a new TCP and TLS handshake on the pod's critical path.
-On loopback with the cached TLS context below the two cost about the same server CPU per request (~300 us for
-an echo), so the measurement does not favour sync, and only gthread keeps the clients' connections.
-``keepalive`` is above Go's 90 s idle timeout, so the client, not the server, closes an idle connection
-and no request races a server-side close. One thread per worker: requests never wait on I/O inside the
-handler, so a second thread only adds GIL hand-offs. Measured at half the saturation rate over 16 paced
-keep-alive connections (TLS, loopback, 2 cores): 2x1 gave /mutate p50 ~0.9 ms, p99 4.1-5.1 ms; 2x2 gave
-p50 ~1.4 ms, p99 6.4-13 ms, at the same saturation throughput. The price: a worker answers one request at a
-time, so a slow one (a 20 MB ``Nodes`` body when ``nodeCacheCapable`` is off) delays the requests queued on
-that worker's connections; ``--threads`` raises it where that matters more than the tail.
+Worker model: ``gthread``, 2 workers x 16 threads, chosen with ``bench/webhook_load.py`` (``--compare-workers``,
+``--threads``) and by what Go clients do. kube-apiserver and kube-scheduler keep connections alive and send one
+request after another on each; gunicorn's ``sync`` worker answers every request with ``Connection: close``, so
+every admission and every filter/prioritize call would pay a new TCP and TLS handshake on the pod's critical
+path. ``keepalive`` is above Go's 90 s idle timeout, so the client, not the server, closes an idle connection
+and no request races a server-side close.
+
+Why 16 threads: gthread hands every *new* connection to a pool thread, which does the TLS handshake and then
+blocks reading the first request. Go's transport dials spare connections during bursts and may park them
+idle, without a request, for up to 90 s; each one holds a thread. With 1 thread per worker a single such
+connection stalled the worker (the webhook then missed the API server's deadline and pods were admitted
+unmutated; the extender was skipped after its httpTimeout). A thread blocked on a socket holds no GIL, so
+threads are cheap here. The price is tail latency at load: at half saturation over 16 keep-alive
+connections (TLS, loopback, 2 shared cores) 2x1 measured /mutate p99 4.1-5.1 ms, 2x2 6.4-13 ms, 2x16
+5.4-7.9 ms. Correctness under the real clients comes first.
 
 TLS: gunicorn asks its ``ssl_context`` hook for a context on *every* accepted connection and by default
 builds a new one each time (~1.2 ms: reading and parsing the key and chain). :class:`ReloadingSSLContext`
@@ -45,7 +46,7 @@ __all__ = ["ReloadingSSLContext", "ServerApplication", "build_cache", "main"]
 log = logging.getLogger("spotshift.extender")
 
 DEFAULT_WORKER_CLASS = "gthread"
-DEFAULT_THREADS = 1
+DEFAULT_THREADS = 16
 DEFAULT_SWITCH_INTERVAL = 0.0005
 KEEPALIVE_SECONDS = 100  # > Go's http.Transport IdleConnTimeout (90 s) used by kube-apiserver and kube-scheduler
 

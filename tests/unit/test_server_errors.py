@@ -177,3 +177,29 @@ def test_real_server_answers_every_bad_request_with_4xx_and_keeps_serving(server
     assert 'spotshift_http_requests_total{code="400",endpoint="mutate"}' in metrics
     assert 'spotshift_http_requests_total{code="413",endpoint="mutate"}' in metrics
     assert 'code="5' not in metrics, "no 5xx was served"
+
+
+def test_idle_tls_connections_do_not_stall_the_server(server: tuple[str, Path]) -> None:
+    """Go's transport (kube-apiserver, kube-scheduler) parks freshly dialled connections without a request
+    during bursts. gthread blocks a pool thread on each one's first read; with too few threads one idle
+    connection stalled the worker, and the webhook missed the API server's deadline."""
+    import ssl
+
+    base, ca = server
+    host, port = base.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=str(ca))
+    idle = []
+    try:
+        for _ in range(4):
+            raw = socket.create_connection((host, int(port)), timeout=5)
+            idle.append(context.wrap_socket(raw, server_hostname=host))  # handshake done, no request sent
+        session = requests.Session()
+        session.trust_env = False
+        start = time.monotonic()
+        r = session.post(base + "/mutate", data=orjson.dumps(review()), verify=str(ca), timeout=10)
+        elapsed = time.monotonic() - start
+        assert r.status_code == 200
+        assert elapsed < 2.0, f"/mutate took {elapsed:.1f} s behind {len(idle)} idle connections"
+    finally:
+        for s in idle:
+            s.close()
