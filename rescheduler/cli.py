@@ -1,11 +1,14 @@
 """``spot-rescheduler``: the rescheduler's command line.
 
     spot-rescheduler plan [--snapshot FILE|-] [--kubeconfig FILE] [--context NAME] [--config FILE]
-                          [--output table|json] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
+                          [--output table|json|html] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
+                          [FILE]
 
 ``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb -A -o json``; add
 ``namespaces,pv,pvc`` for namespace selectors and volume zones) or from the cluster of the kubeconfig (or
-the in-cluster service account). Nothing is changed in the cluster.
+the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
+self-contained page that draws every node's CPU and memory before and after the plan
+(:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given.
 
 Subcommands are registered in :data:`COMMANDS` (name → (add arguments, run)); the long-running ``run`` loop
 adds itself there. Exit codes: 0 success, 2 unusable input or configuration (one line on stderr, no
@@ -63,10 +66,12 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output",
         "-o",
-        choices=("table", "json"),
+        choices=("table", "json", "html"),
         default="table",
-        help="table for people (default), json for programs",
+        help="table for people (default), json for programs, html for a picture of the plan (a page with no "
+        "network assets)",
     )
+    p.add_argument("file", nargs="?", metavar="FILE", help="write the output to FILE instead of stdout")
     p.add_argument(
         "--verify",
         action="store_true",
@@ -116,9 +121,22 @@ def _run_plan(
     result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget)
     progress.done()
     if args.output == "json":
-        stdout.write(orjson.dumps(result.to_json()).decode() + "\n")
+        text = orjson.dumps(result.to_json()).decode() + "\n"
+    elif args.output == "html":
+        from rescheduler.plan_html import render_html
+
+        text = render_html(snapshot, result, config, source=_source(args))
     else:
-        stdout.write(render_table(result))
+        text = render_table(result)
+    if args.file:
+        try:
+            with open(args.file, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.file}: {e.strerror or e}") from None
+        stderr.write(f"wrote {args.output} plan to {args.file}\n")
+    else:
+        stdout.write(text)
     stdout.flush()
     if getattr(args, "process_exit", False):
         # A whole process just for this command: end it here rather than free millions of objects one by
@@ -126,6 +144,13 @@ def _run_plan(
         stderr.flush()
         os._exit(0)
     return 0
+
+
+def _source(args: argparse.Namespace) -> str:
+    """Where the plan's cluster came from, for the page's title."""
+    if args.snapshot is not None:
+        return "snapshot " + ("<stdin>" if args.snapshot == "-" else os.path.basename(args.snapshot))
+    return f"context {args.context}" if args.context else "current kubeconfig context"
 
 
 # --- the table ---------------------------------------------------------------------------------------------
@@ -215,9 +240,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner
 """Subcommand name → (help, add its arguments, run it)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="spotshift rescheduler: move workloads from on-demand to spot nodes safely."
+        prog=prog, description="spotshift rescheduler: move workloads from on-demand to spot nodes safely."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (help_text, add_arguments, _) in COMMANDS.items():
@@ -232,11 +257,15 @@ def main(
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
     stdin: IO[bytes] | None = None,
+    prog: str = PROG,
 ) -> int:
-    """Run the command line; returns the exit code (the ``spot-rescheduler`` script exits with it)."""
+    """Run the command line; returns the exit code (the ``spot-rescheduler`` script exits with it).
+
+    ``prog`` names the command in usage and error messages (``kubectl spotshift`` for the kubectl plugin).
+    """
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     # Called without arguments means called as the program (console script, python -m); with them, from
     # code that goes on afterwards.
     args.process_exit = argv is None and stdout is None
@@ -244,10 +273,10 @@ def main(
     try:
         return run(args, dict(os.environ) if env is None else env, out, err, stdin)
     except (SnapshotError, ConfigError, UsageError) as e:
-        err.write(f"{PROG}: error: {_one_line(e)}\n")
+        err.write(f"{prog}: error: {_one_line(e)}\n")
         return 2
     except KeyboardInterrupt:
-        err.write(f"{PROG}: interrupted\n")
+        err.write(f"{prog}: interrupted\n")
         return 130
     except BrokenPipeError:
         # The reader went away (| head): not an error of ours. Point stdout at devnull so the
