@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rescheduler.drain import backoff_until, is_marked
 from rescheduler.safety import PdbIndex, pdb_refusals, unschedulable_pods
 from shared.classes import classifier
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
+
+if TYPE_CHECKING:
+    from rescheduler.planner import PlanCache
 
 __all__ = [
     "NodeMoves",
@@ -128,12 +132,16 @@ def decide(
     return Decision("", tuple(chosen + last), tuple(skipped), 0, classes)
 
 
-def plan_nodes(snapshot: ClusterSnapshot, config: Config, *, time_budget: float | None = None) -> list[NodeMoves]:
+def plan_nodes(
+    snapshot: ClusterSnapshot, config: Config, *, time_budget: float | None = None, cache: PlanCache | None = None
+) -> list[NodeMoves]:
     """:func:`rescheduler.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
-    with its moves. The planner leaves the snapshot as it found it."""
+    with its moves. The planner leaves the snapshot as it found it. ``cache`` is a
+    :class:`rescheduler.planner.PlanCache` the caller keeps from one cycle to the next (see
+    :func:`rescheduler.run.default_planner`); the result is the same without it, only slower."""
     from rescheduler.planner import plan  # the heavy import, kept off the CLI's other paths
 
-    result = plan(snapshot, config, time_budget=time_budget)
+    result = plan(snapshot, config, time_budget=time_budget, cache=cache)
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
         by_node.setdefault(m.source, []).append((m.pod, m.target))

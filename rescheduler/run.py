@@ -357,10 +357,15 @@ class Rescheduler:
 
 
 def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> PlanFunction:
-    """:mod:`rescheduler.planner` adapted to :data:`PlanFunction`, with the loop's time budget."""
+    """:mod:`rescheduler.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
+    :class:`~rescheduler.planner.PlanCache` kept from one cycle to the next (the state's pods are the same
+    objects between cycles until an event replaces one; the plans are those made without it)."""
+    from rescheduler.planner import PlanCache
+
+    cache = PlanCache()
 
     def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
-        return plan_nodes(snapshot, config, time_budget=time_budget)
+        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache)
 
     return plan
 

@@ -1,0 +1,203 @@
+"""rescheduler.planner.PlanCache: a plan made with the cache kept between cycles is the plan made without it.
+
+The run loop keeps one :class:`PlanCache` across cycles, over snapshots of a watch-backed
+:class:`ClusterState` whose pods are the same objects until an event replaces them. These tests drive such
+a state through random watch events between cycles (pods relabelled, re-annotated, made terminating,
+deleted, added; nodes made NotReady or relabelled; PDB statuses and selectors changed, PDBs deleted; the
+configuration swapped) and compare each cycle's plan with the cache to a plan made from scratch, and the
+topology index built with its memo to one built without.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from bench.cluster_gen import DRAINABLE, generate
+from rescheduler.cycle import plan_nodes
+from rescheduler.planner import PlanCache, _workload_counts, plan, workload_key
+from rescheduler.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.topology import TopologyIndex, TopologyMemo
+from shared.config import Config, SpotCeilingConfig
+
+_KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}
+_TIER_ANTI_AFFINITY = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"tier": "t1"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+CEILINGS = replace(DRAINABLE, ceiling=0.5, spread=0.2, pod_affinity=0.1)
+
+
+def _key(item: dict[str, Any]) -> str:
+    meta = item["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+class _Cluster:
+    """A ClusterState fed watch events, with the raw objects kept to derive the next events from."""
+
+    def __init__(self, seed: int, nodes: int, pods: int) -> None:
+        self.state = ClusterState()
+        self.raw: dict[str, dict[str, dict[str, Any]]] = {k.name: {} for k in _KINDS.values()}
+        self.rng = random.Random(seed)
+        for item in generate(seed, nodes, pods, CEILINGS):
+            kind = _KINDS.get(item.get("kind", ""))
+            if kind is None or (kind is PODS and item["status"].get("phase") in ("Succeeded", "Failed")):
+                continue
+            self.raw[kind.name][_key(item)] = item
+            self.state.apply(kind, "ADDED", item)
+
+    def _modify(self, kind: Any, change: Any) -> None:
+        key = self.rng.choice(sorted(self.raw[kind.name]))
+        item = copy.deepcopy(self.raw[kind.name][key])
+        change(item)
+        self.raw[kind.name][key] = item
+        self.state.apply(kind, "MODIFIED", item)
+
+    def _delete(self, kind: Any) -> None:
+        key = self.rng.choice(sorted(self.raw[kind.name]))
+        item = self.raw[kind.name].pop(key)
+        self.state.apply(kind, "DELETED", item)
+
+    def churn(self, events: int, *, pdb_selection: bool = False, new_key: bool = False) -> None:
+        """Random watch events; with ``pdb_selection``, PDB selectors changed and PDBs deleted too; with
+        ``new_key``, anti-affinity terms on a label that only pods labelled earlier carry."""
+        rng = self.rng
+        for _ in range(events):
+            what = rng.randrange(13)
+            if what in (8, 9) and not pdb_selection:
+                what = 7
+            if what == 12 and not new_key:
+                what = 11
+            if what == 0:
+                self._modify(PODS, lambda p: p["metadata"].setdefault("labels", {}).update(app=f"x{rng.randrange(3)}"))
+            elif what == 1:
+                self._modify(
+                    PODS,
+                    lambda p: (
+                        p["metadata"]
+                        .setdefault("annotations", {})
+                        .update({"spotshift.io/max-spot-percent": str(rng.choice((0, 30, 50, 100)))})
+                    ),
+                )
+            elif what == 2:
+                self._modify(PODS, lambda p: p["metadata"].update(deletionTimestamp="2024-05-14T10:00:00Z"))
+            elif what == 3:
+                self._delete(PODS)
+            elif what == 4:  # a new pod: a copy of another one under a new name, maybe on another node
+                src = copy.deepcopy(self.raw[PODS.name][rng.choice(sorted(self.raw[PODS.name]))])
+                src["metadata"]["name"] += f"-n{rng.randrange(10**6)}"
+                src["metadata"]["uid"] = f"uid-new-{rng.randrange(10**9)}"
+                if src["spec"].get("nodeName"):
+                    src["spec"]["nodeName"] = rng.choice(sorted(self.raw[NODES.name]))
+                self.raw[PODS.name][_key(src)] = src
+                self.state.apply(PODS, "ADDED", src)
+            elif what == 5:
+
+                def ready(n: dict[str, Any]) -> None:
+                    for c in n["status"].get("conditions") or ():
+                        if c["type"] == "Ready":
+                            c["status"] = rng.choice(("True", "False"))
+
+                self._modify(NODES, ready)
+            elif what == 6:
+                self._modify(NODES, lambda n: n["metadata"]["labels"].update(extra=str(rng.randrange(2))))
+            elif what == 7 and self.raw[PDBS.name]:
+                self._modify(PDBS, lambda d: d.setdefault("status", {}).update(disruptionsAllowed=rng.randrange(3)))
+            elif what == 8 and self.raw[PDBS.name]:
+
+                def selector(d: dict[str, Any]) -> None:
+                    d["spec"]["selector"] = {"matchLabels": {"app": f"x{rng.randrange(3)}"}}
+
+                self._modify(PDBS, selector)
+            elif what == 9 and self.raw[PDBS.name]:
+                self._delete(PDBS)
+            elif what == 10:  # a pod relabelled so that it leaves, or joins, a Deployment's workload
+                self._modify(PODS, lambda p: p["metadata"].setdefault("labels", {}).pop("pod-template-hash", None))
+            elif what == 11:  # a label no selector uses (yet)
+                self._modify(PODS, lambda p: p["metadata"].setdefault("labels", {}).update(tier="t1"))
+            else:  # anti-affinity on that label: the index now covers one more key, on unchanged nodes too
+                self._modify(PODS, lambda p: p["spec"].update(affinity=copy.deepcopy(_TIER_ANTI_AFFINITY)))
+
+
+def _plans_agree(cluster: _Cluster, cache: PlanCache, config: Config) -> dict[str, Any]:
+    cached = plan(cluster.state.snapshot(), config, cache=cache).to_json()
+    fresh = plan(cluster.state.snapshot(), config).to_json()
+    assert cached == fresh
+    return cached
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_cached_plans_equal_fresh_plans_across_cycles_and_watch_events(seed: int) -> None:
+    cluster = _Cluster(seed, 60, 1200)
+    cache = PlanCache()
+    config = Config()
+    other = replace(config, spot_ceiling=SpotCeilingConfig(default_max_spot_percent=60))
+    drained = 0
+    for cycle in range(6):
+        cfg = other if cycle == 3 else (Config() if cycle == 4 else config)
+        result = _plans_agree(cluster, cache, cfg)
+        drained += len(result["drained"])
+        if cycle % 2 == 0:  # nothing changed since: every node's memo is reused
+            memos = dict(cache._nodes)
+            assert plan(cluster.state.snapshot(), cfg, cache=cache).to_json() == result
+            assert all(cache._nodes[name] is memo for name, memo in memos.items())
+        cluster.churn(25, pdb_selection=cycle == 1, new_key=cycle == 3)
+    assert drained > 0  # the comparison covers plans that move pods, not only empty ones
+
+
+def test_plan_nodes_passes_the_cache_through() -> None:
+    cluster = _Cluster(4, 30, 700)
+    cache = PlanCache()
+    first = plan_nodes(cluster.state.snapshot(), Config(), cache=cache)
+    again = plan_nodes(cluster.state.snapshot(), Config(), cache=cache)
+    assert first == again == plan_nodes(cluster.state.snapshot(), Config())
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_topology_index_with_a_memo_is_the_index_without(seed: int) -> None:
+    cluster = _Cluster(seed, 30, 800)
+    memo = TopologyMemo()
+    for rnd in range(5):
+        snap = cluster.state.snapshot()
+        a, b = TopologyIndex(snap, memo), TopologyIndex(snap)
+        assert a.keys == b.keys and a.postings == b.postings and a.anti_terms == b.anti_terms
+        assert a.anti_general == b.anti_general
+        assert len(a.pods) == len(b.pods) and all(x is y for x, y in zip(a.pods, b.pods, strict=True))
+        assert all(x is y for x, y in zip(a.loc, b.loc, strict=True))
+        for info in snap:
+            for p in info.pods:
+                assert a.pid(p) == b.pid(p)
+        cluster.churn(30, pdb_selection=rnd == 2, new_key=rnd == 3)
+
+
+def test_workload_counts_group_pods_like_workload_key() -> None:
+    cluster = _Cluster(7, 20, 500)
+    pods = list(cluster.state.pods.values())
+    want: dict[str, int] = {}
+    for p in pods:
+        wk = workload_key(p)
+        if wk is not None:
+            want[wk] = want.get(wk, 0) + 1
+    assert _workload_counts(pods) == want
+    assert any("/Deployment/" in wk for wk in want)
+
+
+def test_a_pdb_status_update_keeps_the_analyses_and_a_selector_change_drops_them() -> None:
+    cluster = _Cluster(8, 30, 700)
+    cache = PlanCache()
+    _plans_agree(cluster, cache, Config())
+    epoch = cache.epoch
+    cluster._modify(PDBS, lambda d: d.setdefault("status", {}).update(disruptionsAllowed=0))
+    _plans_agree(cluster, cache, Config())  # an equal configuration, another object
+    assert cache.epoch == epoch
+    cluster._modify(PDBS, lambda d: d["spec"].update(selector={"matchLabels": {"app": "other"}}))
+    _plans_agree(cluster, cache, Config())
+    assert cache.epoch == epoch + 1
