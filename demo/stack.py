@@ -165,10 +165,6 @@ class Stack:
                 f"--config={self.config_path}",
                 f"--kubeconfig={self.kubeconfig}",
                 "--workers=1",
-                # Go clients (kube-apiserver, kube-scheduler) dial spare connections under bursts and may leave
-                # them idle without a request; gunicorn's gthread worker blocks a thread on each such connection
-                # until the client drops it (90 s), so two threads can be starved. Sixteen leave ample headroom.
-                "--threads=16",
             ],
             self.logs / "spot-extender.log",
         ).start()
