@@ -47,30 +47,15 @@ from extender.scheduling import (  # noqa: E402
 )
 from shared.config import Config  # noqa: E402
 
-ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
+sys.path.insert(0, str(ROOT / "bench"))
+from predicates import ZONES, node_labels  # noqa: E402
 
 
 def node_json(i: int) -> dict[str, Any]:
     spot = i % 2 == 0
     zone = ZONES[i % 3]
     name = f"ip-10-0-{i // 250}-{i % 250}.eu-west-1.compute.internal"
-    labels = {
-        "kubernetes.io/arch": "amd64",
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/hostname": name,
-        "beta.kubernetes.io/arch": "amd64",
-        "beta.kubernetes.io/os": "linux",
-        "beta.kubernetes.io/instance-type": "m5.2xlarge",
-        "node.kubernetes.io/instance-type": "m5.2xlarge",
-        "topology.kubernetes.io/region": "eu-west-1",
-        "topology.kubernetes.io/zone": zone,
-        "failure-domain.beta.kubernetes.io/region": "eu-west-1",
-        "failure-domain.beta.kubernetes.io/zone": zone,
-        "eks.amazonaws.com/nodegroup": "spot-a" if spot else "od-a",
-        "eks.amazonaws.com/capacityType": "SPOT" if spot else "ON_DEMAND",
-        "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
-        "team": "platform",
-    }
+    labels = node_labels(i, spot, name)
     images = [
         {
             "names": [

@@ -26,13 +26,13 @@ from shared.snapshot import ClusterSnapshot
 ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 
 
-def node_json(i: int) -> dict:
-    spot = i % 2 == 0
+def node_labels(i: int, spot: bool, hostname: str) -> dict[str, str]:
+    """The labels an EKS managed node group puts on node ``i`` (shared with bench/extender_bench.py)."""
     zone = ZONES[i % 3]
-    labels = {
+    return {
         "kubernetes.io/arch": "amd64",
         "kubernetes.io/os": "linux",
-        "kubernetes.io/hostname": f"ip-10-0-{i // 250}-{i % 250}",
+        "kubernetes.io/hostname": hostname,
         "beta.kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux",
         "beta.kubernetes.io/instance-type": "m5.2xlarge",
@@ -46,6 +46,12 @@ def node_json(i: int) -> dict:
         "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
         "team": "platform",
     }
+
+
+def node_json(i: int) -> dict:
+    spot = i % 2 == 0
+    zone = ZONES[i % 3]
+    labels = node_labels(i, spot, f"ip-10-0-{i // 250}-{i % 250}")
     taints = [{"key": "spotshift.io/spot", "value": "true", "effect": "NoSchedule"}] if spot else []
     return {
         "metadata": {"name": f"node-{i}", "labels": labels, "uid": f"uid-node-{i}"},
