@@ -23,7 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from extender import metrics
 from extender.admission import MutationMemo, MutationPolicy, allow_unchanged, build_response, parse_review
-from extender.errors import BadRequest, ExtenderError, NotReady, PayloadTooLarge
+from extender.errors import BadRequest, ExtenderError, NotReady, PayloadTooLarge, RequestTimeout
 from extender.reviews import ExtenderFilterResult, fold_keys
 from extender.scheduling import (
     ExtenderPolicy,
@@ -89,6 +89,14 @@ def _drain(cap: int) -> None:
 
 
 def _read_body(limit: int) -> bytes:
+    try:
+        return _read_body_within(limit)
+    except TimeoutError:
+        g.close_connection = True
+        raise RequestTimeout("the request body stopped arriving before it was complete") from None
+
+
+def _read_body_within(limit: int) -> bytes:
     length = request.content_length
     if length is not None and length > limit:
         _drain(DRAIN_CAP)

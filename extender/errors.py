@@ -8,7 +8,15 @@ block pod creation), the extender endpoints answer with their ``Error`` field.
 
 from __future__ import annotations
 
-__all__ = ["ExtenderError", "RequestError", "BadRequest", "PayloadTooLarge", "UnsupportedMediaType", "NotReady"]
+__all__ = [
+    "ExtenderError",
+    "RequestError",
+    "BadRequest",
+    "PayloadTooLarge",
+    "RequestTimeout",
+    "UnsupportedMediaType",
+    "NotReady",
+]
 
 
 class ExtenderError(Exception):
@@ -35,6 +43,12 @@ class BadRequest(RequestError):
 
 class PayloadTooLarge(RequestError):
     status = 413
+
+
+class RequestTimeout(RequestError):
+    """The client stopped sending its request body (the socket read timed out)."""
+
+    status = 408
 
 
 class UnsupportedMediaType(RequestError):
