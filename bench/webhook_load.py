@@ -1,7 +1,7 @@
 """Load on ``/mutate`` next to a trivial echo endpoint on the same stack, with wrk, over TLS on loopback.
 
     python3 bench/webhook_load.py [--seconds 5] [--repeat 3] [--connections 8] [--workers 2]
-                                  [--worker-class gthread] [--compare-workers]
+                                  [--worker-class poller] [--compare-workers]
 
 One ``spot-extender`` (gunicorn, the configured worker model, TLS with a certificate from ``spot-certs``,
 ``--echo`` to add ``POST /echo``) serves both endpoints in the same run, so "the same stack" holds exactly:
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from extender.cli import DEFAULT_THREADS
+from extender.cli import DEFAULT_THREADS, DEFAULT_WORKER_CLASS, WORKER_CLASSES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -407,8 +407,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--switch-interval", type=float, default=None, help="GIL switch interval of the workers")
-    parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"))
-    parser.add_argument("--compare-workers", action="store_true", help="run gthread and sync one after the other")
+    parser.add_argument("--worker-class", default=DEFAULT_WORKER_CLASS, choices=tuple(WORKER_CLASSES))
+    parser.add_argument("--compare-workers", action="store_true", help="run every worker class one after the other")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install wrk (Debian's package)", file=sys.stderr)
@@ -427,7 +427,7 @@ def main() -> int:
         print(
             "load average before: {:.2f} {:.2f} {:.2f} (2 cores; others' processes share them)".format(*os.getloadavg())
         )
-        classes = ("gthread", "sync") if args.compare_workers else (args.worker_class,)
+        classes = tuple(WORKER_CLASSES) if args.compare_workers else (args.worker_class,)
         for worker_class in classes:
             server = Server(certs, args.workers, worker_class, args.threads, args.switch_interval)
             try:
@@ -436,7 +436,7 @@ def main() -> int:
                 server.stop()
             report(
                 f"{worker_class} x {args.workers} workers"
-                + (f" x {args.threads} threads" if worker_class == "gthread" else "")
+                + (f" x {args.threads} threads" if worker_class != "sync" else "")
                 + ", TLS",
                 res,
             )

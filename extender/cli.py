@@ -1,20 +1,21 @@
 """``spot-extender``: the webhook and scheduler extender under gunicorn, over TLS.
 
-Worker model: ``gthread``, 2 workers x 16 threads, chosen with ``bench/webhook_load.py`` (``--compare-workers``,
-``--threads``) and by what Go clients do. kube-apiserver and kube-scheduler keep connections alive and send one
-request after another on each; gunicorn's ``sync`` worker answers every request with ``Connection: close``, so
-every admission and every filter/prioritize call would pay a new TCP and TLS handshake on the pod's critical
-path. ``keepalive`` is above Go's 90 s idle timeout, so the client, not the server, closes an idle connection
-and no request races a server-side close.
+Worker model: ``extender.worker.PollerHandshakeWorker`` (gthread's poller; see that module), 2 workers,
+chosen with ``bench/webhook_load.py`` (``--worker-class``, ``--threads``, ``--compare-workers``) and by what
+Go clients do. kube-apiserver and kube-scheduler keep connections alive and send one request after another on
+each; gunicorn's ``sync`` worker answers every request with ``Connection: close``, so every admission and
+every filter/prioritize call would pay a new TCP and TLS handshake on the pod's critical path. ``keepalive``
+is above Go's 90 s idle timeout, so the client, not the server, closes an idle connection and no request
+races a server-side close.
 
-Why 16 threads: gthread hands every *new* connection to a pool thread, which does the TLS handshake and then
-blocks reading the first request. Go's transport dials spare connections during bursts and may park them
-idle, without a request, for up to 90 s; each one holds a thread. With 1 thread per worker a single such
-connection stalled the worker (the webhook then missed the API server's deadline and pods were admitted
-unmutated; the extender was skipped after its httpTimeout). A thread blocked on a socket holds no GIL, so
-threads are cheap here. The price is tail latency at load: at half saturation over 16 keep-alive
-connections (TLS, loopback, 2 shared cores) 2x1 measured /mutate p99 4.1-5.1 ms, 2x2 6.4-13 ms, 2x16
-5.4-7.9 ms. Correctness under the real clients comes first.
+Stock gthread handed every new connection to a pool thread that blocked on its first read; Go parks spare
+connections without a request, so with few threads one parked connection stalled a worker, and with 16
+threads (the previous default) GIL contention cost tail latency: /mutate p99 5.7-8.5 ms at half saturation.
+The poller worker handshakes and gathers requests on the poller and answers complete requests there, so
+idle and slow connections hold no thread and requests skip the pool's hand-offs. Same session, TLS, loopback,
+2 shared cores: /mutate p99 at half saturation 4.47 and 3.64 ms (at 2,400-2,700 req/s) against 15.9 ms for
+gthread x 16 (at 1,800 req/s); server CPU per /mutate 341 and 313 us against 467 us. Its pool
+(``--threads``, default 4) only reads chunked bodies and requests over 8 MiB.
 
 TLS: gunicorn asks its ``ssl_context`` hook for a context on *every* accepted connection and by default
 builds a new one each time (~1.2 ms: reading and parsing the key and chain). :class:`ReloadingSSLContext`
@@ -45,8 +46,10 @@ __all__ = ["ReloadingSSLContext", "ServerApplication", "build_cache", "main"]
 
 log = logging.getLogger("spotshift.extender")
 
-DEFAULT_WORKER_CLASS = "gthread"
-DEFAULT_THREADS = 16
+# --worker-class names (the non-default ones are for bench/webhook_load.py) -> gunicorn worker classes
+WORKER_CLASSES = {"poller": "extender.worker.PollerHandshakeWorker", "gthread": "gthread", "sync": "sync"}
+DEFAULT_WORKER_CLASS = "poller"
+DEFAULT_THREADS = 4
 DEFAULT_SWITCH_INTERVAL = 0.0005
 KEEPALIVE_SECONDS = 100  # > Go's http.Transport IdleConnTimeout (90 s) used by kube-apiserver and kube-scheduler
 
@@ -186,9 +189,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig for the node cache (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
     p.add_argument(
-        "--threads", type=int, default=DEFAULT_THREADS, help=f"threads per gthread worker (default: {DEFAULT_THREADS})"
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"threads per worker for chunked or very large requests (default: {DEFAULT_THREADS})",
     )
-    p.add_argument("--worker-class", default=DEFAULT_WORKER_CLASS, choices=("gthread", "sync"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--worker-class", default=DEFAULT_WORKER_CLASS, choices=tuple(WORKER_CLASSES), help=argparse.SUPPRESS
+    )
     p.add_argument("--no-node-cache", action="store_true", help="serve without watching the API (Nodes-only extender)")
     p.add_argument("--no-pod-cache", action="store_true", help="do not watch pods (per-workload spot ceilings off)")
     p.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)  # benchmark baseline endpoint
@@ -221,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options: dict[str, Any] = {
         "bind": bind,
         "workers": args.workers,
-        "worker_class": args.worker_class,
+        "worker_class": WORKER_CLASSES[args.worker_class],
         "threads": args.threads,
         "keepalive": KEEPALIVE_SECONDS,
         "timeout": 30,

@@ -7,10 +7,6 @@ valid one on the same connection.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +16,8 @@ import pytest
 import requests
 
 from extender.app import create_app
-from extender.certs import write_bundle
+from tests.unit.servers import start_server, stop_server
 
-ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 4 * 1024 * 1024
 
 
@@ -105,57 +100,13 @@ def test_an_internal_error_still_admits_the_pod(monkeypatch: pytest.MonkeyPatch)
 # --- the same against a real server --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    tmp = tmp_path_factory.mktemp("server")
-    certs = tmp / "certs"
-    write_bundle(certs, service="spotshift", namespace="spotshift", secret_name="s", ips=["127.0.0.1"])
-    port = _free_port()
-    log = (tmp / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "extender.cli",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--certfile",
-            str(certs / "tls.crt"),
-            "--keyfile",
-            str(certs / "tls.key"),
-            "--no-node-cache",
-            "--workers",
-            "1",
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"https://127.0.0.1:{port}"
-    session = requests.Session()
-    session.trust_env = False
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if session.get(base + "/healthz", verify=str(certs / "ca.crt"), timeout=2).status_code == 200:
-                break
-        except requests.ConnectionError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"spot-extender did not start: {(tmp / 'server.log').read_text()}")
-        time.sleep(0.2)
-    session.close()
-    yield base, certs / "ca.crt"
-    proc.terminate()
-    proc.wait(15)
-    log.close()
+    """spot-extender with its default worker model."""
+    running = start_server(tmp_path_factory.mktemp("server"))
+    assert running.ca is not None
+    yield running.base, running.ca
+    stop_server(running)
 
 
 def test_real_server_answers_every_bad_request_with_4xx_and_keeps_serving(server: tuple[str, Path]) -> None:
@@ -177,29 +128,3 @@ def test_real_server_answers_every_bad_request_with_4xx_and_keeps_serving(server
     assert 'spotshift_http_requests_total{code="400",endpoint="mutate"}' in metrics
     assert 'spotshift_http_requests_total{code="413",endpoint="mutate"}' in metrics
     assert 'code="5' not in metrics, "no 5xx was served"
-
-
-def test_idle_tls_connections_do_not_stall_the_server(server: tuple[str, Path]) -> None:
-    """Go's transport (kube-apiserver, kube-scheduler) parks freshly dialled connections without a request
-    during bursts. gthread blocks a pool thread on each one's first read; with too few threads one idle
-    connection stalled the worker, and the webhook missed the API server's deadline."""
-    import ssl
-
-    base, ca = server
-    host, port = base.removeprefix("https://").split(":")
-    context = ssl.create_default_context(cafile=str(ca))
-    idle = []
-    try:
-        for _ in range(4):
-            raw = socket.create_connection((host, int(port)), timeout=5)
-            idle.append(context.wrap_socket(raw, server_hostname=host))  # handshake done, no request sent
-        session = requests.Session()
-        session.trust_env = False
-        start = time.monotonic()
-        r = session.post(base + "/mutate", data=orjson.dumps(review()), verify=str(ca), timeout=10)
-        elapsed = time.monotonic() - start
-        assert r.status_code == 200
-        assert elapsed < 2.0, f"/mutate took {elapsed:.1f} s behind {len(idle)} idle connections"
-    finally:
-        for s in idle:
-            s.close()

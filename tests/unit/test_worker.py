@@ -1,0 +1,295 @@
+"""spot-extender's gunicorn worker (extender/worker.py) with real sockets: no connection ties up the worker.
+
+Servers here run with ONE pool thread, so a connection that tied up a thread would stall every other request.
+Go's transport (kube-apiserver, kube-scheduler) parks freshly dialled connections without a request during
+bursts; with gunicorn's stock gthread worker a parked connection blocked a pool thread on its first read and
+the webhook missed the API server's deadline. Slow, stalled, chunked, pipelined and oversized requests, failed
+handshakes, certificate rotation, shutdown with idle connections and the spreading of connections over
+workers are covered too. (Checked: the parked, half-handshake, idle-plain, slow, stalled and SIGTERM tests fail
+with ``worker_class="gthread"``.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from extender.certs import write_bundle
+from tests.unit.servers import Server, start_server, stop_server
+from tests.unit.test_server_errors import review
+
+STALL = 2.0  # a stalled request waits for a client timeout (5-10 s here); an unstalled one takes milliseconds
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_server(tmp_path_factory.mktemp("tls"), threads=1)
+    yield server
+    stop_server(server)
+
+
+def _mutate(server: Server) -> float:
+    """Seconds one /mutate took on a fresh connection; fails on anything but a patched admission."""
+    with server.session() as session:
+        start = time.monotonic()
+        r = session.post(server.base + "/mutate", data=orjson.dumps(review()), timeout=10)
+        elapsed = time.monotonic() - start
+    assert r.status_code == 200, r.text
+    assert r.json()["response"]["patchType"] == "JSONPatch"
+    return elapsed
+
+
+def _http_get(conn: socket.socket, path: str) -> bytes:
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: spotshift\r\n\r\n".encode())
+    conn.settimeout(5)
+    return conn.recv(4096)
+
+
+def test_parked_tls_connections_do_not_stall_the_only_thread(tls_server: Server) -> None:
+    parked = [tls_server.tls_connection() for _ in range(4)]
+    try:
+        elapsed = _mutate(tls_server)
+        assert elapsed < STALL, f"/mutate took {elapsed:.1f} s behind {len(parked)} parked connections"
+        # a parked connection is served when it finally sends its request
+        for conn in parked:
+            assert _http_get(conn, "/healthz").startswith(b"HTTP/1.1 200 ")
+    finally:
+        for conn in parked:
+            conn.close()
+
+
+def test_a_half_done_handshake_does_not_stall_the_only_thread(tls_server: Server) -> None:
+    silent = socket.create_connection((tls_server.host, tls_server.port))  # TCP only, no ClientHello
+    partial = socket.create_connection((tls_server.host, tls_server.port))
+    partial.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the first bytes of a ClientHello
+    try:
+        elapsed = _mutate(tls_server)
+        assert elapsed < STALL, f"/mutate took {elapsed:.1f} s behind two unfinished handshakes"
+    finally:
+        silent.close()
+        partial.close()
+
+
+def test_a_failed_handshake_closes_that_connection_and_the_server_keeps_serving(tls_server: Server) -> None:
+    plain = socket.create_connection((tls_server.host, tls_server.port), timeout=5)
+    try:
+        plain.sendall(b"GET /healthz HTTP/1.1\r\nHost: spotshift\r\n\r\n")  # plain HTTP to the TLS port
+        try:
+            answer = plain.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+        assert not answer.startswith(b"HTTP/1.1 200"), "a plain-HTTP request over the TLS port was served"
+    finally:
+        plain.close()
+    untrusting = ssl.create_default_context()  # system CAs only: refuses spotshift's certificate
+    with (
+        pytest.raises(ssl.SSLCertVerificationError),
+        untrusting.wrap_socket(
+            socket.create_connection((tls_server.host, tls_server.port), timeout=5), server_hostname="127.0.0.1"
+        ),
+    ):
+        pass
+    assert _mutate(tls_server) < STALL
+    assert tls_server.proc.poll() is None
+
+
+def test_a_rotated_certificate_is_served_to_new_connections(tmp_path: Path) -> None:
+    server = start_server(tmp_path, threads=1)
+    try:
+        before = server.tls_connection()
+        first = before.getpeercert(binary_form=True)
+        before.close()
+        rotated = tmp_path / "rotated"
+        write_bundle(rotated, service="spotshift", namespace="spotshift", secret_name="s", ips=["127.0.0.1"])
+        certs = tmp_path / "certs"
+        for name in ("tls.key", "tls.crt"):
+            os.replace(rotated / name, certs / name)
+        (certs / "ca.crt").write_bytes((rotated / "ca.crt").read_bytes())
+        after = server.tls_connection()
+        try:
+            assert after.getpeercert(binary_form=True) != first
+            assert _http_get(after, "/healthz").startswith(b"HTTP/1.1 200 ")
+        finally:
+            after.close()
+    finally:
+        stop_server(server)
+
+
+def test_idle_plain_http_connections_do_not_stall_the_only_thread(tmp_path: Path) -> None:
+    server = start_server(tmp_path, tls=False, threads=1)
+    idle = [socket.create_connection((server.host, server.port), timeout=5) for _ in range(3)]
+    try:
+        elapsed = _mutate(server)
+        assert elapsed < STALL, f"/mutate took {elapsed:.1f} s behind idle connections"
+        assert _http_get(idle[0], "/healthz").startswith(b"HTTP/1.1 200 ")
+    finally:
+        for conn in idle:
+            conn.close()
+        stop_server(server)
+
+
+def test_sigterm_does_not_wait_for_idle_connections(tmp_path: Path) -> None:
+    """gunicorn waits up to graceful_timeout (20 s) for open connections; idle ones are closed within ~2 s."""
+    server = start_server(tmp_path, threads=1)
+    parked = [server.tls_connection() for _ in range(2)]
+    silent = socket.create_connection((server.host, server.port))
+    kept_alive = server.tls_connection()
+    assert _http_get(kept_alive, "/healthz").startswith(b"HTTP/1.1 200 ")
+    try:
+        time.sleep(0.3)
+        start = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(30)
+        took = time.monotonic() - start
+        assert server.proc.returncode == 0, server.log.read_text()
+        assert took < 10, f"stopping took {took:.1f} s with idle connections open"
+    finally:
+        for conn in (*parked, silent, kept_alive):
+            conn.close()
+        stop_server(server)
+
+
+def _worker_of_each_connection(server: Server, conns: list[ssl.SSLSocket]) -> list[int]:
+    """The pid of the gunicorn worker holding the server side of each client connection (from /proc)."""
+    inode_of_client_port: dict[int, str] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if local_port == server.port and fields[3] == "01":  # ESTABLISHED
+                    inode_of_client_port[remote_port] = fields[9]
+    owner: dict[str, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != server.proc.pid:
+                    continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                link = os.readlink(f"/proc/{entry}/fd/{fd}")
+                if link.startswith("socket:["):
+                    owner[link[8:-1]] = int(entry)
+        except OSError:
+            continue
+    return [owner[inode_of_client_port[conn.getsockname()[1]]] for conn in conns]
+
+
+def test_keep_alive_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
+    """Go clients open a handful of long-lived connections; if they all land on one worker, that worker's queue
+    sets latency while the other idles (seen with the first-to-accept rule: 8/0 and 7/1 splits of 8)."""
+    server = start_server(tmp_path, workers=2, threads=1)
+    conns: list[ssl.SSLSocket] = []
+    try:
+        for _ in range(8):
+            conns.append(server.tls_connection())
+            time.sleep(0.02)
+        for conn in conns:
+            assert _http_get(conn, "/healthz").startswith(b"HTTP/1.1 200 ")
+        owners = _worker_of_each_connection(server, conns)
+        counts = sorted(owners.count(pid) for pid in set(owners))
+        assert len(counts) == 2 and counts[1] - counts[0] <= 2, f"connections per worker: {counts}"
+    finally:
+        for conn in conns:
+            conn.close()
+        stop_server(server)
+
+
+def _post_head(path: str, length: int, *, chunked: bool = False) -> bytes:
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {length}"
+    return f"POST {path} HTTP/1.1\r\nHost: spotshift\r\nContent-Type: application/json\r\n{framing}\r\n\r\n".encode()
+
+
+def _read_response(conn: socket.socket) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a Content-Length body: (status, body)."""
+    conn.settimeout(10)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, f"connection closed before a response: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(v) for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")) if k.lower() == b"content-length"
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_a_request_that_arrives_slowly_is_answered_without_stalling_the_others(tls_server: Server) -> None:
+    body = orjson.dumps(review())
+    slow = tls_server.tls_connection()
+    try:
+        slow.sendall(_post_head("/mutate", len(body)) + body[:100])  # the rest comes later
+        time.sleep(0.3)
+        assert _mutate(tls_server) < STALL, "a half-sent request held up a complete one"
+        slow.sendall(body[100:])
+        status, answer = _read_response(slow)
+        assert status == 200 and orjson.loads(answer)["response"]["patchType"] == "JSONPatch"
+    finally:
+        slow.close()
+
+
+def test_a_chunked_request_and_pipelined_requests_are_answered(tls_server: Server) -> None:
+    body = orjson.dumps(review())
+    conn = tls_server.tls_connection()
+    try:
+        conn.sendall(_post_head("/mutate", 0, chunked=True) + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        status, answer = _read_response(conn)
+        assert status == 200 and orjson.loads(answer)["response"]["uid"] == review()["request"]["uid"]
+        conn.sendall((_post_head("/mutate", len(body)) + body) * 2 + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert [_read_response(conn)[0] for _ in range(3)] == [200, 200, 200]
+    finally:
+        conn.close()
+
+
+def test_a_client_that_stalls_mid_request_is_cut_off_after_the_io_timeout(tls_server: Server) -> None:
+    """A Content-Length request waits on the poller and is cut off without an answer; a chunked one is read by
+    the pool thread, whose read times out: 408 and the connection closed."""
+    from extender.worker import IO_TIMEOUT
+
+    stalled = tls_server.tls_connection()
+    chunked = tls_server.tls_connection()
+    try:
+        stalled.sendall(_post_head("/mutate", 5000) + b'{"apiVersion"')  # and nothing more
+        chunked.sendall(_post_head("/mutate", 0, chunked=True) + b'1388\r\n{"apiVersion"')
+        start = time.monotonic()
+        time.sleep(0.5)
+        assert _mutate(tls_server) < STALL, "a stalled request held up a complete one"
+        stalled.settimeout(IO_TIMEOUT + 10)
+        try:
+            rest = stalled.recv(4096)
+        except ConnectionResetError:
+            rest = b""
+        waited = time.monotonic() - start
+        assert rest == b"", f"expected the connection closed without an answer, got {rest!r}"
+        assert IO_TIMEOUT - 1 < waited < IO_TIMEOUT + 5, f"cut off after {waited:.1f} s"
+        status, answer = _read_response(chunked)
+        assert status == 408 and orjson.loads(answer)["error"], answer
+        chunked.settimeout(5)
+        assert chunked.recv(4096) == b"", "the connection stays open after a 408"
+        assert _mutate(tls_server) < STALL
+    finally:
+        stalled.close()
+        chunked.close()
+
+
+def test_a_request_over_the_read_ahead_limit_is_read_by_the_pool(tls_server: Server) -> None:
+    from extender.worker import READ_AHEAD_LIMIT
+
+    body = b" " * (READ_AHEAD_LIMIT + 1024 * 1024)  # over the read-ahead and over /mutate's body limit
+    with tls_server.session() as session:
+        r = session.post(tls_server.base + "/mutate", data=body, timeout=30)
+    assert r.status_code == 413 and r.json()["error"]
+    assert _mutate(tls_server) < STALL
