@@ -257,9 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     master_pid = os.getpid()
 
     def load_app() -> Any:
-        # gthread hands each connection from the poller thread to a pool thread and back; a thread waiting for
-        # the GIL waits up to the switch interval (5 ms by default) while another runs Python, which shows up
-        # directly in tail latency. Requests here take well under a millisecond of Python.
+        # Requests run on the poller thread next to the node cache's watch threads (and the pool, for chunked
+        # or huge bodies); a thread waiting for the GIL waits up to the switch interval (5 ms by default) while
+        # another runs Python, which shows up directly in tail latency. A request takes well under 1 ms.
         sys.setswitchinterval(args.switch_interval)
         # Imported in the worker, after PROMETHEUS_MULTIPROC_DIR is set: prometheus-client reads it at import.
         from extender.app import create_app
