@@ -15,7 +15,9 @@ one GIL, which costs tail latency. :class:`PollerHandshakeWorker` changes three 
    the poller thread once complete, without the two thread hand-offs of the pool. A slow client holds no
    thread; one whose request is not complete :data:`IO_TIMEOUT` seconds after its first bytes is cut off.
    Only chunked bodies and requests over :data:`READ_AHEAD_LIMIT` are read by a pool thread (each blocking
-   read at most :data:`IO_TIMEOUT` seconds).
+   read at most :data:`IO_TIMEOUT` seconds). The answer is collected in memory and written without blocking:
+   a client that does not take it waits on the poller and is cut off after :data:`IO_TIMEOUT` seconds, so
+   nothing a client does (or fails to do) blocks the poller thread.
 3. Workers spread new connections: a worker holding k connections lets the others take a new one for k ms
    (at most 5), so a client's few long-lived connections do not all land on one worker.
 
@@ -94,6 +96,22 @@ TimedSocket = _with_io_timeout(socket.socket)
 TimedSSLSocket = _with_io_timeout(ssl.SSLSocket)
 
 _NOT_YET = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+_WRITE_CHUNK = 64 * 1024
+
+
+class _CollectedWrites:
+    """Stands in for a connection's socket while the poller thread answers a request: what gunicorn writes
+    (``sendall``) is kept in memory and sent afterwards without blocking; everything else is the socket's."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self.chunks: list[bytes] = []
+
+    def sendall(self, data: Any) -> None:
+        self.chunks.append(bytes(data))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
 
 
 COMPLETE, PARTIAL, TO_POOL = "complete", "partial", "pool"
@@ -159,6 +177,7 @@ class PolledConn(TConn):  # type: ignore[misc]
         super().__init__(cfg, sock, client, server)
         self.handshaken = False
         self.request_deadline: float | None = None  # set while a request is partly received
+        self.write_deadline: float | None = None  # set while an answer waits for the client to take it
 
     def init(self) -> None:
         if self.initialized:
@@ -179,6 +198,8 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         self.handshaking: deque[PolledConn] = deque()
         self.reading: deque[PolledConn] = deque()  # requests partly received, oldest first
+        self._serving = False  # a request is being answered on the poller thread
+        self.writing: deque[PolledConn] = deque()  # answers waiting for the client to take them, oldest first
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
 
     def load_wsgi(self) -> None:
@@ -251,9 +272,60 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         if state == TO_POOL:
             super().enqueue_req(conn)
             return
+        if self._serving:
+            # finish_request found the next request already buffered (pipelining): serve it on the next poller
+            # turn, after the other connections, instead of recursing once per buffered request.
+            self.method_queue.defer(self.enqueue_req, conn)
+            return
+        self._serving = True
+        try:
+            self._answer(conn)
+        finally:
+            self._serving = False
+
+    def _answer(self, conn: Any) -> None:
+        """Run the request with the answer collected in memory, then write it without blocking the poller."""
+        sock = conn.sock
+        conn.sock = collected = _CollectedWrites(sock)
+        try:
+            keepalive = self.handle(conn)
+        finally:
+            conn.sock = sock
+        self._write(conn, memoryview(b"".join(collected.chunks)), keepalive)
+
+    def _write(self, conn: Any, data: memoryview, keepalive: Any) -> None:
+        sock = conn.sock
+        try:
+            sock.setblocking(False)
+            while data:
+                try:
+                    sent = sock.send(data[:_WRITE_CHUNK])
+                except _NOT_YET:  # the client is not taking it yet: wait for room, holding nothing
+                    if conn.write_deadline is None:
+                        conn.write_deadline = time.monotonic() + IO_TIMEOUT
+                        self.writing.append(conn)
+                    events = selectors.EVENT_READ | selectors.EVENT_WRITE
+                    self.poller.register(sock, events, partial(self._on_writable, conn, data, keepalive))
+                    return
+                data = data[sent:]
+        except OSError as e:  # reset, closed by handle() after an error
+            self.log.debug("Writing an answer failed: %s", e)
+            self._forget_writing(conn)
+            self._drop(conn)
+            return
+        self._forget_writing(conn)
         done: futures.Future[Any] = futures.Future()
-        done.set_result(self.handle(conn))
+        done.set_result(keepalive)
         self.finish_request(conn, done)
+
+    def _on_writable(self, conn: Any, data: memoryview, keepalive: Any, _fileobj: Any) -> None:
+        self.poller.unregister(conn.sock)
+        self._write(conn, data, keepalive)
+
+    def _forget_writing(self, conn: Any) -> None:
+        if conn.write_deadline is not None:
+            self.writing.remove(conn)
+            conn.write_deadline = None
 
     def _on_more_request(self, conn: Any, _fileobj: Any) -> None:
         self.poller.unregister(conn.sock)
@@ -359,6 +431,13 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             self.log.info(
                 "Closing a connection from %s: its request did not arrive within %g s", conn.client, IO_TIMEOUT
             )
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                self.poller.unregister(conn.sock)
+            self._drop(conn)
+        while self.writing and self.writing[0].write_deadline <= now:
+            conn = self.writing.popleft()
+            conn.write_deadline = None
+            self.log.info("Closing a connection to %s: its answer was not taken within %g s", conn.client, IO_TIMEOUT)
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self._drop(conn)

@@ -11,6 +11,7 @@ with ``worker_class="gthread"``.)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -293,3 +294,61 @@ def test_a_request_over_the_read_ahead_limit_is_read_by_the_pool(tls_server: Ser
         r = session.post(tls_server.base + "/mutate", data=body, timeout=30)
     assert r.status_code == 413 and r.json()["error"]
     assert _mutate(tls_server) < STALL
+
+
+def test_thousands_of_pipelined_requests_are_all_answered(tls_server: Server) -> None:
+    """Requests already buffered behind the one being answered are served one poller turn each, not by
+    recursion: 3,000 pipelined requests in one write once blew the stack and killed the worker."""
+    conn = tls_server.tls_connection()
+    try:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: spotshift\r\n\r\n" * 3000)
+        conn.settimeout(30)
+        received = b""
+        while received.count(b"HTTP/1.1 200 ") < 3000:
+            chunk = conn.recv(1 << 20)
+            assert chunk, f"connection closed after {received.count(b'HTTP/1.1 200 ')} answers"
+            received += chunk
+        assert _mutate(tls_server) < STALL
+        assert tls_server.proc.poll() is None
+        assert "RecursionError" not in tls_server.log.read_text()
+    finally:
+        conn.close()
+
+
+def test_a_client_that_does_not_read_its_answers_cannot_stall_the_worker(tls_server: Server) -> None:
+    """Answers are written without blocking the poller: a client that never reads fills the socket buffers,
+    then waits alone, and is cut off after the I/O timeout."""
+    import threading
+
+    from extender.worker import IO_TIMEOUT
+
+    nodes = {"items": [{"metadata": {"name": f"node-{i}"}} for i in range(60000)]}
+    body = orjson.dumps({"Pod": {"metadata": {"name": "p"}, "spec": {"containers": []}}, "Nodes": nodes})
+    requests_ = (_post_head("/prioritize", len(body)) + body) * 4  # ~7 MB in, ~7 MB of answers out
+    deaf = tls_server.tls_connection()
+
+    def send() -> None:
+        with contextlib.suppress(OSError):  # the server hangs up before taking everything
+            deaf.sendall(requests_)
+
+    sender = threading.Thread(target=send, daemon=True)
+    try:
+        start = time.monotonic()
+        sender.start()
+        time.sleep(3)  # long enough for the server to answer and block on the full socket
+        assert _mutate(tls_server) < STALL, "a client that does not read held up the worker"
+        time.sleep(max(0.0, start + IO_TIMEOUT + 3 - time.monotonic()))
+        deaf.settimeout(5)
+        received = 0
+        while True:
+            try:
+                chunk = deaf.recv(1 << 20)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not chunk:
+                break
+            received += len(chunk)
+        assert received < 4 * 60000 * 25, "every answer arrived: the server never stopped writing"
+        assert _mutate(tls_server) < STALL
+    finally:
+        deaf.close()
