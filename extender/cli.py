@@ -13,9 +13,9 @@ connections without a request, so with few threads one parked connection stalled
 threads (the previous default) GIL contention cost tail latency: /mutate p99 5.7-8.5 ms at half saturation.
 The poller worker handshakes and gathers requests on the poller and answers complete requests there, so
 idle and slow connections hold no thread and requests skip the pool's hand-offs. Same session, TLS, loopback,
-2 shared cores: /mutate p99 at half saturation 4.47 and 3.64 ms (at 2,400-2,700 req/s) against 15.9 ms for
-gthread x 16 (at 1,800 req/s); server CPU per /mutate 341 and 313 us against 467 us. Its pool
-(``--threads``, default 4) only reads chunked bodies and requests over 8 MiB.
+2 shared cores, two runs each: /mutate p99 at half saturation 3.52 and 2.98 ms (at 3,100-3,300 req/s) against
+4.33 ms for gthread x 16 (at 2,100 req/s; 5.7-15.9 ms in earlier sessions); server CPU per /mutate 268-281 us
+against 371 us. Its pool (``--threads``, default 4) only reads chunked bodies and requests over 8 MiB.
 
 TLS: gunicorn asks its ``ssl_context`` hook for a context on *every* accepted connection and by default
 builds a new one each time (~1.2 ms: reading and parsing the key and chain). :class:`ReloadingSSLContext`
