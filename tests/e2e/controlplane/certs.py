@@ -16,6 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from extender import certs as product_certs
+
 _VALIDITY = datetime.timedelta(days=2)
 
 
@@ -55,36 +57,9 @@ def _now() -> datetime.datetime:
 
 
 def make_ca(common_name: str = "spotshift-e2e-ca") -> KeyPair:
-    """A self-signed CA certificate that can sign serving and client certificates."""
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(_now())
-        .not_valid_after(_now() + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+    """A self-signed CA (spotshift's own, from ``extender.certs``) that signs serving and client certificates."""
+    ca = product_certs.make_ca(common_name, days=_VALIDITY.days)
+    return KeyPair(ca.cert_pem, ca.key_pem)
 
 
 def issue_cert(
