@@ -46,9 +46,7 @@ from gunicorn import http
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
-__all__ = ["HANDSHAKE_TIMEOUT", "PollerHandshakeWorker", "WORKER_CLASS"]
-
-WORKER_CLASS = "extender.worker.PollerHandshakeWorker"
+__all__ = ["HANDSHAKE_TIMEOUT", "IO_TIMEOUT", "READ_AHEAD_LIMIT", "PollerHandshakeWorker"]
 
 # A client that opened a connection has this long to finish the TLS handshake (Go's default TLS handshake
 # timeout is 10 s; a slow client gets as long as it would give itself).
@@ -192,7 +190,8 @@ class PolledConn(TConn):  # type: ignore[misc]
 
 
 class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
-    """gthread with handshakes and first-request waits on the poller; see the module docstring."""
+    """gthread whose poller does the handshakes, reads and writes, and answers complete requests itself;
+    see the module docstring."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -332,7 +331,7 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self.enqueue_req(conn)
 
     def _forget_reading(self, conn: Any) -> None:
-        if getattr(conn, "request_deadline", None) is not None:
+        if conn.request_deadline is not None:
             self.reading.remove(conn)
             conn.request_deadline = None
 
@@ -394,7 +393,6 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self._forget_handshaking(conn)
         conn.handshaken = True
         if conn.sock.pending():  # request bytes already decrypted into OpenSSL's buffer: no readable event
-            conn.data_ready = True
             self.enqueue_req(conn)
             return
         self._wait_for_request(conn)
@@ -425,19 +423,15 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self._drop(conn)
-        while self.reading and self.reading[0].request_deadline <= now:
-            conn = self.reading.popleft()
-            conn.request_deadline = None
-            self.log.info(
-                "Closing a connection from %s: its request did not arrive within %g s", conn.client, IO_TIMEOUT
-            )
-            with contextlib.suppress(OSError, KeyError, ValueError):
-                self.poller.unregister(conn.sock)
-            self._drop(conn)
-        while self.writing and self.writing[0].write_deadline <= now:
-            conn = self.writing.popleft()
-            conn.write_deadline = None
-            self.log.info("Closing a connection to %s: its answer was not taken within %g s", conn.client, IO_TIMEOUT)
+        self._expire(self.reading, "request_deadline", now, "its request did not arrive")
+        self._expire(self.writing, "write_deadline", now, "its answer was not taken")
+
+    def _expire(self, conns: deque[PolledConn], deadline: str, now: float, what: str) -> None:
+        """Close the connections of ``conns`` (oldest first) whose ``deadline`` attribute has passed."""
+        while conns and getattr(conns[0], deadline) <= now:
+            conn = conns.popleft()
+            setattr(conn, deadline, None)
+            self.log.info("Closing the connection of %s: %s within %g s", conn.client, what, IO_TIMEOUT)
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self._drop(conn)
