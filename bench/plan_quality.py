@@ -6,7 +6,7 @@ For each generated instance (30-60 nodes; :data:`bench.cluster_gen.MILP_PROFILE`
 for :data:`bench.cluster_gen.MILP_PACKING`, where bin packing rather than PDB budgets decides) it prints the
 nodes drained
 by the pusher algorithm (:func:`rescheduler.baselines.pusher_plan`), by the planner (the portfolio of
-:func:`rescheduler.planner.plan`) and the optimum of a mixed-integer programme solved by HiGHS, then the
+:func:`rescheduler.plan.planner.plan`) and the optimum of a mixed-integer programme solved by HiGHS, then the
 planner/optimum ratio and its average.
 
 The MILP (maximise drained nodes):
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cluster_gen import MILP_PACKING, MILP_PROFILE, generate
 from rescheduler.baselines import movable_pods, pusher_plan, spot_targets
-from rescheduler.planner import plan, spot_ceiling, workload_key
+from rescheduler.plan.planner import plan, spot_ceiling, workload_key
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
 from shared.fit import fits

@@ -5,13 +5,13 @@
 
 Why this measures what it does: in production the state is already in memory (the informers listed it once
 and the watches keep it current), so a housekeeping cycle costs what the loop does with it: assemble a
-snapshot from the watched views, plan (:mod:`rescheduler.planner`), and decide which nodes to drain
-(:func:`rescheduler.cycle.decide`, PDB pre-checks included). No API call is made. The state is built the
+snapshot from the watched views, plan (:mod:`rescheduler.plan.planner`), and decide which nodes to drain
+(:func:`rescheduler.plan.cycle.decide`, PDB pre-checks included). No API call is made. The state is built the
 way the informers build it: every generated object goes through :meth:`ClusterState.apply`, the watch path.
 
 The planner runs as the loop runs it: with ``--plan-time-budget`` (0.5 s by default), so on this cluster only
 the first packing strategy of the portfolio runs (small clusters get the whole portfolio; ``spot-rescheduler
-plan`` always does), and with one :class:`~rescheduler.planner.PlanCache` kept from cycle to cycle, as
+plan`` always does), and with one :class:`~rescheduler.plan.planner.PlanCache` kept from cycle to cycle, as
 :func:`rescheduler.run.default_planner` keeps it: what was derived from a node's pods is reused while the node
 holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
 starts with an empty cache; ``--no-cache`` plans every cycle from scratch. The state's snapshot is a copy of
@@ -42,11 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cluster_gen
 
-from rescheduler.cycle import decide, plan_nodes
-from rescheduler.planner import PlanCache
+from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.plan.cycle import decide, plan_nodes
+from rescheduler.plan.planner import PlanCache
+from rescheduler.plan.safety import unschedulable_pods
 from rescheduler.run import DEFAULT_PLAN_TIME_BUDGET
-from rescheduler.safety import unschedulable_pods
-from rescheduler.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
 from shared.config import Config
 
 _KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}

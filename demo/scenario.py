@@ -35,7 +35,7 @@ import yaml
 
 from demo.stack import ROOT, SCHEDULER_NAME, SPOTSHIFT_NAMESPACE, LogTail, Stack
 from demo.view import MoveTracker, NodeRow, Observation, PodRow, Style, fmt_time, render_screen, render_table
-from rescheduler.drain import DRAINING, STATE_ANNOTATION
+from rescheduler.cluster.drain import DRAINING, STATE_ANNOTATION
 from shared.classes import node_class
 from shared.config import Config, parse_config
 from shared.model import Node, Pod
@@ -275,7 +275,7 @@ class Demo:
 
     def preview(self) -> Any:
         """What ``kubectl spotshift plan`` would print now: the planner on a live snapshot."""
-        from rescheduler.planner import plan
+        from rescheduler.plan.planner import plan
         from rescheduler.snapshot_io import load_cluster
 
         return plan(load_cluster(str(self.plane.kubeconfig)), self.config)

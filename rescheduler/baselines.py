@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rescheduler.planner import Move, Plan, spot_ceiling, workload_key
+from rescheduler.plan.planner import Move, Plan, spot_ceiling, workload_key
 from shared.classes import node_class, reclaim_reason
 from shared.config import Config
 from shared.fit import fits

@@ -26,7 +26,7 @@ from typing import IO
 
 import orjson
 
-from rescheduler.planner import Plan, plan
+from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_cluster, load_snapshot
 from shared.config import Config, ConfigError, load_config

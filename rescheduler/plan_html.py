@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from rescheduler.planner import Plan
+from rescheduler.plan.planner import Plan
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot

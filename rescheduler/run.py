@@ -2,17 +2,17 @@
 
 What runs, in one process:
 
-* four informer threads keep :class:`~rescheduler.state.ClusterState` current (list once, then watch);
+* four informer threads keep :class:`~rescheduler.cluster.state.ClusterState` current (list once, then watch);
 * a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
-* the main thread runs the cycle: pause if any pod is unschedulable, plan (pure, :mod:`rescheduler.planner`),
-  decide (pure, :mod:`rescheduler.cycle`), then drain at most ``max_nodes_per_cycle`` nodes through
-  :class:`~rescheduler.drain.Drainer`, ``node_drain_delay`` apart.
+* the main thread runs the cycle: pause if any pod is unschedulable, plan (pure, :mod:`rescheduler.plan.planner`),
+  decide (pure, :mod:`rescheduler.plan.cycle`), then drain at most ``max_nodes_per_cycle`` nodes through
+  :class:`~rescheduler.cluster.drain.Drainer`, ``node_drain_delay`` apart.
 
 SIGTERM or SIGINT sets one stop event. Every wait in the loop, the drainer and the evictor watches it, so the
 node in progress is rolled back (its mark removed) within a second or two, then the lease is released so the
 other replica takes over at once. A replica that becomes leader first removes the marks that a crashed or
-killed predecessor left (:func:`~rescheduler.drain.clean_leftovers`).
+killed predecessor left (:func:`~rescheduler.cluster.drain.clean_leftovers`).
 
 Command-line flags use pusher/k8s-spot-rescheduler's names where the concept is the same, and override the
 configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a bad value is one
@@ -36,16 +36,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rescheduler.cycle import Decision, NodeMoves, decide, plan_nodes
-from rescheduler.drain import Drainer, NodeMarker, Outcome, clean_leftovers
-from rescheduler.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
-from rescheduler.evictor import Evictor
-from rescheduler.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
-from rescheduler.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome, clean_leftovers
+from rescheduler.cluster.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
+from rescheduler.cluster.evictor import Evictor
+from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
+from rescheduler.cluster.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
-from rescheduler.safety import unschedulable_pods
-from rescheduler.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.plan.cycle import Decision, NodeMoves, decide, plan_nodes
+from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError, env_names, load_config
 from shared.snapshot import ClusterSnapshot
 
@@ -87,7 +87,7 @@ class RunOptions:
 
 
 class Rescheduler:
-    """The run loop. ``transport`` is the API boundary; ``plan`` defaults to :mod:`rescheduler.planner`."""
+    """The run loop. ``transport`` is the API boundary; ``plan`` defaults to :mod:`rescheduler.plan.planner`."""
 
     def __init__(
         self,
@@ -156,7 +156,7 @@ class Rescheduler:
         self._next_drain_at = 0.0
         self.last_decision: Decision | None = None
         self.results: list[Any] = []
-        """Every :class:`~rescheduler.drain.DrainResult` of this process (tests and ``--once`` read them)."""
+        """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
 
     def _liveness_window(self) -> float:
         """How long ``/healthz`` tolerates no beat: a few intervals, plus one eviction's 429 retries."""
@@ -357,10 +357,10 @@ class Rescheduler:
 
 
 def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> PlanFunction:
-    """:mod:`rescheduler.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
-    :class:`~rescheduler.planner.PlanCache` kept from one cycle to the next (the state's pods are the same
+    """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
+    :class:`~rescheduler.plan.planner.PlanCache` kept from one cycle to the next (the state's pods are the same
     objects between cycles until an event replaces one; the plans are those made without it)."""
-    from rescheduler.planner import PlanCache
+    from rescheduler.plan.planner import PlanCache
 
     cache = PlanCache()
 
@@ -565,7 +565,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
             rescheduler.metrics,
             config.rescheduler.metrics_bind,
             healthy=rescheduler.heartbeat.alive,
-            ready=rescheduler.state.is_synced,
+            ready=rescheduler.cluster.state.is_synced,
         ).start()
     except OSError as e:
         print(

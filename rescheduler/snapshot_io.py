@@ -891,9 +891,9 @@ def load_cluster(
 
 
 def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
-    """Raw GETs through :mod:`rescheduler.kube`, the rescheduler's one door to the API server."""
-    from rescheduler.kube import ApiError, Kube, KubeconfigError, transport_from_kubeconfig
-    from rescheduler.kube import NotFound as ApiNotFound
+    """Raw GETs through :mod:`rescheduler.cluster.kube`, the rescheduler's one door to the API server."""
+    from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, transport_from_kubeconfig
+    from rescheduler.cluster.kube import NotFound as ApiNotFound
 
     try:
         kube = Kube(transport_from_kubeconfig(kubeconfig, context))

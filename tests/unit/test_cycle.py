@@ -6,7 +6,9 @@ import datetime
 
 import pytest
 
-from rescheduler.cycle import (
+from rescheduler.cluster.drain import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
+from rescheduler.cluster.state import NODES, PDBS, PODS, ClusterState
+from rescheduler.plan.cycle import (
     SKIP_BACKOFF,
     SKIP_CORDONED,
     SKIP_MARKED,
@@ -17,8 +19,6 @@ from rescheduler.cycle import (
     decide,
     plan_nodes,
 )
-from rescheduler.drain import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
-from rescheduler.state import NODES, PDBS, PODS, ClusterState
 from shared.config import Config
 from tests.unit.fake_api import node, pdb, pod
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rescheduler.drain import (
+from rescheduler.cluster.drain import (
     BACKOFF_UNTIL_ANNOTATION,
     DRAINED,
     FAIL_EVICTION_REFUSED,
@@ -26,11 +26,11 @@ from rescheduler.drain import (
     Outcome,
     clean_leftovers,
 )
-from rescheduler.events import EventRecorder
-from rescheduler.evictor import Evictor
-from rescheduler.kube import Kube
+from rescheduler.cluster.events import EventRecorder
+from rescheduler.cluster.evictor import Evictor
+from rescheduler.cluster.kube import Kube
+from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.metrics import Metrics
-from rescheduler.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from shared.config import Config
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 

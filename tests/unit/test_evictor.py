@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rescheduler.events import EventRecorder
-from rescheduler.evictor import Evictor, Result
-from rescheduler.kube import Kube
+from rescheduler.cluster.events import EventRecorder
+from rescheduler.cluster.evictor import Evictor, Result
+from rescheduler.cluster.kube import Kube
 from rescheduler.metrics import Metrics
 from shared.model import Pod
 from tests.unit.fake_api import FakeApiServer, pdb, pod

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rescheduler.kube import Kube
-from rescheduler.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.kube import Kube
+from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from tests.unit.fake_api import FakeApiServer
 
 LEASE = "spotshift/spotshift-rescheduler"

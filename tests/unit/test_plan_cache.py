@@ -1,4 +1,4 @@
-"""rescheduler.planner.PlanCache: a plan made with the cache kept between cycles is the plan made without it.
+"""rescheduler.plan.planner.PlanCache: a plan made with the cache kept between cycles is the plan made without it.
 
 The run loop keeps one :class:`PlanCache` across cycles, over snapshots of a watch-backed
 :class:`ClusterState` whose pods are the same objects until an event replaces them. These tests drive such
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from bench.cluster_gen import DRAINABLE, generate
-from rescheduler.cycle import plan_nodes
-from rescheduler.planner import PlanCache, _workload_counts, plan, workload_key
-from rescheduler.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
-from rescheduler.topology import TopologyIndex, TopologyMemo
+from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.plan.cycle import plan_nodes
+from rescheduler.plan.planner import PlanCache, _workload_counts, plan, workload_key
+from rescheduler.plan.topology import TopologyIndex, TopologyMemo
 from shared.config import Config, SpotCeilingConfig
 
 _KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}

@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.plan.planner import plan
 from rescheduler.plan_html import _json_for_script, page_data, render_html
-from rescheduler.planner import plan
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
 

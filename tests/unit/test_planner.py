@@ -1,4 +1,4 @@
-"""rescheduler.planner: every plan is valid, checked independently; packing never loses to pusher's.
+"""rescheduler.plan.planner: every plan is valid, checked independently; packing never loses to pusher's.
 
 :func:`check_plan` is the acceptance checker. It shares no code path with the planner: it rebuilds a fresh
 ``ClusterSnapshot`` from the same lean objects, takes expendable pods off the spot targets (the scheduler
@@ -17,7 +17,7 @@ import pytest
 
 from bench.cluster_gen import DRAINABLE, FULL, generate
 from rescheduler.baselines import pusher_plan
-from rescheduler.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
+from rescheduler.plan.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
 from rescheduler.snapshot_io import load_bytes
 from shared.classes import node_class, reclaim_reason
 from shared.config import Config, parse_config

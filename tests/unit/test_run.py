@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from rescheduler.drain import STATE_ANNOTATION
-from rescheduler.events import EventRecorder, Ref
-from rescheduler.kube import (
+from rescheduler.cluster.drain import STATE_ANNOTATION
+from rescheduler.cluster.events import EventRecorder, Ref
+from rescheduler.cluster.kube import (
     ApiError,
     Conflict,
     Gone,

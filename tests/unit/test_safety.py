@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rescheduler.safety import (
+from rescheduler.plan.safety import (
     REFUSE_MULTIPLE_PDBS,
     REFUSE_PDB_BUDGET,
     REFUSE_PDB_NOT_COMPUTED,

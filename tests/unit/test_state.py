@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rescheduler.kube import Kube
-from rescheduler.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.kube import Kube
+from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from tests.unit.fake_api import FakeApiServer, node, pdb, pod
 
 

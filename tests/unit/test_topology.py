@@ -1,4 +1,4 @@
-"""rescheduler.topology answers exactly like shared.interpod and shared.spread, before and after moves.
+"""rescheduler.plan.topology answers exactly like shared.interpod and shared.spread, before and after moves.
 
 The planner relies on :class:`TopologyIndex` instead of the shared PreFilter-style checks for speed, so
 this compares the two on generated clusters rich in required (anti-)affinity and topology spread, for many
@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from bench.cluster_gen import FULL, generate
+from rescheduler.plan.topology import TopologyIndex
 from rescheduler.snapshot_io import load_bytes
-from rescheduler.topology import TopologyIndex
 from shared.interpod import check_inter_pod_affinity
 from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.snapshot import ClusterSnapshot

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from rescheduler.kube import ApiError, Kube, NotFound
+from rescheduler.cluster.kube import ApiError, Kube, NotFound
 from rescheduler.logs import fields
 
 __all__ = [
@@ -53,7 +53,7 @@ EVICTION_REFUSED = "SpotshiftEvictionRefused"
 TAINT_CLEANED = "SpotshiftTaintRemoved"
 NODE_BACKOFF = "SpotshiftNodeBackoff"
 
-log = logging.getLogger("spotshift.rescheduler.events")
+log = logging.getLogger("spotshift.rescheduler.cluster.events")
 
 _AGGREGATE_SECONDS = 600.0
 

@@ -4,12 +4,12 @@ The steps, each a place where the drain may stop safely:
 
 1. **Re-check** against the live state: the node's movable pods are still the planned ones, and the
    PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) allow every one of
-   those evictions together (:func:`rescheduler.safety.pdb_refusals`). A refusal skips the node untouched.
+   those evictions together (:func:`rescheduler.plan.safety.pdb_refusals`). A refusal skips the node untouched.
 2. **Mark** the node so evicted pods do not come back: a ``PreferNoSchedule`` taint ``<drain_taint_key>=
    spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The
    mark names spotshift, so a restarted rescheduler finds and removes what it left (:func:`clean_leftovers`)
    and never touches a cordon or taint set by someone else.
-3. **Evict** each pod through :class:`~rescheduler.evictor.Evictor`.
+3. **Evict** each pod through :class:`~rescheduler.cluster.evictor.Evictor`.
 4. **Wait** for the evicted pods to be gone (``max_graceful_termination`` plus headroom) and for as many new
    pods of each owner as were evicted to be Running and Ready (``replacement_timeout``), from the watch.
 5. **Judge**: a replacement that landed on an on-demand node means the move did not work (the scheduler
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rescheduler.events import (
+from rescheduler.cluster.events import (
     DRAIN_ABORTED,
     DRAIN_FAILED,
     DRAIN_STARTED,
@@ -45,12 +45,12 @@ from rescheduler.events import (
     EventRecorder,
     Ref,
 )
-from rescheduler.evictor import Evictor, Result
-from rescheduler.kube import ApiError, Conflict, Kube, NotFound, node_path
+from rescheduler.cluster.evictor import Evictor, Result
+from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound, node_path
+from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
-from rescheduler.safety import Refusal, pdb_refusals, stale_pdbs
-from rescheduler.state import ClusterState
+from rescheduler.plan.safety import Refusal, pdb_refusals, stale_pdbs
 from shared.classes import node_class
 from shared.config import Config
 from shared.model import PDB, PREFER_NO_SCHEDULE, Node, Pod, Taint
@@ -85,7 +85,7 @@ __all__ = [
     "FAIL_INTERRUPTED",
 ]
 
-log = logging.getLogger("spotshift.rescheduler.drain")
+log = logging.getLogger("spotshift.rescheduler.cluster.drain")
 
 TAINT_VALUE = "spotshift-rescheduler"
 """The value of the drain taint: names spotshift, so a restart knows the taint is its own."""

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rescheduler.events import EVICTING, EVICTION_REFUSED, NORMAL, WARNING, EventRecorder, Ref
-from rescheduler.kube import (
+from rescheduler.cluster.events import EVICTING, EVICTION_REFUSED, NORMAL, WARNING, EventRecorder, Ref
+from rescheduler.cluster.kube import (
     ApiError,
     Conflict,
     Forbidden,
@@ -40,7 +40,7 @@ from shared.model import Pod
 
 __all__ = ["Result", "Eviction", "Evictor", "DEFAULT_GRACE_SECONDS"]
 
-log = logging.getLogger("spotshift.rescheduler.evictor")
+log = logging.getLogger("spotshift.rescheduler.cluster.evictor")
 
 DEFAULT_GRACE_SECONDS = 30
 """``terminationGracePeriodSeconds`` when a pod does not set it (the API server's default)."""

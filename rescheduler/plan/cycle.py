@@ -17,14 +17,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rescheduler.drain import backoff_until, is_marked
-from rescheduler.safety import PdbIndex, pdb_refusals, unschedulable_pods
+from rescheduler.cluster.drain import backoff_until, is_marked
+from rescheduler.plan.safety import PdbIndex, pdb_refusals, unschedulable_pods
 from shared.classes import classifier
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 
 if TYPE_CHECKING:
-    from rescheduler.planner import PlanCache
+    from rescheduler.plan.planner import PlanCache
 
 __all__ = [
     "NodeMoves",
@@ -135,11 +135,11 @@ def decide(
 def plan_nodes(
     snapshot: ClusterSnapshot, config: Config, *, time_budget: float | None = None, cache: PlanCache | None = None
 ) -> list[NodeMoves]:
-    """:func:`rescheduler.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
+    """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
     with its moves. The planner leaves the snapshot as it found it. ``cache`` is a
-    :class:`rescheduler.planner.PlanCache` the caller keeps from one cycle to the next (see
+    :class:`rescheduler.plan.planner.PlanCache` the caller keeps from one cycle to the next (see
     :func:`rescheduler.run.default_planner`); the result is the same without it, only slower."""
-    from rescheduler.planner import plan  # the heavy import, kept off the CLI's other paths
+    from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
     result = plan(snapshot, config, time_budget=time_budget, cache=cache)
     by_node: dict[str, list[tuple[str, str]]] = {}

@@ -31,13 +31,13 @@ from typing import Any
 
 import orjson
 
-from rescheduler.kube import ApiError, Gone, Kube, LineStream
+from rescheduler.cluster.kube import ApiError, Gone, Kube, LineStream
 from shared.model import PDB, Namespace, Node, ParseError, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
 
 __all__ = ["ClusterState", "Informer", "Kind", "KINDS", "NODES", "PODS", "PDBS", "NAMESPACES", "POD_FIELD_SELECTOR"]
 
-log = logging.getLogger("spotshift.rescheduler.state")
+log = logging.getLogger("spotshift.rescheduler.cluster.state")
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from rescheduler.kube import ApiError, Conflict, Kube, NotFound
+from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound
 from rescheduler.logs import fields
 
 __all__ = ["LeaseConfig", "LeaderElector", "micro_time"]
 
-log = logging.getLogger("spotshift.rescheduler.leader")
+log = logging.getLogger("spotshift.rescheduler.cluster.leader")
 
 
 @dataclass(frozen=True, slots=True)

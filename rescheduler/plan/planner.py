@@ -15,7 +15,7 @@ Rules (DESIGN.md "Rescheduler" 2, 3, 5):
 * Every move is checked against the state after all earlier moves with the scheduler's filters, in
   kube-scheduler's order: node state, taints, node affinity, host ports, resources, volumes, topology
   spread, inter-pod affinity both directions. The node-local ones are the :mod:`shared` functions
-  themselves; the two cluster-wide ones come from :class:`rescheduler.topology.TopologyIndex`, an
+  themselves; the two cluster-wide ones come from :class:`rescheduler.plan.topology.TopologyIndex`, an
   incremental equivalent of :mod:`shared.interpod`/:mod:`shared.spread` (their PreFilter rescans the
   cluster per pod per change: ~110 ms a check at 150,000 pods). ``verify=True`` re-checks every chosen
   move with the full :func:`shared.fit.fits` and refuses any it rejects, counting such disagreements
@@ -86,7 +86,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rescheduler.topology import TopologyIndex, TopologyMemo
+from rescheduler.plan.topology import TopologyIndex, TopologyMemo
 from shared.classes import node_class, reclaim_reason
 from shared.config import Config, SpotCeilingConfig
 from shared.fit import fits
@@ -314,7 +314,7 @@ def _same(kept: Sequence[Pod], now: Sequence[Pod]) -> bool:
 class PlanCache:
     """What :func:`plan` derives from each node's pods, kept from one call to the next: the run loop's cycles.
 
-    The watch-backed state (:mod:`rescheduler.state`) hands every cycle the very ``Pod`` objects of the
+    The watch-backed state (:mod:`rescheduler.cluster.state`) hands every cycle the very ``Pod`` objects of the
     previous one until a watch event replaces one, so at 150,000 pods most of the per-pod work of a plan
     (movability, PodDisruptionBudget matches, ceilings, workloads, the topology index's postings) would
     be redone on the same objects. Per node, this keeps a copy of the pod list the values were derived

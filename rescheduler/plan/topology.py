@@ -27,7 +27,7 @@ the shared functions on random clusters before and after random moves, and the p
 cross-check every chosen move with the full :func:`shared.fit.fits` (``verify``).
 
 Building the index reads every pod (~0.4 s at 150,000 pods). A :class:`TopologyMemo` kept from one build
-to the next (the planner's :class:`~rescheduler.planner.PlanCache`, across the run loop's cycles) keeps
+to the next (the planner's :class:`~rescheduler.plan.planner.PlanCache`, across the run loop's cycles) keeps
 what was read per node while the node holds the same ``Pod`` objects, so a rebuild only re-reads the
 nodes whose pods changed (~0.1 s when none did); pids are then looked up per node when first asked for.
 """
