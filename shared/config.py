@@ -46,17 +46,10 @@ from typing import Any
 
 import yaml
 
-from shared.classes import (
-    CONTROL_PLANE_SELECTORS,
-    PRESET_NAMES,
-    PRESETS,
-    Selector,
-    SelectorSyntaxError,
-    is_label_value,
-    is_qualified_name,
-)
 from shared.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Toleration
-from shared.selectors import EXISTS, IN
+from shared.names import is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name
+from shared.presets import CONTROL_PLANE_SELECTORS, PRESET_NAMES, PRESETS
+from shared.selectors import EXISTS, IN, Selector, SelectorSyntaxError
 
 __all__ = [
     "ConfigError",
@@ -227,17 +220,7 @@ def _text(check: Callable[[str], bool] | None = None, phrase: str = "must be a s
     return conv
 
 
-_DNS_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
 _BIND_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]*):(\d{1,5})")
-
-
-def _is_namespace(v: str) -> bool:
-    return len(v) <= 63 and _DNS_LABEL_RE.fullmatch(v) is not None
-
-
-def _is_dns_subdomain(v: str) -> bool:
-    return len(v) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(v) is not None
 
 
 def _is_bind(v: str) -> bool:
@@ -246,15 +229,15 @@ def _is_bind(v: str) -> bool:
 
 
 _label_key = _text(is_qualified_name, "must be a valid label or annotation key like example.com/name")
-_namespace = _text(_is_namespace, "must be a namespace name (lower-case letters, digits and '-', at most 63)")
-_object_name = _text(_is_dns_subdomain, "must be a lower-case DNS subdomain name like spotshift-rescheduler")
+_namespace = _text(is_dns1123_label, "must be a namespace name (lower-case letters, digits and '-', at most 63)")
+_object_name = _text(is_dns1123_subdomain, "must be a lower-case DNS subdomain name like spotshift-rescheduler")
 _bind = _text(_is_bind, "must be an address like 0.0.0.0:8443 or [::]:8443")
 _path = _text()
 
 
 def _scheduler_name(raw: Any, from_env: bool) -> str:
     value = raw.strip() if from_env and isinstance(raw, str) else raw
-    if not isinstance(value, str) or (value and not _is_dns_subdomain(value)):
+    if not isinstance(value, str) or (value and not is_dns1123_subdomain(value)):
         raise _Bad("must be empty or a scheduler name like spot-scheduler")
     return value
 
