@@ -29,10 +29,11 @@ from typing import IO
 
 import orjson
 
+from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
-from rescheduler.snapshot_io import Progress, SnapshotError, load_cluster, load_snapshot
+from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
 
