@@ -24,18 +24,17 @@ from shared.kube.informer import Informer
 __all__ = ["Lister", "Store", "DictStore", "Reflector", "kube_lister", "wait_synced"]
 
 T = TypeVar("T")
-T_contra = TypeVar("T_contra", contravariant=True)
 
 Lister = Callable[..., Any]
 """``lister(**params)`` performs a GET of the collection and returns a urllib3 response (unread)."""
 
 
-class Store(Protocol[T_contra]):
+class Store(Protocol[T]):
     """Where a reflector puts what it reduced. Called from the reflector's thread only."""
 
-    def replace_all(self, items: dict[str, T_contra]) -> None: ...
+    def replace_all(self, items: dict[str, T]) -> None: ...
 
-    def put(self, key: str, value: T_contra) -> None: ...
+    def put(self, key: str, value: T) -> None: ...
 
     def delete(self, key: str) -> None: ...
 

@@ -69,6 +69,7 @@ class ReloadingSSLContext:
         return (c.st_mtime_ns, c.st_size, k.st_mtime_ns, k.st_size)
 
     def __call__(self, conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        stamp: tuple[int, int, int, int] | None
         try:
             stamp = self._current_stamp()
         except OSError:

@@ -132,7 +132,7 @@ class Rescheduler:
             metrics=self.metrics,
             events=self.events,
             should_abort=self.should_abort,
-            wait=self.stop.wait,
+            wait=self._wait,
         )
         self.drainer = Drainer(
             self.kube,
@@ -153,6 +153,10 @@ class Rescheduler:
         self.last_decision: Decision | None = None
         self.results: list[Any] = []
         """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
+        self.stop.wait(seconds)
 
     def _liveness_window(self) -> float:
         """How long ``/healthz`` tolerates no beat: a few intervals, plus one eviction's 429 retries."""

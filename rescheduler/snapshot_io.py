@@ -164,7 +164,7 @@ _UNTAGGED: dict[str, type[Struct]] = {
     "PersistentVolume": _GenericItem,
     "PersistentVolumeClaim": _GenericItem,
 }
-_TAGGED_KIND = {_TPod: "Pod", _TNode: "Node", _TPDB: "PodDisruptionBudget", _TNamespace: "Namespace"}
+_TAGGED_KIND: dict[type, str] = {_TPod: "Pod", _TNode: "Node", _TPDB: "PodDisruptionBudget", _TNamespace: "Namespace"}
 _TAGGED_KIND.update({_TPV: "PersistentVolume", _TPVC: "PersistentVolumeClaim"})
 
 
@@ -186,8 +186,8 @@ class _Top(Struct):
 _HEAD = msgspec.json.Decoder(_Head)
 _TOP = msgspec.json.Decoder(_Top)
 LIST_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
-    kind: msgspec.json.Decoder(list[cls])
-    for kind, cls in _UNTAGGED.items()  # type: ignore[valid-type]
+    kind: msgspec.json.Decoder(list[cls])  # type: ignore[valid-type]
+    for kind, cls in _UNTAGGED.items()
 }
 
 

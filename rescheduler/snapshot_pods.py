@@ -390,7 +390,7 @@ def _node_affinity_only(affinity: Any) -> dict[str, Any] | None:
     except Exception:
         return None
     empty: tuple[Any, ...] = ()
-    part = dict.fromkeys(_AFFINITY_FIELDS, empty)
+    part: dict[str, Any] = dict.fromkeys(_AFFINITY_FIELDS, empty)
     part["required_affinity"] = required
     return part
 

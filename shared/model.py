@@ -381,7 +381,7 @@ class Pod:
 
 def _affinity_terms(section: Mapping[str, Any], kind: str, ns: str, labels: Mapping[str, str], where: str) -> Any:
     key = f"{kind}DuringSchedulingIgnoredDuringExecution"
-    out = []
+    out: list[Any] = []
     for i, raw in enumerate(section.get(key) or ()):
         if kind == "preferred":
             term = _parse_affinity_term(raw.get("podAffinityTerm"), ns, labels, f"{key}[{i}].podAffinityTerm")
