@@ -159,6 +159,8 @@ class Informer(threading.Thread, Generic[T]):
         """How many times the collection was listed completely (1 + relists)."""
         self.events = 0
         """How many watch events were applied."""
+        self.version: str | None = None
+        """The last resourceVersion seen (``None``: list first)."""
         self._stream: LineStream | None = None
         self._lock = threading.Lock()
 
@@ -172,26 +174,25 @@ class Informer(threading.Thread, Generic[T]):
                 stream.close()
 
     def run(self) -> None:
-        version: str | None = None
         failures = 0
         while not self.stop_event.is_set():
             try:
-                if version is None:
-                    version = self._list()
-                version = self._watch(version)
+                if self.version is None:
+                    self.version = self._list()
+                self._watch()
                 failures = 0
             except Exception as e:
                 if self.stop_event.is_set():
                     return
-                if is_gone(e) and version is not None:
+                if is_gone(e) and self.version is not None:
                     log.info("watch of %s expired (410 Gone): listing again", self.kind_name)
-                    version = None
+                    self.version = None
                     continue
                 failures += 1
                 delay = min(MAX_BACKOFF, self.backoff * 2 ** min(failures - 1, 5))
                 log.warning(
                     "%s of %s failed: %s; retrying in %.1fs",
-                    "list" if version is None else "watch",
+                    "list" if self.version is None else "watch",
                     self.kind_name,
                     e,
                     delay,
@@ -224,11 +225,12 @@ class Informer(threading.Thread, Generic[T]):
         )
         return version
 
-    def _watch(self, version: str) -> str:
+    def _watch(self) -> None:
+        """Watch from :attr:`version` until the stream ends, advancing it with every event (even if one fails)."""
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
-            ("resourceVersion", version),
+            ("resourceVersion", self.version or ""),
             ("timeoutSeconds", int(self.watch_timeout)),
             *self.query,
         ]
@@ -252,10 +254,9 @@ class Informer(threading.Thread, Generic[T]):
                     self.handler.apply(kind, obj)
                     self.events += 1
                 if new_version:
-                    version = new_version
+                    self.version = new_version
         finally:
             with self._lock:
                 self._stream = None
             with contextlib.suppress(Exception):
                 stream.close()
-        return version
