@@ -143,3 +143,12 @@ def test_plan_takes_the_planning_flags_and_names_them_in_errors() -> None:
     assert code == 2
     assert "(from --on-demand-node-label)" in err.getvalue()
     assert len(err.getvalue().splitlines()) == 1
+
+
+def test_extender_flags_are_settings_and_errors_name_them(capsys: pytest.CaptureFixture[str]) -> None:
+    from extender.cli import main as extender_main
+
+    assert extender_main(["--bind", "nowhere", "--no-node-cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("spot-extender: config field server.bind (from --bind): must be an address")
