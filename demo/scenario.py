@@ -275,8 +275,8 @@ class Demo:
 
     def preview(self) -> Any:
         """What ``kubectl spotshift plan`` would print now: the planner on a live snapshot."""
+        from rescheduler.cluster.listing import load_cluster
         from rescheduler.plan.planner import plan
-        from rescheduler.snapshot_io import load_cluster
 
         return plan(load_cluster(str(self.plane.kubeconfig)), self.config)
 

@@ -1,9 +1,10 @@
 """Watch-backed in-memory caches of nodes and pods, so no request ever waits on the API server.
 
-Each gunicorn worker runs one :class:`Reflector` thread per resource: list (paginated, raw JSON parsed with
-orjson — the client's model classes cost ~50x more), then watch from the list's resourceVersion with
-bookmarks, relisting on ``410 Gone`` or any error after a short backoff. Every object is reduced at once by
-a caller-supplied function to the small immutable value the request path needs (a node's class and its
+Each gunicorn worker runs one :class:`Reflector` per resource, on the project's one list+watch loop
+(:mod:`shared.kube.informer`): list (paginated, raw JSON parsed with orjson rather than the client's model
+classes, which cost far more), then watch from the list's resourceVersion with bookmarks, relisting on
+``410 Gone`` and retrying other errors after a short backoff. Every object is reduced at once by a
+caller-supplied function to the small immutable value the request path needs (a node's class and its
 pre-serialised score fragments; a pod's workload and node), so the cache holds no raw JSON.
 
 Readers see a plain ``dict`` that is only ever updated by single assignments or swapped whole on relist:
@@ -13,46 +14,27 @@ under the GIL a lookup never sees a half-applied change, and readers take no loc
 from __future__ import annotations
 
 import contextlib
-import logging
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-import orjson
+from shared.kube.credentials import load_client_configuration
+from shared.kube.informer import Informer
 
 __all__ = ["Lister", "Store", "DictStore", "Reflector", "kube_lister", "wait_synced"]
 
-log = logging.getLogger(__name__)
-
 T = TypeVar("T")
-T_contra = TypeVar("T_contra", contravariant=True)
 
 Lister = Callable[..., Any]
 """``lister(**params)`` performs a GET of the collection and returns a urllib3 response (unread)."""
 
 
-def _lines(resp: Any) -> Iterator[bytes]:
-    buf = b""
-    for chunk in resp.stream(65536, decode_content=True):
-        buf += chunk
-        while True:
-            i = buf.find(b"\n")
-            if i < 0:
-                break
-            line, buf = buf[:i], buf[i + 1 :]
-            if line:
-                yield line
-    if buf.strip():
-        yield buf
-
-
-class Store(Protocol[T_contra]):
+class Store(Protocol[T]):
     """Where a reflector puts what it reduced. Called from the reflector's thread only."""
 
-    def replace_all(self, items: dict[str, T_contra]) -> None: ...
+    def replace_all(self, items: dict[str, T]) -> None: ...
 
-    def put(self, key: str, value: T_contra) -> None: ...
+    def put(self, key: str, value: T) -> None: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -73,13 +55,83 @@ class DictStore(Generic[T]):
         self.items.pop(key, None)
 
 
+# kubernetes client keyword → API query parameter, for the informer's queries.
+_CLIENT_PARAMS = {
+    "limit": "limit",
+    "continue": "_continue",
+    "resourceVersion": "resource_version",
+    "allowWatchBookmarks": "allow_watch_bookmarks",
+    "timeoutSeconds": "timeout_seconds",
+    "watch": "watch",
+    "fieldSelector": "field_selector",
+    "labelSelector": "label_selector",
+}
+_CLIENT_BOOLEANS = frozenset({"watch", "allowWatchBookmarks"})
+
+
+def _client_params(query: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    params: dict[str, Any] = {"_preload_content": False}
+    for name, value in query:
+        params[_CLIENT_PARAMS[name]] = value == "true" if name in _CLIENT_BOOLEANS else value
+    return params
+
+
+class _ResponseLines:
+    """The lines of an unread urllib3 response; ``close()`` from another thread ends the iteration."""
+
+    def __init__(self, resp: Any) -> None:
+        self._resp = resp
+        self._done = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = b""
+        try:
+            for chunk in self._resp.stream(65536, decode_content=True):
+                buf += chunk
+                while True:
+                    i = buf.find(b"\n")
+                    if i < 0:
+                        break
+                    line, buf = buf[:i], buf[i + 1 :]
+                    if line:
+                        yield line
+            if buf.strip():
+                yield buf
+            self._done = True
+        finally:
+            self._resp.release_conn()
+
+    def close(self) -> None:
+        if not self._done:
+            # Closing a half-read stream may raise from urllib3; the watch is being abandoned anyway.
+            with contextlib.suppress(Exception):
+                self._resp.close()
+
+
+class _ClientCollection:
+    """A collection through the kubernetes client's generated list call (raw responses, not model objects)."""
+
+    def __init__(self, lister: Lister) -> None:
+        self._lister = lister
+
+    def list(self, query: Sequence[tuple[str, Any]]) -> bytes:
+        resp = self._lister(**_client_params(query))
+        try:
+            return bytes(resp.data)
+        finally:
+            resp.release_conn()
+
+    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> _ResponseLines:
+        return _ResponseLines(self._lister(**_client_params(query), _request_timeout=(10, timeout)))
+
+
 class Reflector(Generic[T]):
-    """List-then-watch one collection into ``store``.
+    """List-then-watch one collection into ``store``, on the project's one informer (:mod:`shared.kube.informer`).
 
     ``reduce(obj)`` maps an API object to the cached value, or ``None`` to leave it out (a pod the extender
     does not care about); the value goes into ``store``. ``key(obj)`` names it (``metadata.name`` for nodes,
-    ``metadata.uid`` for pods).
-    ``on_change`` runs after every applied event and after each relist, on the reflector's thread.
+    ``metadata.uid`` for pods). Listed objects are reduced page by page, so no raw list is held.
+    ``on_change`` runs after every applied event and after each relist, on the informer's thread.
     """
 
     def __init__(
@@ -93,116 +145,58 @@ class Reflector(Generic[T]):
         page_size: int = 500,
         watch_timeout: int = 300,
         on_change: Callable[[], None] | None = None,
+        backoff: float = 0.5,
     ) -> None:
         self.name = name
         self.store = store
-        self.synced = threading.Event()
-        self._lister = lister
         self._reduce = reduce
         self._key = key
-        self._page_size = page_size
-        self._watch_timeout = watch_timeout
         self._on_change = on_change
-        self._stop = threading.Event()
-        self._resp: Any = None
-        self._thread: threading.Thread | None = None
-        self.relists = 0
-        self.events = 0
+        self._informer: Informer[tuple[str, T | None]] = Informer(
+            name,
+            _ClientCollection(lister),
+            self,
+            page_size=page_size,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+        )
+        self.synced = self._informer.synced
+
+    @property
+    def relists(self) -> int:
+        return self._informer.lists
+
+    @property
+    def events(self) -> int:
+        return self._informer.events
 
     def start(self) -> Reflector[T]:
-        self._thread = threading.Thread(target=self._run, name=f"reflector-{self.name}", daemon=True)
-        self._thread.start()
+        self._informer.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            # Closing a half-read stream may raise from urllib3; we are leaving anyway.
-            with contextlib.suppress(Exception):
-                resp.close()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._informer.close()
+        if self._informer.is_alive():
+            self._informer.join(timeout)
 
-    def _run(self) -> None:
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                rv = self._list()
-                backoff = 0.5
-                while not self._stop.is_set():
-                    rv = self._watch(rv)
-                    if rv is None:
-                        break  # 410 Gone: the resourceVersion is too old, relist
-            except Exception as e:
-                if self._stop.is_set():
-                    return
-                log.warning("%s reflector: %s; relisting in %.1fs", self.name, e, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+    # EventHandler, called on the informer's thread
+    def convert(self, obj: dict[str, Any]) -> tuple[str, T | None]:
+        return self._key(obj), self._reduce(obj)
 
-    def _list(self) -> str:
-        items: dict[str, T] = {}
-        cont: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": self._page_size, "_preload_content": False}
-            if cont:
-                params["_continue"] = cont
-            resp = self._lister(**params)
-            try:
-                body = orjson.loads(resp.data)
-            finally:
-                resp.release_conn()
-            for obj in body.get("items") or ():
-                value = self._reduce(obj)
-                if value is not None:
-                    items[self._key(obj)] = value
-            meta = body.get("metadata") or {}
-            cont = meta.get("continue")
-            if not cont:
-                break
-        self.store.replace_all(items)
-        self.relists += 1
-        self.synced.set()
+    def replace(self, items: list[tuple[str, T | None]]) -> None:
+        self.store.replace_all({key: value for key, value in items if value is not None})
         if self._on_change is not None:
             self._on_change()
-        return meta.get("resourceVersion") or ""
 
-    def _watch(self, rv: str) -> str | None:
-        resp = self._lister(
-            watch=True,
-            resource_version=rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _preload_content=False,
-            _request_timeout=(10, self._watch_timeout + 30),
-        )
-        self._resp = resp
-        try:
-            for line in _lines(resp):
-                event = orjson.loads(line)
-                kind = event.get("type")
-                obj = event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        return None
-                    raise RuntimeError(f"watch error: {obj.get('message')}")
-                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                if kind == "BOOKMARK":
-                    continue
-                key = self._key(obj)
-                value = None if kind == "DELETED" else self._reduce(obj)
-                if value is None:
-                    self.store.delete(key)
-                else:
-                    self.store.put(key, value)
-                self.events += 1
-                if self._on_change is not None:
-                    self._on_change()
-        finally:
-            self._resp = None
-            resp.release_conn()
-        return rv
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        key = self._key(obj)
+        value = None if event_type == "DELETED" else self._reduce(obj)
+        if value is None:
+            self.store.delete(key)
+        else:
+            self.store.put(key, value)
+        if self._on_change is not None:
+            self._on_change()
 
 
 class ClusterCache:
@@ -243,20 +237,12 @@ class ClusterCache:
 def kube_lister(kind: str, *, kubeconfig: str | None = None, context: str | None = None) -> Lister:
     """A raw GET of ``nodes`` or ``pods`` (all namespaces) through the kubernetes client's auth and TLS.
 
-    Credentials come from ``kubeconfig`` if given, else the in-cluster service account, else ``~/.kube/config``
-    (the client's own order). The client's ``ConfigException`` says what is missing.
+    Credentials as every spotshift command finds them (:func:`shared.kube.credentials.load_client_configuration`);
+    raises its one-line ``KubeconfigError``.
     """
-    from kubernetes import client, config
+    from kubernetes import client
 
-    configuration = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException:
-            config.load_kube_config(context=context, client_configuration=configuration)
-    api = client.CoreV1Api(client.ApiClient(configuration))
+    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig, context)))
     if kind == "nodes":
         return api.list_node
     if kind == "pods":

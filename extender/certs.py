@@ -270,16 +270,11 @@ def write_bundle(
 
 def patch_webhook_ca_bundle(name: str, ca_pem: bytes, *, kubeconfig: str | None = None) -> int:
     """Set ``caBundle`` on every webhook of the MutatingWebhookConfiguration ``name``; returns how many."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-    api = client.AdmissionregistrationV1Api()
+    from shared.kube.credentials import load_client_configuration
+
+    api = client.AdmissionregistrationV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
     current = api.read_mutating_webhook_configuration(name)
     bundle = _b64(ca_pem)
     ops = [

@@ -1,24 +1,19 @@
 """``spot-extender``: the webhook and scheduler extender under gunicorn, over TLS.
 
-Worker model: ``extender.worker.PollerHandshakeWorker`` (gthread's poller; see that module), 2 workers,
-chosen with ``bench/webhook_load.py`` (``--worker-class``, ``--threads``, ``--compare-workers``) and by what
-Go clients do. kube-apiserver and kube-scheduler keep connections alive and send one request after another on
-each; gunicorn's ``sync`` worker answers every request with ``Connection: close``, so every admission and
-every filter/prioritize call would pay a new TCP and TLS handshake on the pod's critical path. ``keepalive``
-is above Go's 90 s idle timeout, so the client, not the server, closes an idle connection and no request
-races a server-side close.
-
-Stock gthread handed every new connection to a pool thread that blocked on its first read; Go parks spare
-connections without a request, so with few threads one parked connection stalled a worker, and with 16
-threads (the previous default) GIL contention cost tail latency: /mutate p99 5.7-8.5 ms at half saturation.
-The poller worker handshakes and gathers requests on the poller and answers complete requests there, so
-idle and slow connections hold no thread and requests skip the pool's hand-offs. Same session, TLS, loopback,
-2 shared cores, two runs each: /mutate p99 at half saturation 3.52 and 2.98 ms (at 3,100-3,300 req/s) against
-4.33 ms for gthread x 16 (at 2,100 req/s; 5.7-15.9 ms in earlier sessions); server CPU per /mutate 268-281 us
-against 371 us. Its pool (``--threads``, default 4) only reads chunked bodies and requests over 8 MiB.
+Worker model: ``extender.worker.PollerHandshakeWorker`` (gthread's poller; see that module), 2 workers.
+kube-apiserver and kube-scheduler keep connections alive and send one request after another on each;
+gunicorn's ``sync`` worker answers every request with ``Connection: close``, so every admission and every
+filter/prioritize call would pay a new TCP and TLS handshake on the pod's critical path. ``keepalive`` is
+above Go's 90 s idle timeout, so the client, not the server, closes an idle connection and no request races
+a server-side close. Stock gthread hands every new connection to a pool thread that blocks on its first
+read, and Go parks spare connections without a request: with few threads one parked connection stalls a
+worker, with many the threads contend for the GIL. The poller worker handshakes and gathers requests on the
+poller and answers complete requests there, so idle and slow connections hold no thread; its pool
+(``--threads``, default 4) only reads chunked bodies and requests over 8 MiB. The worker models are compared
+by ``bench/webhook_load.py --compare-workers`` (figures in ``bench/README.md``).
 
 TLS: gunicorn asks its ``ssl_context`` hook for a context on *every* accepted connection and by default
-builds a new one each time (~1.2 ms: reading and parsing the key and chain). :class:`ReloadingSSLContext`
+builds a new one each time, reading and parsing the key and chain again. :class:`ReloadingSSLContext`
 builds one per worker and rebuilds it only when the certificate or key file changes on disk (a
 cert-manager or ``spot-certs`` rotation), so a rotated certificate is served without a restart and an
 unchanged one costs two ``stat`` calls per connection. A half-written pair that fails to load keeps the
@@ -40,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config, ConfigError, load_config
+from shared.config import Config, ConfigError, flag_overrides, load_config
 
 __all__ = ["ReloadingSSLContext", "ServerApplication", "build_cache", "main"]
 
@@ -52,6 +47,10 @@ DEFAULT_WORKER_CLASS = "poller"
 DEFAULT_THREADS = 4
 DEFAULT_SWITCH_INTERVAL = 0.0005
 KEEPALIVE_SECONDS = 100  # > Go's http.Transport IdleConnTimeout (90 s) used by kube-apiserver and kube-scheduler
+
+CONFIG_FLAGS = {"--bind": "server.bind", "--certfile": "server.tls_cert_file", "--keyfile": "server.tls_key_file"}
+"""Flags that set a setting (flag → field path): they override the file and ``SPOTSHIFT_*`` variables and are
+validated by the same rules, an error naming the flag."""
 
 
 class ReloadingSSLContext:
@@ -70,6 +69,7 @@ class ReloadingSSLContext:
         return (c.st_mtime_ns, c.st_size, k.st_mtime_ns, k.st_size)
 
     def __call__(self, conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        stamp: tuple[int, int, int, int] | None
         try:
             stamp = self._current_stamp()
         except OSError:
@@ -116,20 +116,12 @@ def build_cache(config: Config, kubeconfig: str | None, *, watch_pods: bool = Tr
 
 def _check_kubeconfig(kubeconfig: str | None) -> str | None:
     """One sentence if no API credentials can be found, else None."""
-    from kubernetes import client, config
+    from shared.kube.credentials import KubeconfigError, load_client_configuration
 
     try:
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=client.Configuration())
-        else:
-            try:
-                config.load_incluster_config(client_configuration=client.Configuration())
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=client.Configuration())
-    except Exception as e:
-        where = kubeconfig or "in-cluster service account or ~/.kube/config"
-        hint = "pass --kubeconfig, or --no-node-cache to serve without one"
-        return f"cannot load API credentials from {where} ({e}); {hint}"
+        load_client_configuration(kubeconfig)
+    except KubeconfigError as e:
+        return f"{e}; pass --kubeconfig, or --no-node-cache to serve without one"
     return None
 
 
@@ -183,8 +175,11 @@ def _parser() -> argparse.ArgumentParser:
         description="spotshift admission webhook (/mutate) and scheduler extender (/filter, /prioritize).",
     )
     p.add_argument("--bind", help="HOST:PORT to listen on (default: server.bind of the config, 0.0.0.0:8443)")
-    p.add_argument("--certfile", help="PEM certificate (reloaded when it changes); omit both for plain HTTP")
-    p.add_argument("--keyfile", help="PEM private key, with --certfile")
+    p.add_argument(
+        "--certfile",
+        help="PEM certificate, reloaded when it changes (default: server.tls_cert_file; neither: plain HTTP)",
+    )
+    p.add_argument("--keyfile", help="PEM private key, given together with --certfile (default: server.tls_key_file)")
     p.add_argument("--config", help="YAML configuration file (default: $SPOTSHIFT_CONFIG, else defaults)")
     p.add_argument("--kubeconfig", help="kubeconfig for the node cache (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
@@ -213,19 +208,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spot-extender: {message}", file=sys.stderr)
         return 2
 
+    if (args.certfile is None) != (args.keyfile is None):
+        return fail("--certfile and --keyfile must be given together")
     try:
-        config = load_config(args.config, os.environ)
+        config = load_config(args.config, os.environ, *flag_overrides(vars(args), CONFIG_FLAGS))
     except ConfigError as e:
         return fail(str(e))
-    bind = args.bind or config.server.bind
-    certfile = args.certfile if args.certfile is not None else config.server.tls_cert_file
-    keyfile = args.keyfile if args.keyfile is not None else config.server.tls_key_file
-    if bool(certfile) != bool(keyfile):
-        return fail("--certfile and --keyfile must be given together")
+    bind, certfile, keyfile = config.server.bind, config.server.tls_cert_file, config.server.tls_key_file
     if args.workers < 1 or args.threads < 1:
         return fail("--workers and --threads must be at least 1")
-    if ":" not in bind:
-        return fail(f"--bind {bind!r} must be HOST:PORT")
     options: dict[str, Any] = {
         "bind": bind,
         "workers": args.workers,

@@ -2,13 +2,16 @@
 
     spot-rescheduler plan [--snapshot FILE|-] [--kubeconfig FILE] [--context NAME] [--config FILE]
                           [--output table|json|html] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
-                          [FILE]
+                          [--spot-node-label SELECTOR] [--on-demand-node-label SELECTOR]
+                          [--delete-non-replicated-pods [BOOL]] [FILE]
 
 ``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb -A -o json``; add
 ``namespaces,pv,pvc`` for namespace selectors and volume zones) or from the cluster of the kubeconfig (or
 the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
 self-contained page that draws every node's CPU and memory before and after the plan
-(:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given.
+(:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given. The node-label
+and ``--delete-non-replicated-pods`` flags are ``run``'s (:mod:`rescheduler.flags`), so a preview made with the
+same flags plans alike.
 
 Subcommands are registered in :data:`COMMANDS` (name → (add arguments, run)); the long-running ``run`` loop
 adds itself there. Exit codes: 0 success, 2 unusable input or configuration (one line on stderr, no
@@ -26,10 +29,12 @@ from typing import IO
 
 import orjson
 
+from rescheduler.cluster.listing import load_cluster
+from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
-from rescheduler.snapshot_io import Progress, SnapshotError, load_cluster, load_snapshot
-from shared.config import Config, ConfigError, load_config
+from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
+from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
 
 __all__ = ["main", "build_parser", "COMMANDS", "render_table", "UsageError"]
@@ -90,6 +95,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="progress on stderr while a big snapshot loads (auto: when stderr is a terminal)",
     )
+    add_plan_config_arguments(p)
 
 
 def _progress(mode: str, stderr: IO[str]) -> Progress:
@@ -111,7 +117,7 @@ def _load(args: argparse.Namespace, progress: Progress, stdin: IO[bytes] | None)
 def _run_plan(
     args: argparse.Namespace, env: dict[str, str], stdout: IO[str], stderr: IO[str], stdin: IO[bytes] | None
 ) -> int:
-    config: Config = load_config(args.config, env)
+    config: Config = config_from_args(args, env)
     progress = _progress(args.progress, stderr)
     # A one-shot process that builds a few million small acyclic objects: the cyclic garbage collector
     # would only rescan them again and again (measured: 9.2 s instead of 6.0 s to load 150,000 pods).

@@ -14,18 +14,16 @@ node in progress is rolled back (its mark removed) within a second or two, then 
 other replica takes over at once. A replica that becomes leader first removes the marks that a crashed or
 killed predecessor left (:func:`~rescheduler.cluster.drain.clean_leftovers`).
 
-Command-line flags use pusher/k8s-spot-rescheduler's names where the concept is the same, and override the
-configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a bad value is one
-sentence naming the flag, exit code 2).
+Command-line flags (:mod:`rescheduler.flags`) use pusher/k8s-spot-rescheduler's names where the concept is the
+same, and override the configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a
+bad value is one sentence naming the flag, exit code 2).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -42,11 +40,12 @@ from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, NodeMoves, decide, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
-from shared.config import Config, ConfigError, env_names, load_config
+from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -60,9 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("spotshift.rescheduler")
-
-DEFAULT_PLAN_TIME_BUDGET = 0.5
-"""The run loop's planner time budget (see :attr:`RunOptions.plan_time_budget`)."""
 
 PlanFunction = Callable[[ClusterSnapshot, Config], Sequence[NodeMoves]]
 """The planner as the loop sees it: a snapshot and the config in, the nodes to empty (in order) out."""
@@ -136,7 +132,7 @@ class Rescheduler:
             metrics=self.metrics,
             events=self.events,
             should_abort=self.should_abort,
-            wait=self.stop.wait,
+            wait=self._wait,
         )
         self.drainer = Drainer(
             self.kube,
@@ -157,6 +153,10 @@ class Rescheduler:
         self.last_decision: Decision | None = None
         self.results: list[Any] = []
         """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
+        self.stop.wait(seconds)
 
     def _liveness_window(self) -> float:
         """How long ``/healthz`` tolerates no beat: a few intervals, plus one eviction's 429 retries."""
@@ -372,148 +372,6 @@ def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> Pla
 
 # --- command line --------------------------------------------------------------------------------------------------
 
-_FLAG_TO_ENV = {
-    "housekeeping_interval": ("--housekeeping-interval", "SPOTSHIFT_RESCHEDULER_HOUSEKEEPING_INTERVAL"),
-    "node_drain_delay": ("--node-drain-delay", "SPOTSHIFT_RESCHEDULER_NODE_DRAIN_DELAY"),
-    "pod_eviction_timeout": ("--pod-eviction-timeout", "SPOTSHIFT_RESCHEDULER_POD_EVICTION_TIMEOUT"),
-    "max_graceful_termination": ("--max-graceful-termination", "SPOTSHIFT_RESCHEDULER_MAX_GRACEFUL_TERMINATION"),
-    "replacement_timeout": ("--replacement-timeout", "SPOTSHIFT_RESCHEDULER_REPLACEMENT_TIMEOUT"),
-    "node_backoff": ("--node-backoff", "SPOTSHIFT_RESCHEDULER_NODE_BACKOFF"),
-    "max_nodes_per_cycle": ("--max-nodes-per-cycle", "SPOTSHIFT_RESCHEDULER_MAX_NODES_PER_CYCLE"),
-    "drain_taint": ("--drain-taint", "SPOTSHIFT_RESCHEDULER_DRAIN_TAINT"),
-    "listen_address": ("--listen-address", "SPOTSHIFT_RESCHEDULER_METRICS_BIND"),
-    "namespace": ("--namespace", "SPOTSHIFT_NAMESPACE"),
-    "lease_name": ("--lease-name", "SPOTSHIFT_RESCHEDULER_LEASE_NAME"),
-}
-
-
-def _bool_arg(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "1", "yes", "on"):
-        return True
-    if low in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
-
-
-def _seconds(text: str) -> float:
-    from shared.config import parse_duration
-
-    try:
-        value = parse_duration(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a duration like 15s or 1m, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``run`` subcommand's flags (pusher/k8s-spot-rescheduler's names where the concept is the same)."""
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account, else ~/.kube/config)")
-    p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--config", help="spotshift YAML configuration (default: $SPOTSHIFT_CONFIG, else built-in defaults)")
-    p.add_argument("--dry-run", action="store_true", default=None, help="plan and log every action, perform none")
-    p.add_argument("--once", action="store_true", help="run one housekeeping cycle, then exit")
-    g = p.add_argument_group("pusher/k8s-spot-rescheduler flags")
-    g.add_argument("--housekeeping-interval", metavar="DURATION", help="how often to plan (10s)")
-    g.add_argument("--node-drain-delay", metavar="DURATION", help="wait after draining a node before the next (10m)")
-    g.add_argument(
-        "--pod-eviction-timeout", metavar="DURATION", help="how long to retry an eviction refused with 429 (2m)"
-    )
-    g.add_argument(
-        "--max-graceful-termination",
-        metavar="DURATION",
-        help="cap on an evicted pod's grace period, and how long to wait for it to be gone (2m)",
-    )
-    g.add_argument(
-        "--on-demand-node-label", metavar="SELECTOR", help="label selector of on-demand nodes (default: not spot)"
-    )
-    g.add_argument("--spot-node-label", metavar="SELECTOR", help="label selector of spot nodes, added to the presets")
-    g.add_argument(
-        "--delete-non-replicated-pods",
-        nargs="?",
-        const=True,
-        type=_bool_arg,
-        metavar="BOOL",
-        help="also move pods without a controller (they are not recreated)",
-    )
-    g.add_argument("--listen-address", metavar="HOST:PORT", help="address of /metrics and /healthz (0.0.0.0:9235)")
-    s = p.add_argument_group("spotshift flags")
-    s.add_argument("--replacement-timeout", metavar="DURATION", help="how long to wait for replacements on spot (5m)")
-    s.add_argument("--node-backoff", metavar="DURATION", help="rest after a failed drain, doubling each time (30m)")
-    s.add_argument("--max-nodes-per-cycle", metavar="N", help="at most this many nodes drained per cycle (1)")
-    s.add_argument("--drain-taint", choices=("prefer-no-schedule", "cordon"), help="how a draining node is marked")
-    s.add_argument("--namespace", help="namespace of the leader-election Lease (spotshift)")
-    s.add_argument("--lease-name", help="name of the leader-election Lease (spotshift-rescheduler)")
-    s.add_argument("--leader-elect", type=_bool_arg, metavar="BOOL", help="hold a Lease before acting (true)")
-    s.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0, metavar="DURATION")
-    s.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0, metavar="DURATION")
-    s.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0, metavar="DURATION")
-    s.add_argument(
-        "--plan-time-budget",
-        type=float,
-        default=DEFAULT_PLAN_TIME_BUDGET,
-        metavar="SECONDS",
-        help="try no further packing strategy once planning took this long; the first always runs (0.5)",
-    )
-    s.add_argument("--node-name", default=None, help="the node this process runs on (default: $NODE_NAME)")
-    s.add_argument("--log-format", choices=("json", "text"), default="json")
-    s.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
-
-
-def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Config:
-    """The configuration file and environment, then the flags on top, validated by the same rules.
-
-    Flags become ``SPOTSHIFT_*`` values layered over the environment, so a bad flag value gets the
-    configuration's own one-sentence error, with the flag named instead of the variable.
-    """
-    overlay: dict[str, str] = dict(env)
-    named: dict[str, str] = {}
-    for attr, (flag, var) in _FLAG_TO_ENV.items():
-        value = getattr(args, attr, None)
-        if value is not None:
-            overlay[var] = str(value)
-            named[var] = flag
-    if getattr(args, "dry_run", None):
-        overlay["SPOTSHIFT_RESCHEDULER_DRY_RUN"] = "true"
-        named["SPOTSHIFT_RESCHEDULER_DRY_RUN"] = "--dry-run"
-    if getattr(args, "leader_elect", None) is not None:
-        overlay["SPOTSHIFT_RESCHEDULER_LEADER_ELECT"] = "true" if args.leader_elect else "false"
-        named["SPOTSHIFT_RESCHEDULER_LEADER_ELECT"] = "--leader-elect"
-    if getattr(args, "delete_non_replicated_pods", None) is not None:
-        overlay["SPOTSHIFT_MOVABILITY_DELETE_NON_REPLICATED_PODS"] = (
-            "true" if args.delete_non_replicated_pods else "false"
-        )
-        named["SPOTSHIFT_MOVABILITY_DELETE_NON_REPLICATED_PODS"] = "--delete-non-replicated-pods"
-    config = _load(args.config, overlay, named)
-    if args.spot_node_label or args.on_demand_node_label:
-        # Selectors go through the loader too (syntax, and contradictions such as one label for both classes).
-        # --spot-node-label adds to the configured spot selectors; --on-demand-node-label replaces them.
-        if args.spot_node_label:
-            texts = [sel.text for sel in config.node_classes.spot_selectors] + [args.spot_node_label]
-            overlay["SPOTSHIFT_NODE_CLASSES_SPOT_SELECTORS"] = json.dumps(texts)
-            named["SPOTSHIFT_NODE_CLASSES_SPOT_SELECTORS"] = "--spot-node-label"
-        if args.on_demand_node_label:
-            overlay["SPOTSHIFT_NODE_CLASSES_ON_DEMAND_SELECTORS"] = json.dumps([args.on_demand_node_label])
-            named["SPOTSHIFT_NODE_CLASSES_ON_DEMAND_SELECTORS"] = "--on-demand-node-label"
-        config = _load(args.config, overlay, named)
-    return config
-
-
-def _load(path: str | None, env: Mapping[str, str], named: Mapping[str, str]) -> Config:
-    try:
-        return load_config(path, env)
-    except ConfigError as e:
-        text = str(e)
-        paths = env_names()
-        for var, flag in named.items():
-            text = text.replace(f"(from {var})", f"(from {flag})")
-            # Contradiction errors name the field (maybe with an index) but not where its value came from.
-            field = re.escape(paths[var])
-            text = re.sub(rf"^config field ({field}(?:\[\d+\])?):", rf"config field \1 (from {flag}):", text)
-        raise ConfigError(text) from None
-
 
 def default_identity() -> str:
     """``<pod or host name>_<random>``: unique per process, readable in ``kubectl get lease -o yaml``."""
@@ -530,15 +388,15 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
     except ConfigError as e:
         print(f"spot-rescheduler: {e}", file=sys.stderr)
         return 2
-    options = RunOptions(
-        once=args.once,
-        node_name=args.node_name if args.node_name is not None else env.get("NODE_NAME", ""),
-        lease_duration=args.leader_elect_lease_duration,
-        renew_deadline=args.leader_elect_renew_deadline,
-        retry_period=args.leader_elect_retry_period,
-        plan_time_budget=args.plan_time_budget,
-    )
     try:
+        options = RunOptions(
+            once=args.once,
+            node_name=args.node_name if args.node_name is not None else env.get("NODE_NAME", ""),
+            lease_duration=positive_seconds("--leader-elect-lease-duration", args.leader_elect_lease_duration),
+            renew_deadline=positive_seconds("--leader-elect-renew-deadline", args.leader_elect_renew_deadline),
+            retry_period=positive_seconds("--leader-elect-retry-period", args.leader_elect_retry_period),
+            plan_time_budget=args.plan_time_budget,
+        )
         LeaseConfig("x", "x", "x", options.lease_duration, options.renew_deadline, options.retry_period)
     except ValueError as e:
         print(f"spot-rescheduler: {e}.", file=sys.stderr)

@@ -6,19 +6,7 @@ control-plane, and (only if ``node_classes.on_demand_selectors`` is set) matches
 Everything else is **other** (control-plane nodes, or nodes outside the configured on-demand set).
 Spot wins: a node carrying both a spot and an on-demand label is spot, so a node is never both.
 
-Provider presets, as each provider documents its nodes (the spot label; the taint it puts on spot nodes):
-
-* ``karpenter``: ``karpenter.sh/capacity-type=spot``; no taint (taints come from the NodePool, if any).
-* ``eks`` (managed node groups): ``eks.amazonaws.com/capacityType=SPOT``; no taint unless the node group
-  asks for one.
-* ``gke-spot``: ``cloud.google.com/gke-spot=true``; ``cloud.google.com/gke-spot=true:NoSchedule`` on
-  Autopilot, and on Standard when the node pool is created with it (GKE recommends it).
-* ``gke-preemptible``: ``cloud.google.com/gke-preemptible=true``;
-  ``cloud.google.com/gke-preemptible=true:NoSchedule`` when configured (GKE recommends it).
-* ``aks``: ``kubernetes.azure.com/scalesetpriority=spot``;
-  ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule``, always added by AKS.
-* ``spot-worker``: ``node-role.kubernetes.io/spot-worker`` with any value (pusher/k8s-spot-rescheduler's
-  convention); no taint (that convention taints the on-demand nodes ``PreferNoSchedule`` instead).
+Provider presets (their labels and taints) are listed in :mod:`shared.presets`.
 
 The default spot tolerations are the presets' taints, each explicit (key, ``Equal``, value, effect).
 Tolerating a taint a node does not carry is harmless, so the GKE tolerations are included even where
@@ -39,17 +27,15 @@ The classifiers are compiled once per :class:`~shared.config.NodeClasses` object
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from shared.model import NO_SCHEDULE, Node, Taint, Toleration
-from shared.selectors import DOES_NOT_EXIST, EXISTS, IN, NOT_IN, Requirement
-
-if TYPE_CHECKING:
-    from shared.config import NodeClasses
+from shared.config import NodeClasses
+from shared.model import Node, Toleration
+from shared.names import is_label_value, is_qualified_name
+from shared.presets import CONTROL_PLANE_SELECTORS, PRESET_NAMES, PRESETS, Preset
+from shared.selectors import EXISTS, IN, Requirement, Selector, SelectorSyntaxError
 
 __all__ = [
     "SelectorSyntaxError",
@@ -84,172 +70,6 @@ __all__ = [
 ]
 
 NodeClass = Literal["spot", "on-demand", "other"]
-
-# --- label syntax (apimachinery/pkg/util/validation/validation.go) -------------------------------
-
-_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
-_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_NAME_RE = re.compile(_NAME)
-_PREFIX_RE = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
-
-
-def is_qualified_name(key: str) -> bool:
-    """``IsQualifiedName``: ``[prefix/]name``, name ≤ 63 characters, prefix a DNS subdomain ≤ 253."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _PREFIX_RE.fullmatch(prefix)):
-        return False
-    return 0 < len(name) <= 63 and _NAME_RE.fullmatch(name) is not None
-
-
-def is_label_value(value: str) -> bool:
-    """``IsValidLabelValue``: empty, or ≤ 63 characters of ``[-A-Za-z0-9_.]`` with alphanumeric ends."""
-    return value == "" or (len(value) <= 63 and _NAME_RE.fullmatch(value) is not None)
-
-
-# --- selector strings -----------------------------------------------------------------------------
-
-
-class SelectorSyntaxError(ValueError):
-    """A selector string that does not parse; the message is a phrase (``must ...``) for ConfigError."""
-
-
-_SET_RE = re.compile(r"(?P<key>\S+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)")
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                raise SelectorSyntaxError("must have balanced parentheses")
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise SelectorSyntaxError("must have balanced parentheses")
-    parts.append(text[start:])
-    return parts
-
-
-def _checked_key(key: str) -> str:
-    key = key.strip()
-    if not is_qualified_name(key):
-        raise SelectorSyntaxError(f"must use valid label keys like example.com/name, and {key!r} is not one")
-    return key
-
-
-def _checked_values(values: Iterable[str]) -> frozenset[str]:
-    out = []
-    for v in values:
-        v = v.strip()
-        if not is_label_value(v):
-            raise SelectorSyntaxError(f"must use valid label values, and {v!r} is not one")
-        out.append(v)
-    return frozenset(out)
-
-
-def _parse_requirement(part: str) -> Requirement:
-    p = part.strip()
-    if not p:
-        raise SelectorSyntaxError("must not contain an empty requirement")
-    if p.startswith("!"):
-        return Requirement(_checked_key(p[1:]), DOES_NOT_EXIST)
-    m = _SET_RE.fullmatch(p)
-    if m:
-        values = m["values"].split(",")
-        if not m["values"].strip():
-            raise SelectorSyntaxError(f"must list at least one value for {m['op']}")
-        return Requirement(_checked_key(m["key"]), IN if m["op"] == "in" else NOT_IN, _checked_values(values))
-    for op, kind in (("!=", NOT_IN), ("==", IN), ("=", IN)):
-        if op in p:
-            key, _, value = p.partition(op)
-            return Requirement(_checked_key(key), kind, _checked_values((value,)))
-    if any(c.isspace() for c in p):
-        raise SelectorSyntaxError("must be key, !key, key=value, key!=value, key in (a,b) or key notin (a,b)")
-    return Requirement(_checked_key(p), EXISTS)
-
-
-@dataclass(frozen=True, slots=True)
-class Selector:
-    """A node label selector written as text, the ``kubectl get -l`` syntax (``labels.Parse``).
-
-    Requirements are separated by commas and ANDed: ``key`` (exists), ``!key`` (does not exist),
-    ``key=value`` / ``key==value``, ``key!=value`` (true also when the key is absent),
-    ``key in (a,b)``, ``key notin (a,b)``. ``text`` is kept as written, for messages.
-    """
-
-    text: str
-    requirements: tuple[Requirement, ...]
-
-    @classmethod
-    def parse(cls, text: str) -> Selector:
-        if not isinstance(text, str) or not text.strip():
-            raise SelectorSyntaxError("must be a non-empty label selector like key=value, key or key in (a,b)")
-        return cls(text, tuple(_parse_requirement(p) for p in _split_top_level(text)))
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        for r in self.requirements:
-            if not r.matches(labels):
-                return False
-        return True
-
-    def __str__(self) -> str:
-        return self.text
-
-
-# --- presets --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Preset:
-    """A provider's spot label and the taint it puts on spot nodes (``None``: the provider adds none)."""
-
-    name: str
-    selector: Selector
-    taint: Taint | None
-    provider: str
-
-
-def _preset(name: str, selector: str, taint: Taint | None, provider: str) -> tuple[str, Preset]:
-    return name, Preset(name, Selector.parse(selector), taint, provider)
-
-
-PRESETS: Mapping[str, Preset] = MappingProxyType(
-    dict(
-        (
-            _preset("karpenter", "karpenter.sh/capacity-type=spot", None, "Karpenter"),
-            _preset("eks", "eks.amazonaws.com/capacityType=SPOT", None, "EKS managed node groups"),
-            _preset(
-                "gke-spot",
-                "cloud.google.com/gke-spot=true",
-                Taint("cloud.google.com/gke-spot", "true", NO_SCHEDULE),
-                "GKE Spot VMs",
-            ),
-            _preset(
-                "gke-preemptible",
-                "cloud.google.com/gke-preemptible=true",
-                Taint("cloud.google.com/gke-preemptible", "true", NO_SCHEDULE),
-                "GKE preemptible VMs",
-            ),
-            _preset(
-                "aks",
-                "kubernetes.azure.com/scalesetpriority=spot",
-                Taint("kubernetes.azure.com/scalesetpriority", "spot", NO_SCHEDULE),
-                "AKS spot node pools",
-            ),
-            _preset("spot-worker", "node-role.kubernetes.io/spot-worker", None, "pusher/k8s-spot-rescheduler labels"),
-        )
-    )
-)
-PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
-
-CONTROL_PLANE_SELECTORS: tuple[Selector, ...] = (
-    Selector.parse("node-role.kubernetes.io/control-plane"),
-    Selector.parse("node-role.kubernetes.io/master"),
-)
 
 # --- reclaim signals ------------------------------------------------------------------------------
 

@@ -25,10 +25,10 @@ failures in Go map order (random); here they come sorted by name, after pods/cpu
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from shared.model import Pod
+from shared.names import is_qualified_name
 from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
 from shared.snapshot import NodeInfo
 
@@ -50,23 +50,6 @@ _NATIVE = ("cpu", "memory", "ephemeral-storage")
 _MESSAGES = {name: ERR_INSUFFICIENT.format(resource=name) for name in _NATIVE}
 _RANK = {"pods": 0, "cpu": 1, "memory": 2, "ephemeral-storage": 3}
 
-# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName and IsDNS1123Subdomain.
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def _is_qualified_name(value: str) -> bool:
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-            return False
-    else:
-        return False
-    return 0 < len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
-
 
 def _is_prefixed_native(name: str) -> bool:
     # v1helper.IsPrefixedNativeResource: strings.Contains, so "foo.kubernetes.io/x" counts too.
@@ -81,7 +64,7 @@ def is_extended_resource(name: str) -> bool:
     """
     if "/" not in name or _is_prefixed_native(name) or name.startswith("requests."):
         return False
-    return _is_qualified_name("requests." + name)
+    return is_qualified_name("requests." + name)
 
 
 def is_scalar_resource(name: str) -> bool:

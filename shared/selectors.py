@@ -1,6 +1,6 @@
-"""Label selectors (``metav1.LabelSelector``) and node selectors (``v1.NodeSelector``), parsed once.
+"""Label selectors (``metav1.LabelSelector``), node selectors (``v1.NodeSelector``) and selector text, parsed once.
 
-Two different grammars, kept apart like upstream:
+Three different grammars, kept apart like upstream:
 
 * :class:`LabelSelector` is ``metav1.LabelSelector`` (pods, PDBs, namespaces, topology spread):
   ``matchLabels`` plus ``matchExpressions`` with ``In NotIn Exists DoesNotExist``, all ANDed.
@@ -17,6 +17,9 @@ Two different grammars, kept apart like upstream:
   as ``""``); a node without a name (a PV's node-affinity check passes only labels) skips ``matchFields``.
   A term that fails to parse does not match, but the other terms still do (``LazyErrorNodeSelector``);
   the parse errors are kept in :attr:`NodeSelector.errors`.
+* :class:`Selector` is a label selector written as text (``kubectl get -l``, ``labels.Parse``), the form the
+  configuration uses for node classes; a bad one is a :class:`SelectorSyntaxError` whose message is a phrase
+  for the configuration's one-sentence error.
 
 Upstream: ``staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go`` and
 ``staging/src/k8s.io/apimachinery/pkg/labels/selector.go`` (``NewRequirement``, ``Requirement.Matches``).
@@ -25,9 +28,11 @@ Upstream: ``staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from shared.names import is_label_value, is_qualified_name, label_value_error, qualified_name_error
 
 __all__ = [
     "SelectorError",
@@ -40,6 +45,8 @@ __all__ = [
     "parse_node_selector_term",
     "EVERYTHING",
     "go_parse_int64",
+    "Selector",
+    "SelectorSyntaxError",
 ]
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT = "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"
@@ -47,11 +54,6 @@ _LABEL_OPERATORS = frozenset({IN, NOT_IN, EXISTS, DOES_NOT_EXIST})
 _NODE_OPERATORS = _LABEL_OPERATORS | {GT, LT}
 _FIELD_OPERATORS = frozenset({IN, NOT_IN})
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-# apimachinery/pkg/util/validation/validation.go: IsQualifiedName, IsDNS1123Subdomain, IsValidLabelValue.
-_QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
-_LABEL_VALUE_RE = re.compile(r"(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 def go_parse_int64(s: str) -> int | None:
@@ -65,40 +67,6 @@ def go_parse_int64(s: str) -> int | None:
         return None
     n = int(s)
     return n if _INT64_MIN <= n <= _INT64_MAX else None
-
-
-def _qualified_name_error(key: str) -> str | None:
-    parts = key.split("/")
-    if len(parts) > 2:
-        return f"{key!r}: a qualified name must be a name with an optional DNS subdomain prefix and '/'"
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            return f"{key!r}: prefix part must be non-empty"
-        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
-            return f"{key!r}: prefix part must be a lowercase RFC 1123 subdomain"
-    name = parts[-1]
-    if not name:
-        return f"{key!r}: name part must be non-empty"
-    if len(name) > 63:
-        return f"{key!r}: name part must be no more than 63 characters"
-    if not _QUALIFIED_NAME_RE.fullmatch(name):
-        return (
-            f"{key!r}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
-            "end with an alphanumeric character"
-        )
-    return None
-
-
-def _label_value_error(value: str) -> str | None:
-    if len(value) > 63:
-        return f"{value!r}: a label value must be no more than 63 characters"
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        return (
-            f"{value!r}: a label value must be an empty string or consist of alphanumeric characters, '-', '_' "
-            "or '.', and must start and end with an alphanumeric character"
-        )
-    return None
 
 
 class SelectorError(ValueError):
@@ -153,9 +121,9 @@ def _requirement(expr: Any, operators: frozenset[str], where: str, *, validate_s
     if op in (EXISTS, DOES_NOT_EXIST) and values:
         raise SelectorError(f"{where}: values must be empty for operator {op}")
     if validate_syntax:
-        err = _qualified_name_error(key)
+        err = qualified_name_error(key)
         for v in values:
-            err = err or _label_value_error(v)
+            err = err or label_value_error(v)
         if err:
             raise SelectorError(f"{where}: {err}")
     if op in (GT, LT):
@@ -308,3 +276,97 @@ def parse_node_selector(raw: Any, where: str = "nodeSelector") -> NodeSelector |
         if err:
             errors.append(err)
     return NodeSelector(tuple(terms), tuple(errors))
+
+
+# --- label selectors written as text (the ``kubectl get -l`` syntax) ---------------------------------
+
+
+class SelectorSyntaxError(ValueError):
+    """A selector string that does not parse; the message is a phrase (``must ...``) for ConfigError."""
+
+
+_SET_RE = re.compile(r"(?P<key>\S+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)")
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise SelectorSyntaxError("must have balanced parentheses")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise SelectorSyntaxError("must have balanced parentheses")
+    parts.append(text[start:])
+    return parts
+
+
+def _checked_key(key: str) -> str:
+    key = key.strip()
+    if not is_qualified_name(key):
+        raise SelectorSyntaxError(f"must use valid label keys like example.com/name, and {key!r} is not one")
+    return key
+
+
+def _checked_values(values: Iterable[str]) -> frozenset[str]:
+    out = []
+    for v in values:
+        v = v.strip()
+        if not is_label_value(v):
+            raise SelectorSyntaxError(f"must use valid label values, and {v!r} is not one")
+        out.append(v)
+    return frozenset(out)
+
+
+def _parse_text_requirement(part: str) -> Requirement:
+    p = part.strip()
+    if not p:
+        raise SelectorSyntaxError("must not contain an empty requirement")
+    if p.startswith("!"):
+        return Requirement(_checked_key(p[1:]), DOES_NOT_EXIST)
+    m = _SET_RE.fullmatch(p)
+    if m:
+        values = m["values"].split(",")
+        if not m["values"].strip():
+            raise SelectorSyntaxError(f"must list at least one value for {m['op']}")
+        return Requirement(_checked_key(m["key"]), IN if m["op"] == "in" else NOT_IN, _checked_values(values))
+    for op, kind in (("!=", NOT_IN), ("==", IN), ("=", IN)):
+        if op in p:
+            key, _, value = p.partition(op)
+            return Requirement(_checked_key(key), kind, _checked_values((value,)))
+    if any(c.isspace() for c in p):
+        raise SelectorSyntaxError("must be key, !key, key=value, key!=value, key in (a,b) or key notin (a,b)")
+    return Requirement(_checked_key(p), EXISTS)
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A node label selector written as text, the ``kubectl get -l`` syntax (``labels.Parse``).
+
+    Requirements are separated by commas and ANDed: ``key`` (exists), ``!key`` (does not exist),
+    ``key=value`` / ``key==value``, ``key!=value`` (true also when the key is absent),
+    ``key in (a,b)``, ``key notin (a,b)``. ``text`` is kept as written, for messages.
+    """
+
+    text: str
+    requirements: tuple[Requirement, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Selector:
+        if not isinstance(text, str) or not text.strip():
+            raise SelectorSyntaxError("must be a non-empty label selector like key=value, key or key in (a,b)")
+        return cls(text, tuple(_parse_text_requirement(p) for p in _split_top_level(text)))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for r in self.requirements:
+            if not r.matches(labels):
+                return False
+        return True
+
+    def __str__(self) -> str:
+        return self.text

@@ -17,13 +17,14 @@ Errors are mapped once, here, from the status code to a class (kopf's ``errors.p
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 import orjson
+
+from shared.kube.credentials import KubeconfigError, load_client_configuration
 
 __all__ = [
     "ApiError",
@@ -436,27 +437,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-class KubeconfigError(Exception):
-    """No usable kubeconfig or in-cluster service account; the message is one line."""
-
-
 def transport_from_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -> HttpTransport:
-    """A transport from ``kubeconfig`` (or ``$KUBECONFIG``/``~/.kube/config``), or in-cluster credentials.
-
-    In a pod (``KUBERNETES_SERVICE_HOST`` set) without an explicit kubeconfig the service account is used.
-    """
-    try:
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
-    except ImportError as e:  # pragma: no cover - a declared dependency
-        raise KubeconfigError(f"the kubernetes package is not installed ({e})") from None
-    configuration = client.Configuration()
-    try:
-        if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and not os.environ.get("KUBECONFIG"):
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
-    except (ConfigException, OSError, TypeError, ValueError) as e:
-        first = str(e).splitlines()[0] if str(e) else repr(e)
-        raise KubeconfigError(f"cannot load the kubeconfig: {first}") from None
-    return HttpTransport(configuration)
+    """A transport with the credentials every spotshift command finds the same way
+    (:func:`shared.kube.credentials.load_client_configuration`); raises its one-line ``KubeconfigError``."""
+    return HttpTransport(load_client_configuration(kubeconfig, context))

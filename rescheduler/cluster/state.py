@@ -1,17 +1,17 @@
 """Watch-backed cluster state: nodes, pods, PodDisruptionBudgets and namespaces, kept current between cycles.
 
 Why not list everything each housekeeping interval: a 150,000-pod cluster is about a gigabyte of JSON, so a
-relist every 10 seconds would load the API server and this process far more than the planning itself. Like an
-informer, each kind is listed once (paginated, raw JSON, the lean views of :mod:`shared.model`), then watched
-from the list's ``resourceVersion`` with bookmarks; ``410 Gone`` (the version was compacted away) means list
-again, any other failure means watch again from the last version seen after a short backoff.
+relist every 10 seconds would load the API server and this process far more than the planning itself. Each kind
+is kept by an :class:`Informer`, the project's one list+watch loop (:mod:`shared.kube.informer`): listed once
+(paginated, raw JSON, the lean views of :mod:`shared.model`), then watched from the list's ``resourceVersion``
+with bookmarks; ``410 Gone`` means list again, any other failure means watch again after a short backoff.
 
 The views are kept in plain dicts under one condition variable. Writers (one informer thread per kind) apply
 an event in O(1) and notify; the run loop and the drainer read under the same lock, or wait on it for "the
 evicted pods are gone" without polling the API server. A :class:`~shared.snapshot.NodeInfo` per node (its pods,
 summed requests, host ports, affinity pods) is maintained event by event too, so :meth:`ClusterState.snapshot`
-only copies those small lists and dicts (~20 ms at 5,000 nodes / 150,000 pods, against ~0.25 s to re-add every
-pod) and hands the planner a :class:`~shared.snapshot.ClusterSnapshot` it may mutate freely.
+only copies those small lists and dicts rather than re-adding every pod (``bench/run_cycle.py`` times a
+cycle, snapshot included) and hands the planner a :class:`~shared.snapshot.ClusterSnapshot` it may mutate freely.
 
 Pods are listed and watched with ``status.phase!=Succeeded,status.phase!=Failed``: finished pods hold no
 resources and never move, and a pod that finishes arrives as a ``DELETED`` event. A pod that cannot be read
@@ -25,13 +25,12 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from rescheduler.cluster.kube import ApiError, Gone, Kube, LineStream
+from rescheduler.cluster.kube import Kube, LineStream
+from shared.kube.informer import Informer as SharedInformer
 from shared.model import PDB, Namespace, Node, ParseError, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
 
@@ -308,8 +307,39 @@ def _discard(index: dict[str, dict[str, Pod]], bucket: str, key: str) -> None:
             del index[bucket]
 
 
-class Informer(threading.Thread):
-    """List then watch one kind into a :class:`ClusterState`, forever, until ``stop`` is set.
+class _Collection:
+    """One collection through :class:`~rescheduler.cluster.kube.Kube`: the informer's view of the API."""
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        self.kube = kube
+        self.path = path
+
+    def list(self, query: Sequence[tuple[str, Any]]) -> bytes:
+        return self.kube.get_raw(self.path, query)
+
+    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> LineStream:
+        return self.kube.watch(self.path, query, timeout)
+
+
+class _Handler:
+    """Raw objects of one kind into a :class:`ClusterState` (it parses them under its own rules)."""
+
+    def __init__(self, state: ClusterState, kind: Kind) -> None:
+        self.state = state
+        self.kind = kind
+
+    def convert(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        self.state.replace(self.kind, items)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        self.state.apply(self.kind, event_type, obj)
+
+
+class Informer(SharedInformer[dict[str, Any]]):
+    """List then watch one kind into a :class:`ClusterState` (:mod:`shared.kube.informer`), until closed.
 
     ``path`` is the collection (``/api/v1/pods``), ``query`` extra selectors for both list and watch.
     """
@@ -327,115 +357,17 @@ class Informer(threading.Thread):
         watch_timeout: float = 300.0,
         backoff: float = 1.0,
     ) -> None:
-        super().__init__(name=f"informer-{kind.name}", daemon=True)
+        super().__init__(
+            kind.name,
+            _Collection(kube, path),
+            _Handler(state, kind),
+            stop=stop,
+            query=query,
+            page_size=page_size,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+        )
         self.kube = kube
         self.state = state
         self.kind = kind
         self.path = path
-        self.stop_event = stop
-        self.query = query
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.backoff = backoff
-        self.lists = 0
-        """How many times the kind was listed (1 + relists after 410 Gone): tests read it."""
-        self._stream: LineStream | None = None
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        """Stop and break the open watch, so the thread ends promptly."""
-        self.stop_event.set()
-        with self._lock:
-            stream = self._stream
-        if stream is not None:
-            stream.close()
-
-    def run(self) -> None:
-        version: str | None = None
-        failures = 0
-        while not self.stop_event.is_set():
-            try:
-                if version is None:
-                    version = self._list()
-                version = self._watch(version)
-                failures = 0
-            except Gone:
-                log.info("watch of %s expired (410 Gone): listing again", self.kind.name)
-                version = None
-            except (ApiError, ValueError) as e:
-                if self.stop_event.is_set():
-                    return
-                failures += 1
-                delay = min(30.0, self.backoff * 2 ** min(failures - 1, 5))
-                log.warning(
-                    "%s of %s failed: %s; retrying in %.0fs",
-                    "list" if version is None else "watch",
-                    self.kind.name,
-                    e,
-                    delay,
-                    extra={"fields": {"kind": self.kind.name}},
-                )
-                self.stop_event.wait(delay)
-
-    def _list(self) -> str:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            query = [("limit", self.page_size), *self.query]
-            if token:
-                query.append(("continue", token))
-            try:
-                page = orjson.loads(self.kube.get_raw(self.path, query))
-            except Gone:
-                # The continue token expired mid-list: start the list over (client-go does the same).
-                items, token = [], None
-                continue
-            items.extend(page.get("items") or ())
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                version = meta.get("resourceVersion") or ""
-                break
-        self.state.replace(self.kind, items)
-        self.lists += 1
-        log.info(
-            "listed %d %s",
-            len(items),
-            self.kind.name,
-            extra={"fields": {"kind": self.kind.name, "count": len(items), "resourceVersion": version}},
-        )
-        return version
-
-    def _watch(self, version: str) -> str:
-        query = [
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("resourceVersion", version),
-            ("timeoutSeconds", int(self.watch_timeout)),
-            *self.query,
-        ]
-        stream = self.kube.watch(self.path, query, timeout=self.watch_timeout + 30)
-        with self._lock:
-            self._stream = stream
-        try:
-            for line in stream:
-                if self.stop_event.is_set():
-                    break
-                event = orjson.loads(line)
-                kind = event.get("type")
-                obj = event.get("object") or {}
-                if kind == "ERROR":
-                    code = obj.get("code") or 0
-                    if code == 410:
-                        raise Gone(str(obj.get("message") or "resourceVersion too old"), status=410)
-                    raise ApiError(str(obj.get("message") or obj), status=int(code) or 500)
-                new_version = (obj.get("metadata") or {}).get("resourceVersion")
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.state.apply(self.kind, kind, obj)
-                if new_version:
-                    version = new_version
-        finally:
-            with self._lock:
-                self._stream = None
-            stream.close()
-        return version

@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from bench.cluster_gen import FULL, generate, write_list
-from rescheduler import snapshot_io
-from rescheduler.snapshot_io import NotFound, Progress, SnapshotError, load_bytes, load_cluster, load_snapshot
+from rescheduler import snapshot_pods
+from rescheduler.cluster.listing import NotFound, load_cluster
+from rescheduler.snapshot_io import Progress, SnapshotError, load_bytes, load_snapshot
 from shared.model import PDB, Node, Pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,12 +108,12 @@ EXTRA_PODS: list[dict[str, Any]] = [
 
 
 def _decode_pod(raw: dict[str, Any]) -> Pod:
-    item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_io._PodItem)
-    return snapshot_io._PodReader().read(item)
+    item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_pods.PodItem)
+    return snapshot_pods.PodReader().read(item)
 
 
 def test_fast_path_covers_every_pod_field() -> None:
-    assert snapshot_io.FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.snapshot_io does not fill"
+    assert snapshot_pods.FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.snapshot_pods does not fill"
 
 
 def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
@@ -120,8 +121,8 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
     read = set(re.findall(r'\bspec\.get\("(\w+)"', source))
     read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "nodeAffinity", "claimRef"}
     read -= {"volumeName", "storageClassName"}  # node, PDB, PV and PVC specs
-    assert read <= snapshot_io.SPEC_KEYS, (
-        f"Pod.from_api reads spec keys the loader skips: {read - snapshot_io.SPEC_KEYS}"
+    assert read <= snapshot_pods.SPEC_KEYS, (
+        f"Pod.from_api reads spec keys the loader skips: {read - snapshot_pods.SPEC_KEYS}"
     )
 
 
@@ -134,12 +135,12 @@ def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
 
 def test_fast_path_equals_from_api_on_a_generated_cluster() -> None:
     items = generate(3, 30, 900, FULL)
-    reader = snapshot_io._PodReader()
+    reader = snapshot_pods.PodReader()
     n = 0
     for raw in items:
         if raw["kind"] != "Pod":
             continue
-        item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_io._PodItem)
+        item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_pods.PodItem)
         assert reader.read(item) == Pod.from_api(raw), raw["metadata"]["name"]
         n += 1
     assert n == 900

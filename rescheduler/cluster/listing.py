@@ -1,0 +1,154 @@
+"""Read a cluster snapshot from a live cluster: every kind ``plan`` needs, listed page by page.
+
+``spot-rescheduler plan`` without ``--snapshot`` (and ``kubectl spotshift plan``) plans the cluster of the
+kubeconfig. Nodes, namespaces, PVs, PVCs, PDBs and non-terminal pods are listed with the project's one pager
+(:func:`shared.kube.informer.list_pages`: ``limit``/``continue``), and each page's raw body is decoded by the
+same typed decoders as a snapshot file (:mod:`rescheduler.snapshot_io`), so a live plan and a file plan read
+objects alike; the Kubernetes client's model objects would be far too slow for 150,000 pods. PDBs fall back
+to ``policy/v1beta1`` where the server lacks ``policy/v1`` (Kubernetes before 1.21). Read only: nothing in
+the cluster changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+from msgspec import Raw, Struct
+
+from rescheduler.snapshot_io import LIST_DECODERS, Progress, SnapshotError, SnapshotReader, json_problem
+from rescheduler.snapshot_pods import NONE
+from shared.kube.informer import Page, list_pages
+from shared.model import ParseError
+from shared.snapshot import ClusterSnapshot
+
+__all__ = ["NotFound", "Fetch", "list_kind", "load_cluster"]
+
+
+class _ListMeta(Struct):
+    # ``continue`` is a Python keyword, hence the rename.
+    continue_: str | None = msgspec.field(default=None, name="continue")
+    resourceVersion: str | None = None
+
+
+class _Page(Struct):
+    metadata: _ListMeta | None = None
+    items: Raw = NONE
+
+
+_PAGE = msgspec.json.Decoder(_Page)
+
+# (kind, path, api version given to from_api): PDBs fall back to policy/v1beta1 (Kubernetes < 1.21).
+_RESOURCES = (
+    ("Node", "/api/v1/nodes", None),
+    ("Namespace", "/api/v1/namespaces", None),
+    ("PersistentVolume", "/api/v1/persistentvolumes", None),
+    ("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", None),
+    ("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", "policy/v1"),
+    ("Pod", "/api/v1/pods", None),
+)
+_PDB_V1BETA1 = "/apis/policy/v1beta1/poddisruptionbudgets"
+
+Fetch = Callable[[str, list[tuple[str, Any]]], bytes]
+"""``fetch(path, query) -> raw response body``; raises :class:`NotFound` for HTTP 404."""
+
+
+class NotFound(Exception):
+    """The API server does not serve this path (HTTP 404)."""
+
+
+def _raw_page(body: bytes) -> Page[Raw]:
+    """A page with its items left as raw bytes, for the kind's typed decoder."""
+    page = _PAGE.decode(body)
+    meta = page.metadata or _ListMeta()
+    return Page(page.items, meta.continue_ or "", meta.resourceVersion or "")
+
+
+def list_kind(
+    fetch: Fetch,
+    kind: str,
+    path: str,
+    reader: SnapshotReader,
+    *,
+    page_size: int,
+    query: Sequence[tuple[str, Any]] = (),
+    api_version: str | None = None,
+) -> int:
+    """List one resource page by page, adding each item to ``reader``; returns the item count."""
+    count = 0
+    decoder = LIST_DECODERS[kind]
+    for page in list_pages(lambda q: fetch(path, list(q)), _raw_page, page_size=page_size, query=query):
+        items = decoder.decode(page.items) if bytes(page.items) not in (b"", b"null") else []
+        for item in items:
+            try:
+                reader.add(kind, item, api_version)
+            except ParseError:
+                raise
+            except (TypeError, AttributeError, ValueError, KeyError, IndexError) as e:
+                raise ParseError(f"{kind}: malformed object: {e}") from None
+        count += len(items)
+        reader.progress.phase(f"listing {kind} objects: {count:,}")
+    return count
+
+
+def load_cluster(
+    kubeconfig: str | None = None,
+    *,
+    context: str | None = None,
+    page_size: int = 500,
+    progress: Progress | None = None,
+    fetch: Fetch | None = None,
+) -> ClusterSnapshot:
+    """List nodes, namespaces, PVs, PVCs, PDBs and non-terminal pods from the cluster into a snapshot.
+
+    ``fetch`` replaces the HTTP layer (tests); by default the kubeconfig (or the in-cluster service
+    account when there is no kubeconfig) configures a Kubernetes ``ApiClient`` used only for raw GETs.
+    """
+    progress = progress if progress is not None else Progress(enabled=False)
+    if fetch is None:
+        fetch = _client_fetch(kubeconfig, context)
+    reader = SnapshotReader(progress)
+    try:
+        for kind, path, api_version in _RESOURCES:
+            query: list[tuple[str, Any]] = []
+            if kind == "Pod":
+                # Finished pods hold no resources and are never moved: do not transfer them at all.
+                query = [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed")]
+            try:
+                list_kind(fetch, kind, path, reader, page_size=page_size, query=query, api_version=api_version)
+            except NotFound:
+                if kind != "PodDisruptionBudget":
+                    raise
+                list_kind(fetch, kind, _PDB_V1BETA1, reader, page_size=page_size, api_version="policy/v1beta1")
+    except NotFound as e:
+        raise SnapshotError(f"cluster: {e} is not served by the API server") from None
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise SnapshotError(f"cluster: unexpected response: {json_problem(e)}") from None
+    except ParseError as e:
+        raise SnapshotError(f"cluster: {e}") from None
+    progress.phase(f"indexing {len(reader.parts.pods):,} pods on {len(reader.parts.nodes):,} nodes")
+    snap = reader.parts.snapshot()
+    progress.done()
+    return snap
+
+
+def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
+    """Raw GETs through :mod:`rescheduler.cluster.kube`, the rescheduler's one door to the API server."""
+    from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, transport_from_kubeconfig
+    from rescheduler.cluster.kube import NotFound as ApiNotFound
+
+    try:
+        kube = Kube(transport_from_kubeconfig(kubeconfig, context))
+    except KubeconfigError as e:
+        raise SnapshotError(f"cluster: {e}") from None
+
+    def fetch(path: str, query: list[tuple[str, Any]]) -> bytes:
+        try:
+            return kube.get_raw(path, query)
+        except ApiNotFound:
+            raise NotFound(path) from None
+        except ApiError as e:
+            raise SnapshotError(f"cluster: GET {path}: {' '.join(str(e).split())}") from None
+
+    return fetch

@@ -1,0 +1,418 @@
+"""The pod fast path of snapshot reading: pod items decoded into ``Pod`` views, every part cached by its bytes.
+
+Pods of one ReplicaSet share their spec, labels and namespace byte for byte, so the parsed results (requests,
+tolerations, parsed selectors and affinity terms) are computed once per distinct template, and each part is
+cached on its own bytes too (DaemonSet pods differ only in their per-node affinity, and still share containers
+and tolerations; a lone node affinity is parsed without the rest). Volumes are cached per volume on everything
+but the name, since every pod's service-account token volume has a unique name. A pod is then a handful of
+dict look-ups and one constructor call. The shared objects are immutable (``Pod`` is frozen), so sharing is
+safe and saves memory.
+
+Every part is parsed by ``Pod.from_api`` itself, and ``tests/unit/test_snapshot_io.py`` checks that the fast
+path builds pods equal to ``Pod.from_api`` on the same JSON, so it cannot drift from the library silently.
+:mod:`rescheduler.snapshot_io` (files) and :mod:`rescheduler.cluster.listing` (a live cluster) both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, fields
+from typing import Any
+
+import msgspec
+import orjson
+from msgspec import Raw, Struct
+
+from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume
+from shared.selectors import parse_node_selector
+
+__all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "validation_problem"]
+
+# --- the typed skeleton of a pod --------------------------------------------------------------------
+# Only the fields shared.model reads. Parts kept as Raw are decoded on first sight of their bytes.
+
+NONE = Raw()  # an absent field (empty bytes)
+
+
+class _Meta(Struct):
+    name: str | None = None
+    generateName: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    labels: Raw = NONE
+    annotations: Raw = NONE
+    ownerReferences: Raw = NONE
+    deletionTimestamp: str | None = None
+    creationTimestamp: str | None = None
+
+
+class _PodSpec(Struct):
+    nodeName: str | None = None
+    priority: int | None = None
+    schedulerName: str | None = None
+    containers: Raw = NONE
+    initContainers: Raw = NONE
+    overhead: Raw = NONE
+    resources: Raw = NONE
+    tolerations: Raw = NONE
+    nodeSelector: Raw = NONE
+    affinity: Raw = NONE
+    topologySpreadConstraints: Raw = NONE
+    volumes: list[dict[str, Raw]] | None = None
+
+
+SPEC_KEYS = frozenset(f for f in _PodSpec.__struct_fields__)
+"""The ``spec`` keys decoded; a test checks that ``Pod.from_api`` reads no other."""
+
+
+class _Container(Struct):
+    """What the scheduler reads of a container: requests/limits, host ports, sidecar-ness."""
+
+    resources: Raw = NONE
+    ports: Raw = NONE
+    restartPolicy: str | None = None
+
+
+_CONTAINERS = msgspec.json.Decoder(list[_Container] | None)
+
+
+class _OwnerRef(Struct):
+    kind: str | None = None
+    name: str | None = None
+    apiVersion: str | None = None
+    uid: str | None = None
+    controller: bool | None = None
+
+
+_OWNER_REFS = msgspec.json.Decoder(list[_OwnerRef] | None)
+
+
+class _Condition(Struct):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+
+
+class _PodStatus(Struct):
+    phase: str | None = None
+    conditions: list[_Condition] | None = None
+
+
+class PodItem(Struct):
+    metadata: _Meta | None = None
+    spec: _PodSpec | None = None
+    status: _PodStatus | None = None
+
+
+# --- pods: the fast path ------------------------------------------------------------------------------
+
+# Pod fields that differ pod by pod (metadata and status); everything else comes from a template part.
+_PER_POD = (
+    "namespace",
+    "name",
+    "uid",
+    "node_name",
+    "phase",
+    "labels",
+    "annotations",
+    "owners",
+    "priority",
+    "scheduler_name",
+    "deletion_timestamp",
+    "creation_timestamp",
+    "volumes",
+    "unschedulable",
+    "ready",
+)
+# Template parts: which spec keys each reads, and which Pod fields it determines.
+_CONTAINER_FIELDS = ("requests", "non_zero_requests", "host_ports")
+_TOLERATION_FIELDS = ("tolerations",)
+_SELECTOR_FIELDS = ("node_selector",)
+_AFFINITY_FIELDS = (
+    "required_affinity",
+    "preferred_affinity",
+    "pod_affinity",
+    "pod_anti_affinity",
+    "preferred_pod_affinity",
+    "preferred_pod_anti_affinity",
+)
+_SPREAD_FIELDS = ("topology_spread",)
+_TEMPLATE_FIELDS = _CONTAINER_FIELDS + _TOLERATION_FIELDS + _SELECTOR_FIELDS + _AFFINITY_FIELDS + _SPREAD_FIELDS
+_POD_FIELDS = tuple(f.name for f in fields(Pod))
+FAST_PATH_COMPLETE = set(_POD_FIELDS) == set(_PER_POD) | set(_TEMPLATE_FIELDS)
+"""Whether every ``Pod`` field is covered; a test fails if ``shared.model.Pod`` grows a field unknown here."""
+_POD_INDEX = {n: i for i, n in enumerate(_POD_FIELDS)}
+_POD_DEFAULTS = tuple(
+    f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
+    for f in fields(Pod)
+)
+_I_NAMESPACE, _I_NAME, _I_UID = _POD_INDEX["namespace"], _POD_INDEX["name"], _POD_INDEX["uid"]
+_I_NODE_NAME, _I_PHASE, _I_LABELS = _POD_INDEX["node_name"], _POD_INDEX["phase"], _POD_INDEX["labels"]
+_I_ANNOTATIONS, _I_OWNERS, _I_PRIORITY = _POD_INDEX["annotations"], _POD_INDEX["owners"], _POD_INDEX["priority"]
+_I_SCHEDULER_NAME, _I_VOLUMES = _POD_INDEX["scheduler_name"], _POD_INDEX["volumes"]
+_I_DELETION_TIMESTAMP, _I_CREATION_TIMESTAMP = _POD_INDEX["deletion_timestamp"], _POD_INDEX["creation_timestamp"]
+_I_UNSCHEDULABLE, _I_READY = _POD_INDEX["unschedulable"], _POD_INDEX["ready"]
+
+_PVC, _EMPTY_DIR = "persistentVolumeClaim", "emptyDir"
+_CACHE_LIMIT = 200_000
+
+
+class PodReader:
+    """Turns decoded pod items into ``Pod`` views, caching every part by its bytes."""
+
+    def __init__(self) -> None:
+        self.templates: dict[tuple[Any, ...], list[Any]] = {}
+        self._containers: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._tolerations: dict[bytes, dict[str, Any]] = {}
+        self._selectors: dict[bytes, dict[str, Any]] = {}
+        self._affinity: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._spread: dict[tuple[bytes, bytes], dict[str, Any]] = {}
+        self._maps: dict[bytes, Mapping[str, str]] = {}
+        self._owners: dict[bytes, Any] = {}
+        self._volumes: dict[tuple[tuple[str, bytes], ...], Volume] = {}
+
+    def read(self, item: PodItem) -> Pod:
+        m = item.metadata or _Meta()
+        s = item.spec
+        ns = m.namespace or "default"
+        name = m.name or m.generateName or ""
+        if s is None:
+            raise ParseError(f"pod {ns}/{name}: spec is missing")
+        st = item.status or _PodStatus()
+        labels_b = bytes(m.labels)
+        key = (
+            ns,
+            labels_b,
+            bytes(s.containers),
+            bytes(s.initContainers),
+            bytes(s.overhead),
+            bytes(s.resources),
+            bytes(s.tolerations),
+            bytes(s.nodeSelector),
+            bytes(s.affinity),
+            bytes(s.topologySpreadConstraints),
+        )
+        proto = self.templates.get(key)
+        if proto is None:
+            proto = self._prototype(key, ns, name)
+        unschedulable = ready = False
+        for c in st.conditions or ():
+            if c.type == "PodScheduled":
+                unschedulable = c.status == "False" and c.reason == "Unschedulable"
+            elif c.type == "Ready":
+                ready = c.status == "True"
+        # Positional arguments in field order, template values already in place: half the cost of keywords.
+        args = proto.copy()
+        args[_I_NAME] = name
+        args[_I_UID] = m.uid or ""
+        args[_I_NODE_NAME] = s.nodeName or ""
+        args[_I_PHASE] = st.phase or "Pending"
+        args[_I_ANNOTATIONS] = self._map(bytes(m.annotations), ns, name, "metadata.annotations")
+        args[_I_OWNERS] = self._owner_refs(bytes(m.ownerReferences), ns, name)
+        args[_I_PRIORITY] = int(s.priority) if s.priority is not None else 0
+        args[_I_SCHEDULER_NAME] = s.schedulerName or "default-scheduler"
+        args[_I_DELETION_TIMESTAMP] = m.deletionTimestamp
+        args[_I_CREATION_TIMESTAMP] = m.creationTimestamp or ""
+        args[_I_VOLUMES] = self._volume_list(s.volumes, f"pod {ns}/{name}") if s.volumes else ()
+        args[_I_UNSCHEDULABLE] = unschedulable
+        args[_I_READY] = ready
+        return Pod(*args)
+
+    def _prototype(self, key: tuple[Any, ...], ns: str, name: str) -> list[Any]:
+        """The positional arguments shared by every pod of a template: its parts, namespace and labels."""
+        labels = self._map(key[1], ns, name, "metadata.labels")
+        args = list(_POD_DEFAULTS)
+        for field_name, value in self._template(key, ns, name).items():
+            args[_POD_INDEX[field_name]] = value
+        args[_I_NAMESPACE] = ns
+        args[_I_LABELS] = labels
+        if len(self.templates) >= _CACHE_LIMIT:
+            self.templates.clear()
+        self.templates[key] = args
+        return args
+
+    def _template(self, key: tuple[Any, ...], ns: str, name: str) -> dict[str, Any]:
+        """Parse a template's parts, each cached on the bytes it depends on (plus namespace and labels
+        where the model reads them: affinity's default namespaces and ``matchLabelKeys``)."""
+        _, labels_b, containers, init, overhead, resources, tolerations, selector, affinity, spread = key
+        labels = self._map(labels_b, ns, name, "metadata.labels")
+        out: dict[str, Any] = {}
+        try:
+            reduced = (_reduce(containers), _reduce(init), overhead, resources)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            reduced = (containers, init, overhead, resources)  # let the model report what is wrong
+        part = self._containers.get(reduced)
+        if part is None:
+            spec = _spec(
+                {"containers": reduced[0], "initContainers": reduced[1], "overhead": overhead, "resources": resources}
+            )
+            part = self._containers[reduced] = _parse_part(ns, name, labels, spec, _CONTAINER_FIELDS)
+        out.update(part)
+        part = self._tolerations.get(tolerations)
+        if part is None:
+            spec = _spec({"tolerations": tolerations})
+            part = self._tolerations[tolerations] = _parse_part(ns, name, labels, spec, _TOLERATION_FIELDS)
+        out.update(part)
+        part = self._selectors.get(selector)
+        if part is None:
+            spec = _spec({"nodeSelector": selector})
+            part = self._selectors[selector] = _parse_part(ns, name, labels, spec, _SELECTOR_FIELDS)
+        out.update(part)
+        aff_key = (
+            affinity,
+            ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else "",
+            labels_b if b"LabelKeys" in affinity else b"",
+        )
+        part = self._affinity.get(aff_key)
+        if part is None:
+            spec = _spec({"affinity": affinity})
+            part = _node_affinity_only(spec.get("affinity"))
+            if part is None:
+                part = _parse_part(ns, name, labels, spec, _AFFINITY_FIELDS)
+            self._affinity[aff_key] = part
+        out.update(part)
+        spread_key = (spread, labels_b if b"LabelKeys" in spread else b"")
+        part = self._spread.get(spread_key)
+        if part is None:
+            spec = _spec({"topologySpreadConstraints": spread})
+            part = self._spread[spread_key] = _parse_part(ns, name, labels, spec, _SPREAD_FIELDS)
+        out.update(part)
+        return out
+
+    def _map(self, b: bytes, ns: str, name: str, field_name: str) -> Mapping[str, str]:
+        if not b or b == b"null":
+            return EMPTY
+        hit = self._maps.get(b)
+        if hit is not None:
+            return hit
+        value = orjson.loads(b)
+        if not value:
+            value = EMPTY
+        elif not isinstance(value, dict):
+            raise ParseError(f"pod {ns}/{name}: {field_name}: expected an object of strings")
+        if len(self._maps) >= _CACHE_LIMIT:
+            self._maps.clear()
+        self._maps[b] = value
+        return value
+
+    def _owner_refs(self, b: bytes, ns: str, name: str) -> Any:
+        if not b or b == b"null":
+            return ()
+        hit = self._owners.get(b)
+        if hit is None:
+            try:
+                refs = _OWNER_REFS.decode(b) or ()
+            except msgspec.ValidationError as e:
+                raise ParseError(f"pod {ns}/{name}: metadata.ownerReferences: {validation_problem(e)}") from None
+            hit = tuple(
+                OwnerRef(r.kind or "", r.name or "", r.apiVersion or "", r.uid or "", bool(r.controller)) for r in refs
+            )
+            if len(self._owners) >= _CACHE_LIMIT:
+                self._owners.clear()
+            self._owners[b] = hit
+        return hit
+
+    def _volume_list(self, volumes: list[dict[str, Raw]] | None, where: str) -> tuple[Volume, ...]:
+        """The model's volume list. Each volume arrives as ``{key: raw bytes}``; what the model derives
+        besides the name (source kind = first key that is not ``name``, claim name, emptyDir medium) is
+        cached on the other keys' bytes, which repeat pod after pod even though the service-account token
+        volume's name (``kube-api-access-x7k2p``) never does."""
+        if not volumes:
+            return ()
+        out = []
+        cache = self._volumes
+        for v in volumes:
+            name_raw = v.get("name")
+            key = tuple((k, bytes(r)) for k, r in v.items() if k != "name")
+            proto = cache.get(key)
+            if proto is None:
+                raw = {k: orjson.loads(b) for k, b in key}
+                try:
+                    proto = Pod.from_api({"spec": {"volumes": [raw]}}).volumes[0]
+                except (AttributeError, TypeError, ValueError) as e:
+                    raise ParseError(f"{where}: spec.volumes: {e}") from None
+                if len(cache) < _CACHE_LIMIT:
+                    cache[key] = proto
+            name = orjson.loads(bytes(name_raw)) if name_raw is not None else None
+            if name is not None and not isinstance(name, str):
+                raise ParseError(f"{where}: spec.volumes: name must be a string")
+            out.append(Volume(name or "", proto.kind, proto.claim_name, proto.medium))
+        return tuple(out)
+
+
+def _reduce(raw: bytes) -> Any:
+    """A container list reduced to what the scheduler reads, as hashable bytes (``None`` if absent)."""
+    if not raw or raw == b"null":
+        return None
+    containers = _CONTAINERS.decode(raw)
+    if containers is None:
+        return None
+    return tuple((bytes(c.resources), bytes(c.ports), c.restartPolicy) for c in containers)
+
+
+def _spec(parts: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in parts.items():
+        if v is None or v == b"" or v == b"null":
+            continue
+        if isinstance(v, tuple):  # a reduced container list
+            out[k] = [_container(*c) for c in v]
+        else:
+            out[k] = orjson.loads(v)
+    return out
+
+
+def _container(resources: bytes, ports: bytes, restart_policy: str | None) -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    if resources:
+        c["resources"] = orjson.loads(resources)
+    if ports:
+        c["ports"] = orjson.loads(ports)
+    if restart_policy is not None:
+        c["restartPolicy"] = restart_policy
+    return c
+
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _node_affinity_only(affinity: Any) -> dict[str, Any] | None:
+    """The affinity part when it is only a required node affinity, as every DaemonSet pod has (a
+    ``matchFields`` term naming its node, so no two are alike): ``parse_node_selector`` directly, which is
+    what ``Pod.from_api`` does for it, without the rest of a pod's parsing. ``None`` for anything else."""
+    if not isinstance(affinity, dict) or list(affinity) != ["nodeAffinity"]:
+        return None
+    node_aff = affinity["nodeAffinity"]
+    if not isinstance(node_aff, dict) or list(node_aff) != [_REQUIRED]:
+        return None
+    try:
+        required = parse_node_selector(node_aff[_REQUIRED], f"spec.affinity.nodeAffinity.{_REQUIRED}")
+    except Exception:
+        return None
+    empty: tuple[Any, ...] = ()
+    part: dict[str, Any] = dict.fromkeys(_AFFINITY_FIELDS, empty)
+    part["required_affinity"] = required
+    return part
+
+
+def _parse_part(
+    ns: str, name: str, labels: Mapping[str, str], spec: dict[str, Any], names: Iterable[str]
+) -> dict[str, Any]:
+    pod = Pod.from_api({"metadata": {"namespace": ns, "name": name, "labels": dict(labels)}, "spec": spec})
+    return {n: getattr(pod, n) for n in names}
+
+
+def validation_problem(e: msgspec.ValidationError, kinds: tuple[str, ...] = ()) -> str:
+    """msgspec's message with the path made relative to the items array: ``$[3].kind`` → ``items[3].kind``."""
+    text = str(e)
+    msg, sep, path = text.partition(" - at `")
+    path = path.rstrip("`")
+    if path.startswith("$"):
+        path = "items" + path[1:]
+    msg = msg.replace("Invalid value", "unsupported kind").replace(
+        "Object missing required field `kind`", "item has no kind"
+    )
+    if "unsupported kind" in msg and kinds:
+        msg += f" (supported: {', '.join(kinds)})"
+    msg = msg[0].lower() + msg[1:] if msg else msg
+    return f"{path}: {msg}" if sep else msg

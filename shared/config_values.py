@@ -1,0 +1,288 @@
+"""How one configuration setting's raw value becomes a typed value, or a phrase saying why it cannot.
+
+Each converter takes ``(raw, from_env)``: ``raw`` is what the YAML file holds, or text from an environment
+variable or a command-line flag (``from_env`` true), where ``"true"``, ``"5"`` and ``"a,b"`` stand for a
+boolean, an integer and a list. A converter returns the value or raises :class:`Bad` with a phrase
+(``must be ...``) that :mod:`shared.config` turns into one sentence naming the field and where the value came
+from. :func:`setting` attaches a default and a converter to a field of the schema.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import field
+from typing import Any
+
+import yaml
+
+from shared.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Toleration
+from shared.names import is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name
+from shared.selectors import Selector, SelectorSyntaxError
+
+__all__ = [
+    "Bad",
+    "Conv",
+    "setting",
+    "boolean",
+    "integer",
+    "parse_duration",
+    "duration",
+    "choice",
+    "text",
+    "label_key",
+    "namespace",
+    "object_name",
+    "bind",
+    "path",
+    "scheduler_name",
+    "selector",
+    "seq",
+    "toleration",
+    "tolerations",
+    "optional_tolerations",
+]
+
+_TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
+
+
+class Bad(Exception):
+    """Raised by converters: ``problem`` is a phrase (``must be ...``); ``suffix`` extends the path."""
+
+    def __init__(self, problem: str, suffix: str = "", value: Any = ..., *, bare: bool = False) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.suffix = suffix
+        self.value = value
+        self.bare = bare  # the problem already says what was found: no ", got ..."
+
+
+Conv = Callable[[Any, bool], Any]
+"""A field converter: ``(raw value, came from the environment) -> value``; raises :class:`Bad`."""
+
+
+# --- converters -----------------------------------------------------------------------------------
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def boolean(raw: Any, from_env: bool) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if from_env and isinstance(raw, str):
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+    raise Bad("must be true or false")
+
+
+def integer(lo: int | None = None, hi: int | None = None) -> Conv:
+    if lo is not None and hi is not None:
+        phrase = f"must be an integer from {lo} to {hi}"
+    elif lo is not None:
+        phrase = f"must be an integer of at least {lo}"
+    else:
+        phrase = "must be an integer"
+
+    def conv(raw: Any, from_env: bool) -> int:
+        value = raw
+        if from_env and isinstance(raw, str):
+            try:
+                value = int(raw.strip())
+            except ValueError:
+                raise Bad(phrase) from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Bad(phrase)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise Bad(phrase)
+        return value
+
+    return conv
+
+
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_NUMBER = re.compile(r"[+-]?(\d+(?:\.\d*)?|\.\d+)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration (``time.ParseDuration``): ``300ms``, ``30s``, ``5m``, ``1h30m``.
+
+    Also accepts a bare number as seconds (``"90"``), which Go does not. Raises ``ValueError``.
+    """
+    s = text.strip()
+    if _NUMBER.fullmatch(s):
+        return float(s)
+    sign = 1.0
+    if s and s[0] in "+-":
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    total, pos = 0.0, 0
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if m is None:
+            raise ValueError(f"invalid duration {text!r}")
+        total += float(m[1]) * _DURATION_UNITS[m[2]]
+        pos = m.end()
+    if not s:
+        raise ValueError(f"invalid duration {text!r}")
+    return sign * total
+
+
+def duration(*, positive: bool) -> Conv:
+    phrase = (
+        "must be a positive duration like 30s, 5m or 1h30m"
+        if positive
+        else "must be a duration of zero or more like 30s, 5m or 1h30m"
+    )
+
+    def conv(raw: Any, from_env: bool) -> float:
+        if isinstance(raw, bool):
+            raise Bad(phrase)
+        if isinstance(raw, int | float):
+            seconds = float(raw)
+        elif isinstance(raw, str):
+            try:
+                seconds = parse_duration(raw)
+            except ValueError:
+                raise Bad(phrase) from None
+        else:
+            raise Bad(phrase)
+        if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
+            raise Bad(phrase)
+        return seconds
+
+    return conv
+
+
+def choice(options: tuple[str, ...]) -> Conv:
+    phrase = "must be one of " + ", ".join(options)
+
+    def conv(raw: Any, from_env: bool) -> str:
+        value = raw.strip() if from_env and isinstance(raw, str) else raw
+        if value is False and "off" in options:
+            return "off"  # YAML 1.1 reads an unquoted `mode: off` as false
+        if not isinstance(value, str) or value not in options:
+            raise Bad(phrase)
+        return value
+
+    return conv
+
+
+def text(check: Callable[[str], bool] | None = None, phrase: str = "must be a string") -> Conv:
+    def conv(raw: Any, from_env: bool) -> str:
+        value = raw.strip() if from_env and isinstance(raw, str) else raw
+        if not isinstance(value, str) or (check is not None and not check(value)):
+            raise Bad(phrase)
+        return value
+
+    return conv
+
+
+_BIND_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]*):(\d{1,5})")
+
+
+def _is_bind(v: str) -> bool:
+    m = _BIND_RE.fullmatch(v)
+    return m is not None and int(m[2]) <= 65535  # port 0: any free port, as bind(2) does
+
+
+label_key = text(is_qualified_name, "must be a valid label or annotation key like example.com/name")
+namespace = text(is_dns1123_label, "must be a namespace name (lower-case letters, digits and '-', at most 63)")
+object_name = text(is_dns1123_subdomain, "must be a lower-case DNS subdomain name like spotshift-rescheduler")
+bind = text(_is_bind, "must be an address like 0.0.0.0:8443 or [::]:8443")
+path = text()
+
+
+def scheduler_name(raw: Any, from_env: bool) -> str:
+    value = raw.strip() if from_env and isinstance(raw, str) else raw
+    if not isinstance(value, str) or (value and not is_dns1123_subdomain(value)):
+        raise Bad("must be empty or a scheduler name like spot-scheduler")
+    return value
+
+
+def selector(raw: Any, from_env: bool) -> Selector:
+    if not isinstance(raw, str):
+        raise Bad("must be a label selector string like key=value, key or key in (a,b)")
+    try:
+        return Selector.parse(raw)
+    except SelectorSyntaxError as e:
+        raise Bad(str(e)) from None
+
+
+def seq(item: Conv, *, comma_separated: bool) -> Conv:
+    """A list of ``item``. From the environment: a YAML flow list, else comma-separated names
+    (``comma_separated``) or a single item (selectors, whose commas are their own)."""
+
+    def conv(raw: Any, from_env: bool) -> tuple[Any, ...]:
+        if from_env and isinstance(raw, str):
+            text = raw.strip()
+            if text.startswith("["):
+                try:
+                    raw = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    raise Bad("must be a YAML flow list like [a, b]") from None
+                from_env = False
+            elif comma_separated:
+                raw = [p.strip() for p in text.split(",") if p.strip()]
+            else:
+                raw = [text] if text else []
+        if not isinstance(raw, list | tuple):
+            raise Bad("must be a list")
+        out = []
+        for i, x in enumerate(raw):
+            try:
+                out.append(item(x, from_env))
+            except Bad as e:
+                raise Bad(e.problem, f"[{i}]{e.suffix}", x if e.value is ... else e.value, bare=e.bare) from None
+        return tuple(out)
+
+    return conv
+
+
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+
+def toleration(raw: Any, from_env: bool) -> Toleration:
+    if not isinstance(raw, Mapping):
+        raise Bad("must be a toleration mapping with key, operator, value and effect")
+    for k in raw:
+        if k not in _TOLERATION_FIELDS:
+            raise Bad("is not a toleration field (one of " + ", ".join(_TOLERATION_FIELDS) + ")", f".{k}", bare=True)
+    key, op = raw.get("key"), raw.get("operator", "Equal")
+    value, effect, seconds = raw.get("value", ""), raw.get("effect"), raw.get("tolerationSeconds")
+    if not isinstance(key, str) or not is_qualified_name(key):
+        raise Bad(
+            "must be a taint key like example.com/name (a key-less toleration would tolerate every taint)", ".key", key
+        )
+    if op not in ("Equal", "Exists"):
+        raise Bad("must be Equal or Exists", ".operator", op)
+    if not isinstance(value, str) or not is_label_value(value) or (op == "Exists" and value):
+        phrase = (
+            "must be empty with operator Exists" if op == "Exists" else "must be a label value (quote true in YAML)"
+        )
+        raise Bad(phrase, ".value", value)
+    if effect not in _TAINT_EFFECTS:
+        raise Bad(
+            "must be one of " + ", ".join(_TAINT_EFFECTS) + " (an empty effect tolerates every effect)",
+            ".effect",
+            effect,
+        )
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int) or effect != NO_EXECUTE):
+        raise Bad("must be an integer and is only allowed with effect NoExecute", ".tolerationSeconds", seconds)
+    return Toleration(key, op, value, effect, seconds)
+
+
+tolerations = seq(toleration, comma_separated=False)
+
+
+def optional_tolerations(raw: Any, from_env: bool) -> tuple[Toleration, ...] | None:
+    return None if raw is None else tolerations(raw, from_env)
+
+
+def setting(default: Any, conv: Conv) -> Any:
+    return field(default=default, metadata={"conv": conv})
