@@ -76,22 +76,20 @@ class Switches:
     kubernetes_version: str | None = None
 
     def describe(self) -> str:
-        """One line for logs: the version and any switch that differs from today's scheduler."""
+        """For logs: ``kube-scheduler rules of Kubernetes 1.20 (spread_counts_only_eligible_nodes=false, ...)``,
+        naming every switch that differs from today's scheduler."""
+        names = (
+            "spread_counts_only_eligible_nodes",
+            "resources_fit_skips_zero_scalar_requests",
+            "resources_fit_ignores_unrequested_overcommit",
+        )
         older = [
-            name
-            for name in (
-                "spread_counts_only_eligible_nodes",
-                "resources_fit_skips_zero_scalar_requests",
-                "resources_fit_ignores_unrequested_overcommit",
-            )
-            if getattr(self, name) is not True
+            f"{n}={'both' if getattr(self, n) is None else 'false'}" for n in names if getattr(self, n) is not True
         ]
-        version = f"Kubernetes {self.kubernetes_version}" if self.kubernetes_version else "an unknown Kubernetes"
-        if not older:
-            return f"{version}: current kube-scheduler rules"
         if self.kubernetes_version is None:
-            return f"{version}: the stricter rule of each version-dependent pair ({', '.join(older)} off or both)"
-        return f"{version}: older kube-scheduler rules ({', '.join(f'{n}=false' for n in older)})"
+            what = "the strictest kube-scheduler rules (version unknown"
+            return f"{what}: {', '.join(older)})" if older else f"{what})"
+        return f"kube-scheduler rules of Kubernetes {self.kubernetes_version} ({', '.join(older) or 'current'})"
 
 
 CURRENT = Switches()

@@ -87,12 +87,18 @@ def test_for_version_info_reads_the_api_servers_version(info: object, want: str 
 
 
 def test_describe_names_the_version_and_the_older_rules() -> None:
-    assert for_version("v1.30.1").describe() == "Kubernetes 1.30: current kube-scheduler rules"
-    text = for_version("v1.20.2").describe()
-    assert text.startswith("Kubernetes 1.20: older kube-scheduler rules (")
-    assert "spread_counts_only_eligible_nodes=false" in text
-    assert "resources_fit_ignores_unrequested_overcommit=false" in text
-    assert "unknown" in STRICTEST.describe() and "stricter" in STRICTEST.describe()
+    assert for_version("v1.30.1").describe() == "kube-scheduler rules of Kubernetes 1.30 (current)"
+    assert for_version("v1.26.0").describe() == (
+        "kube-scheduler rules of Kubernetes 1.26 (resources_fit_ignores_unrequested_overcommit=false)"
+    )
+    assert for_version("v1.20.2").describe() == (
+        "kube-scheduler rules of Kubernetes 1.20 (spread_counts_only_eligible_nodes=false, "
+        "resources_fit_skips_zero_scalar_requests=false, resources_fit_ignores_unrequested_overcommit=false)"
+    )
+    assert STRICTEST.describe() == (
+        "the strictest kube-scheduler rules (version unknown: spread_counts_only_eligible_nodes=both, "
+        "resources_fit_skips_zero_scalar_requests=false, resources_fit_ignores_unrequested_overcommit=false)"
+    )
 
 
 def test_switches_are_frozen() -> None:
