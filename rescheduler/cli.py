@@ -125,8 +125,10 @@ def _run_plan(
     # A one-shot process that builds a few million small acyclic objects: the cyclic garbage collector
     # would only rescan them again and again (measured: 9.2 s instead of 6.0 s to load 150,000 pods).
     gc.disable()
-    switches = _switches(args, stderr)
+    switches = _switches_from_flag(args)  # before the load: a bad value fails at once
     snapshot = _load(args, progress, stdin)
+    if switches is None:  # after the load: an unreachable cluster is one error line, not two
+        switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
     result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget, switches=switches)
     progress.done()
@@ -156,9 +158,9 @@ def _run_plan(
     return 0
 
 
-def _switches(args: argparse.Namespace, stderr: IO[str]) -> Switches:
-    """The kube-scheduler rules to plan with: ``--kubernetes-version``, else the live cluster's ``/version``
-    (said on stderr), else (a snapshot) the current rules."""
+def _switches_from_flag(args: argparse.Namespace) -> Switches | None:
+    """The kube-scheduler rules to plan with, from ``--kubernetes-version``, else the current rules for a
+    snapshot; ``None``: a live cluster, whose ``/version`` says (:func:`_discover`)."""
     text = getattr(args, "kubernetes_version", None)
     if text is not None:
         if text.strip().lower() == "unknown":
@@ -169,8 +171,11 @@ def _switches(args: argparse.Namespace, stderr: IO[str]) -> Switches:
                 "'unknown' plans with the strictest rules"
             )
         return for_version(text)
-    if args.snapshot is not None:
-        return CURRENT
+    return CURRENT if args.snapshot is not None else None
+
+
+def _discover(args: argparse.Namespace, stderr: IO[str]) -> Switches:
+    """The live cluster's ``/version``: its release's rules, said on stderr (a warning when not usable)."""
     from rescheduler.cluster.kube import Kube, KubeconfigError, transport_from_kubeconfig
     from rescheduler.cluster.version import read_switches
 

@@ -250,7 +250,8 @@ def test_a_live_plan_reads_the_api_servers_version_and_says_so(monkeypatch: pyte
         server = FakeApiServer(git_version=git_version)
         monkeypatch.setattr(kube, "transport_from_kubeconfig", lambda *a, server=server: server)
         err = io.StringIO()
-        assert cli._switches(live, err) == want
+        assert cli._switches_from_flag(live) is None
+        assert cli._discover(live, err) == want
         assert err.getvalue().startswith(said) and err.getvalue().count("\n") == 1
     flagged = argparse.Namespace(snapshot=None, kubeconfig="k", context=None, kubernetes_version="v1.24.1")
-    assert cli._switches(flagged, io.StringIO()) == for_version("v1.24.1")  # the flag wins
+    assert cli._switches_from_flag(flagged) == for_version("v1.24.1")  # the flag wins
