@@ -28,8 +28,10 @@ taken as first shipped in v1.26, so a v1.25 cluster is judged by the stricter ru
 The node inclusion policies of topology spread (``nodeAffinityPolicy``/``nodeTaintsPolicy``, KEP-3094: alpha
 in v1.25, on by default from v1.26) build on kubernetes#107009: their default (``Honor`` affinity, ``Ignore``
 taints) *is* its rule. They are no switch of their own: a cluster older than v1.25 has no such fields, and
-one whose feature gate is off drops them from new pods, so a pod that carries them is judged by them. Before
-v1.24 they are ignored, as the scheduler of the time did (and ``minDomains``, new in v1.24, likewise).
+one whose feature gate is off drops them from pods created while it is off, so a pod that carries them is
+taken to be on a cluster that honours them (one whose gate was turned off after the pod was created would
+not). Before v1.24 they are ignored, as the scheduler of the time did (and ``minDomains``, new in v1.24,
+likewise).
 
 Unknown or unparsable versions get :data:`STRICTEST`: the stricter rule of each pair, so a plan is never more
 permissive than the cluster. For the two resource switches the older rule is the stricter one in every case.
