@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.e2e.controlplane import ControlPlane, wait_for
+from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.extender_server import ExtenderProcess
 from tests.e2e.test_rescheduler_e2e import NodeWatcher, World, _unschedulable
 from tests.e2e.test_rescheduler_e2e import Rescheduler as RunProcess
@@ -124,7 +124,15 @@ def stays_pending(world: World, name: str, because: str) -> str:
     assert because in message, message
     assert not world.plane.api.get(path)["spec"].get("nodeName")
     world.plane.api.delete(path, gracePeriodSeconds=0)
-    wait_for(lambda: not world.plane._exists(path), timeout=30, what=f"pod {name} to be gone")
+
+    def gone() -> bool:
+        try:
+            world.plane.api.get(path)
+        except ApiError as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
     return message
 
 
