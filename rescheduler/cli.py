@@ -3,7 +3,8 @@
     spot-rescheduler plan [--snapshot FILE|-] [--kubeconfig FILE] [--context NAME] [--config FILE]
                           [--output table|json|html] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
                           [--spot-node-label SELECTOR] [--on-demand-node-label SELECTOR]
-                          [--delete-non-replicated-pods [BOOL]] [FILE]
+                          [--delete-non-replicated-pods [BOOL]]
+                          [--kubernetes-version VERSION] [FILE]
 
 ``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb -A -o json``; add
 ``namespaces,pv,pvc`` for namespace selectors and volume zones) or from the cluster of the kubeconfig (or
@@ -12,6 +13,8 @@ self-contained page that draws every node's CPU and memory before and after the 
 (:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given. The node-label
 and ``--delete-non-replicated-pods`` flags are ``run``'s (:mod:`rescheduler.flags`), so a preview made with the
 same flags plans alike.
+``--kubernetes-version`` names the release whose kube-scheduler rules to plan with (:mod:`shared.switches`);
+without it a snapshot is planned with the current rules and a live cluster with its API server's version.
 
 Subcommands are registered in :data:`COMMANDS` (name → (add arguments, run)); the long-running ``run`` loop
 adds itself there. Exit codes: 0 success, 2 unusable input or configuration (one line on stderr, no
@@ -36,6 +39,7 @@ from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
+from shared.switches import CURRENT, STRICTEST, Switches, for_version, parse_version
 
 __all__ = ["main", "build_parser", "COMMANDS", "render_table", "UsageError"]
 
@@ -90,6 +94,12 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         help="stop trying further packing strategies after this long (the first always runs)",
     )
     p.add_argument(
+        "--kubernetes-version",
+        metavar="VERSION",
+        help="plan with the kube-scheduler rules of this release (v1.20.2, 1.27.3-eks-abc; 'unknown': the strictest "
+        "rules); default: the live cluster's API server version, or the current rules for a snapshot",
+    )
+    p.add_argument(
         "--progress",
         choices=("auto", "always", "never"),
         default="auto",
@@ -122,9 +132,12 @@ def _run_plan(
     # A one-shot process that builds a few million small acyclic objects: the cyclic garbage collector
     # would only rescan them again and again (measured: 9.2 s instead of 6.0 s to load 150,000 pods).
     gc.disable()
+    switches = _switches_from_flag(args)  # before the load: a bad value fails at once
     snapshot = _load(args, progress, stdin)
+    if switches is None:  # after the load: an unreachable cluster is one error line, not two
+        switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
-    result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget)
+    result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget, switches=switches)
     progress.done()
     if args.output == "json":
         text = orjson.dumps(result.to_json()).decode() + "\n"
@@ -150,6 +163,35 @@ def _run_plan(
         stderr.flush()
         os._exit(0)
     return 0
+
+
+def _switches_from_flag(args: argparse.Namespace) -> Switches | None:
+    """The kube-scheduler rules to plan with, from ``--kubernetes-version``, else the current rules for a
+    snapshot; ``None``: a live cluster, whose ``/version`` says (:func:`_discover`)."""
+    text = getattr(args, "kubernetes_version", None)
+    if text is not None:
+        if text.strip().lower() == "unknown":
+            return STRICTEST
+        if parse_version(text) is None:
+            raise UsageError(
+                f"--kubernetes-version {text!r} is not a Kubernetes version (like v1.20.2 or 1.27.3-eks-abc); "
+                "'unknown' plans with the strictest rules"
+            )
+        return for_version(text)
+    return CURRENT if args.snapshot is not None else None
+
+
+def _discover(args: argparse.Namespace, stderr: IO[str]) -> Switches:
+    """The live cluster's ``/version``: its release's rules, said on stderr (a warning when not usable)."""
+    from rescheduler.cluster.kube import Kube, KubeconfigError, transport_from_kubeconfig
+    from rescheduler.cluster.version import read_switches
+
+    try:
+        found = read_switches(Kube(transport_from_kubeconfig(args.kubeconfig, args.context)))
+    except KubeconfigError as e:
+        raise SnapshotError(f"cluster: {e}") from None
+    stderr.write(f"{'warning: ' if found.warning else ''}{found.message}\n")
+    return found.switches
 
 
 def _source(args: argparse.Namespace) -> str:

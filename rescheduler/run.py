@@ -5,6 +5,8 @@ What runs, in one process:
 * four informer threads keep :class:`~rescheduler.cluster.state.ClusterState` current (list once, then watch);
 * a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
+* at start-up, the API server's ``/version`` picks the kube-scheduler rules the planner follows
+  (:mod:`rescheduler.cluster.version`; the strictest rules, with a warning, if it cannot be read);
 * the main thread runs the cycle: pause if any pod is unschedulable, plan (pure, :mod:`rescheduler.plan.planner`),
   decide (pure, :mod:`rescheduler.plan.cycle`), then drain at most ``max_nodes_per_cycle`` nodes through
   :class:`~rescheduler.cluster.drain.Drainer`, ``node_drain_delay`` apart.
@@ -40,6 +42,7 @@ from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
@@ -47,6 +50,7 @@ from rescheduler.plan.cycle import Decision, NodeMoves, decide, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
+from shared.switches import CURRENT, STRICTEST, Switches
 
 __all__ = [
     "RunOptions",
@@ -100,7 +104,9 @@ class Rescheduler:
         self.options = options
         self.dry_run = config.rescheduler.dry_run
         self.identity = options.identity or default_identity()
-        self.plan_fn = plan or default_planner(options.plan_time_budget)
+        self.switches: Switches = STRICTEST
+        """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
+        self.plan_fn = plan or default_planner(options.plan_time_budget, lambda: self.switches)
         self.metrics = metrics or Metrics()
         self.stop = stop or threading.Event()
         self.state = ClusterState()
@@ -210,6 +216,7 @@ class Rescheduler:
     def run(self) -> int:
         """Run until stopped (or one cycle with ``once``). Returns the process exit code."""
         self.metrics.leader.set(0 if self.elector is not None else 1)
+        self.switches = discover_switches(self.kube, log)
         try:
             self.start_informers()
         except ApiError as e:
@@ -356,16 +363,19 @@ class Rescheduler:
 # --- the planner --------------------------------------------------------------------------------------------------
 
 
-def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> PlanFunction:
+def default_planner(
+    time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET, switches: Callable[[], Switches] = lambda: CURRENT
+) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
     :class:`~rescheduler.plan.planner.PlanCache` kept from one cycle to the next (the state's pods are the same
-    objects between cycles until an event replaces one; the plans are those made without it)."""
+    objects between cycles until an event replaces one; the plans are those made without it). ``switches``
+    gives the cluster's kube-scheduler rules at each call (the loop learns them when it starts)."""
     from rescheduler.plan.planner import PlanCache
 
     cache = PlanCache()
 
     def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
-        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache)
+        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache, switches=switches())
 
     return plan
 

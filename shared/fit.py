@@ -7,6 +7,9 @@ gets from the ``node.kubernetes.io/not-ready`` taint. The scheduler stops at the
 :func:`fits` collects all of them unless ``first_only`` is set (the planner's hot path), so a person
 reading "why can't this node be drained" sees the whole picture.
 
+``switches`` (:mod:`shared.switches`) selects the rules of the cluster's kube-scheduler release where they
+changed (NodeResourcesFit, PodTopologySpread); the default is the current scheduler's.
+
 ``NodeName`` is deliberately left out: every bound pod has ``spec.nodeName``, and the question asked here
 is whether its replacement (which will not have it) would fit elsewhere.
 """
@@ -22,6 +25,7 @@ from shared.reasons import Reason
 from shared.resources import check_resources
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.spread import check_topology_spread
+from shared.switches import CURRENT, Switches
 from shared.taints import check_taints
 from shared.volumes import check_volumes
 
@@ -35,6 +39,7 @@ def fits(
     *,
     first_only: bool = False,
     check_node_ready: bool = True,
+    switches: Switches = CURRENT,
 ) -> list[Reason]:
     """Every reason ``pod`` cannot run on ``node_info`` given ``snapshot``; an empty list means it fits.
 
@@ -55,7 +60,7 @@ def fits(
     ]
     if reasons and first_only:
         return reasons[:1]
-    insufficient = check_resources(pod, node_info)
+    insufficient = check_resources(pod, node_info, switches=switches)
     if insufficient:
         if first_only:
             return [insufficient[0]]
@@ -67,7 +72,7 @@ def fits(
                 return [r]
             reasons.append(r)
     if pod.topology_spread:
-        r = check_topology_spread(pod, node_info, snapshot)
+        r = check_topology_spread(pod, node_info, snapshot, switches=switches)
         if r is not None:
             if first_only:
                 return [r]

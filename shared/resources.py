@@ -21,19 +21,32 @@ Semantics, in upstream's order:
 Upstream returns early when the pod requests nothing; every later check is guarded by a non-zero
 request, so the early return changes nothing and is not repeated here. Upstream lists scalar
 failures in Go map order (random); here they come sorted by name, after pods/cpu/memory/ephemeral-storage.
+
+Older releases (:mod:`shared.switches`) were stricter on over-committed nodes:
+
+* before v1.27 (kubernetes#116408, ``resources_fit_ignores_unrequested_overcommit=False``) cpu, memory and
+  ephemeral-storage are checked whatever the pod requests, as ``allocatable < request + requested``: a node
+  whose pods already over-commit cpu refuses a pod asking only for memory. The early return then matters:
+  a pod that requests no cpu, memory or ephemeral-storage and names no scalar resource (even at 0) is not
+  checked at all. A scalar named only in an init container at 0 counts as named here (v1.20's
+  ``SetMaxResource`` did not record it), which errs on the strict side;
+* before v1.26 (kubernetes#111544, ``resources_fit_skips_zero_scalar_requests=False``) a scalar resource
+  requested with quantity 0 is checked too, so it fails where the node's pods over-commit it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from shared.model import Pod
 from shared.names import is_qualified_name
 from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
 from shared.snapshot import NodeInfo
+from shared.switches import CURRENT, Switches
 
 __all__ = [
     "check_resources",
+    "requests_anything",
     "is_scalar_resource",
     "is_extended_resource",
     "node_free",
@@ -101,11 +114,12 @@ def check_resources(
     *,
     ignored: frozenset[str] = frozenset(),
     ignored_groups: frozenset[str] = frozenset(),
+    switches: Switches = CURRENT,
 ) -> Sequence[InsufficientResource]:
     """Every resource ``pod`` lacks on ``node_info`` (``noderesources.Fits``); empty means it fits.
 
     ``node_info`` must not already hold ``pod``. Returns an immutable tuple; the success path
-    allocates nothing. Inputs are not modified.
+    allocates nothing. Inputs are not modified. ``switches`` selects an older release's rules.
     """
     alloc = node_info.node.allocatable
     used = node_info.requested
@@ -114,11 +128,22 @@ def check_resources(
     allowed = alloc.get("pods", 0)
     if n_pods + 1 > allowed:
         out = [InsufficientResource(ERR_TOO_MANY_PODS, ERR_TOO_MANY_PODS, False, "pods", 1, n_pods, allowed)]
-    for name, want in pod.requests.items():
+    requests = pod.requests
+    if not switches.resources_fit_ignores_unrequested_overcommit and requests_anything(pod):
+        requests = _with_unrequested_natives(requests)
+        zero_natives = True
+    else:
+        zero_natives = False
+    zero_scalars = not switches.resources_fit_skips_zero_scalar_requests
+    for name, want in requests.items():
         if want <= 0:
             # Natives are checked only when positive; scalars whenever non-zero (a negative request
-            # cannot pass API validation, but upstream's comparison is kept exact).
-            if want == 0 or name in _RANK or not _checked(name):
+            # cannot pass API validation, but upstream's comparison is kept exact). Older releases
+            # also check zero natives (kubernetes#116408) and zero scalars (kubernetes#111544).
+            if name in _RANK:
+                if not (zero_natives and want == 0):
+                    continue
+            elif not _checked(name) or (want == 0 and not zero_scalars):
                 continue
         elif not _checked(name):
             continue
@@ -138,6 +163,23 @@ def check_resources(
     if len(out) > 1:
         out.sort(key=lambda r: (_RANK.get(r.resource, 4), r.resource))
     return tuple(out)
+
+
+def requests_anything(pod: Pod) -> bool:
+    """Whether ``fitsRequest`` gets past its early return: the pod requests cpu, memory or
+    ephemeral-storage, or names any scalar resource (even at 0). Only older releases' rules depend on it."""
+    for name, want in pod.requests.items():
+        if name in _RANK:
+            if want != 0 and name != "pods":
+                return True
+        elif _checked(name):
+            return True
+    return False
+
+
+def _with_unrequested_natives(requests: Mapping[str, int]) -> dict[str, int]:
+    """``requests`` plus cpu, memory and ephemeral-storage at 0 where missing (checked before v1.27)."""
+    return {**dict.fromkeys(_NATIVE, 0), **requests}
 
 
 def node_free(node_info: NodeInfo) -> dict[str, int]:

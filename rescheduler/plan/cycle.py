@@ -22,6 +22,7 @@ from rescheduler.plan.safety import PdbIndex, pdb_refusals, unschedulable_pods
 from shared.classes import classifier
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
+from shared.switches import CURRENT, Switches
 
 if TYPE_CHECKING:
     from rescheduler.plan.planner import PlanCache
@@ -133,15 +134,21 @@ def decide(
 
 
 def plan_nodes(
-    snapshot: ClusterSnapshot, config: Config, *, time_budget: float | None = None, cache: PlanCache | None = None
+    snapshot: ClusterSnapshot,
+    config: Config,
+    *,
+    time_budget: float | None = None,
+    cache: PlanCache | None = None,
+    switches: Switches = CURRENT,
 ) -> list[NodeMoves]:
     """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
     with its moves. The planner leaves the snapshot as it found it. ``cache`` is a
     :class:`rescheduler.plan.planner.PlanCache` the caller keeps from one cycle to the next (see
-    :func:`rescheduler.run.default_planner`); the result is the same without it, only slower."""
+    :func:`rescheduler.run.default_planner`); the result is the same without it, only slower. ``switches``: the
+    cluster's kube-scheduler rules (:mod:`shared.switches`)."""
     from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
-    result = plan(snapshot, config, time_budget=time_budget, cache=cache)
+    result = plan(snapshot, config, time_budget=time_budget, cache=cache, switches=switches)
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
         by_node.setdefault(m.source, []).append((m.pod, m.target))

@@ -102,8 +102,9 @@ from shared.reasons import (
     ERR_SPREAD_MISSING_LABEL,
     Reason,
 )
-from shared.resources import check_resources, is_scalar_resource
+from shared.resources import check_resources, is_scalar_resource, requests_anything
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.switches import CURRENT, Switches
 from shared.taints import check_taints
 from shared.volumes import check_volumes
 
@@ -433,9 +434,16 @@ class _Planner:
     """The simulation: set up once per :func:`plan` call, then one :meth:`run` per strategy."""
 
     def __init__(
-        self, snapshot: ClusterSnapshot, config: Config, *, verify: bool, cache: PlanCache | None = None
+        self,
+        snapshot: ClusterSnapshot,
+        config: Config,
+        *,
+        verify: bool,
+        cache: PlanCache | None = None,
+        switches: Switches = CURRENT,
     ) -> None:
         self.snapshot = snapshot
+        self.switches = switches
         self.cache = cache if cache is not None else PlanCache()
         self.config = config
         self.verify = verify
@@ -871,12 +879,12 @@ class _Planner:
             r = check_host_ports(pod, info)
             if r is not None:
                 return r
-        insufficient = check_resources(pod, info)
+        insufficient = check_resources(pod, info, switches=self.switches)
         if insufficient:
             return insufficient[0]
         pid = self.topology.pid(pod)
         if pod.topology_spread:
-            r = self.topology.check_topology_spread(pod, pid, info)
+            r = self.topology.check_topology_spread(pod, pid, info, self.switches)
             if r is not None:
                 return r
         return self.topology.check_inter_pod_affinity(pod, pid, info)
@@ -924,7 +932,7 @@ class _Planner:
                 skip.learn(r.code, idx)
             return False
         if self.verify:
-            full = fits(pod, info, self.snapshot, first_only=True)
+            full = fits(pod, info, self.snapshot, first_only=True, switches=self.switches)
             if full:
                 # The incremental checks and the library disagree: a planner bug. Never emit the move.
                 self.verify_rejections += 1
@@ -933,14 +941,26 @@ class _Planner:
                 return False
         return True
 
+    def floors(self, pod: Pod) -> tuple[int | None, int | None]:
+        """The least free cpu and memory a target must have for ``pod`` (``None``: not checked), for the fast
+        paths ahead of :meth:`accept`. NodeResourcesFit checks only what the pod requests since v1.27
+        (kubernetes#116408); before, a pod requesting anything needs the other resource not over-committed."""
+        cpu, mem = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+        if cpu > 0 and mem > 0:
+            return cpu, mem
+        unrequested = None
+        if not self.switches.resources_fit_ignores_unrequested_overcommit and requests_anything(pod):
+            unrequested = 0
+        return (cpu if cpu > 0 else unrequested), (mem if mem > 0 else unrequested)
+
     def best_fit(self, pod: Pod, feasible: tuple[int, ...], why: Counter[str], resource: str = "cpu") -> int | None:
         """The feasible target with the least free ``resource`` (cpu or memory) that takes the pod."""
         sl = self.sorted_free(feasible, resource)
-        cpu = pod.requests.get("cpu", 0)
-        mem = pod.requests.get("memory", 0)
+        cpu, mem = self.floors(pod)
         entries = sl.entries
         by_memory = resource == "memory"
-        start = bisect.bisect_left(entries, (mem if by_memory else cpu, -1))
+        floor = mem if by_memory else cpu
+        start = 0 if floor is None else bisect.bisect_left(entries, (floor, -1))
         if start:
             why["Insufficient memory" if by_memory else "Insufficient cpu"] += start
         other, need, lack = (
@@ -953,7 +973,7 @@ class _Planner:
             if free_pods[idx] < 1:
                 why["Too many pods"] += 1
                 continue
-            if other[idx] < need:
+            if need is not None and other[idx] < need:
                 why[lack] += 1
                 continue
             if skip is not None:  # what accept() checks first, without the call: most scanned nodes end here
@@ -967,8 +987,7 @@ class _Planner:
 
     def first_fit(self, pod: Pod, order: Sequence[int], feasible: tuple[int, ...], why: Counter[str]) -> int | None:
         members = self.sorted_free(feasible).members
-        cpu = pod.requests.get("cpu", 0)
-        mem = pod.requests.get("memory", 0)
+        cpu, mem = self.floors(pod)
         free_cpu, free_mem, free_pods = self.free_cpu, self.free_mem, self.free_pods
         skip = self._skip(pod)
         for idx in order:
@@ -977,10 +996,10 @@ class _Planner:
             if free_pods[idx] < 1:
                 why["Too many pods"] += 1
                 continue
-            if free_cpu[idx] < cpu:
+            if cpu is not None and free_cpu[idx] < cpu:
                 why["Insufficient cpu"] += 1
                 continue
-            if free_mem[idx] < mem:
+            if mem is not None and free_mem[idx] < mem:
                 why["Insufficient memory"] += 1
                 continue
             if skip is not None:  # as in best_fit
@@ -1227,14 +1246,14 @@ class _Planner:
             """The pod's best-fitting targets by free CPU, distinct in shape, at most ``_SEARCH_BRANCHES``
             (and at most ``_SEARCH_SCAN`` looked at, so a step costs the same on any cluster size)."""
             entries = self.sorted_free(self.feasible(pod)[0]).entries
-            cpu, mem = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+            cpu, mem = self.floors(pod)
             seen: set[tuple[int, int, int, int]] = set()
             out: list[int] = []
             skip = self._skip(pod)
-            start = bisect.bisect_left(entries, (cpu, -1))
+            start = 0 if cpu is None else bisect.bisect_left(entries, (cpu, -1))
             for fc, idx in entries[start : start + _SEARCH_SCAN]:
                 fm, fp = self.free_mem[idx], self.free_pods[idx]
-                if fm < mem or fp < 1:
+                if (mem is not None and fm < mem) or fp < 1:
                     continue
                 shape = (fc, fm, fp, group_of[idx])
                 if shape in seen:
@@ -1508,6 +1527,7 @@ def plan(
     time_budget: float | None = None,
     improve: bool = True,
     cache: PlanCache | None = None,
+    switches: Switches = CURRENT,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -1521,11 +1541,12 @@ def plan(
     every move with :func:`shared.fit.fits` and refuses any it rejects; ``summary["verify_rejections"]`` counts
     them (a disagreement is a planner bug: tests require zero). ``cache``, kept by the caller from one call
     to the next (the run loop's cycles), spares re-deriving what depends only on pods that did not change
-    (:class:`PlanCache`); the plan is the same with or without it.
+    (:class:`PlanCache`); the plan is the same with or without it. ``switches`` are the rules of the cluster's
+    kube-scheduler release (:mod:`shared.switches`; default: the current scheduler's).
     """
     config = config if config is not None else Config()
     started = time.perf_counter()
-    planner = _Planner(snapshot, config, verify=verify, cache=cache)
+    planner = _Planner(snapshot, config, verify=verify, cache=cache, switches=switches)
     best: _Result | None = None
     ran: list[str] = []
     slowest = 0.0

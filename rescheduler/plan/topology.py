@@ -22,8 +22,9 @@ version moved; a plan makes tens of thousands of such checks.
 The semantics are those of ``shared/interpod.py`` and ``shared/spread.py`` (which transcribe
 kube-scheduler's ``filtering.go`` files) including their reasons, the order of checks, the pod never
 counting against itself (same object or same non-empty uid), terminating pods not counting for spread,
-``minDomains`` and the node inclusion policies. ``tests/unit/test_topology.py`` checks the answers against
-the shared functions on random clusters before and after random moves, and the planner can
+``minDomains``, the node inclusion policies, and the cluster release's rules (:mod:`shared.switches`).
+``tests/unit/test_topology.py`` checks the answers against the shared functions on random clusters before
+and after random moves, and the planner can
 cross-check every chosen move with the full :func:`shared.fit.fits` (``verify``).
 
 Building the index reads every pod (~0.4 s at 150,000 pods). A :class:`TopologyMemo` kept from one build
@@ -52,6 +53,7 @@ from shared.reasons import (
 )
 from shared.selectors import IN, LabelSelector
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.switches import CURRENT, Switches
 from shared.taints import find_matching_untolerated_taint
 
 __all__ = ["TopologyIndex", "TopologyMemo"]
@@ -327,19 +329,39 @@ class TopologyIndex:
 
     # --- PodTopologySpread -------------------------------------------------------------------------
 
-    def check_topology_spread(self, pod: Pod, pid: int | None, node: NodeInfo) -> Reason | None:
-        """``shared.spread.check_topology_spread`` for ``pod`` on ``node``."""
+    def check_topology_spread(
+        self, pod: Pod, pid: int | None, node: NodeInfo, switches: Switches = CURRENT
+    ) -> Reason | None:
+        """``shared.spread.check_topology_spread`` for ``pod`` on ``node``, with the same ``switches``."""
         constraints = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == _DO_NOT_SCHEDULE)
         if not constraints:
             return None
+        rule = switches.spread_counts_only_eligible_nodes
+        if rule is not False:
+            r = self._check_spread(pod, pid, node, constraints, all_nodes=False)
+            if r is not None or rule:
+                return r
+        return self._check_spread(pod, pid, node, constraints, all_nodes=True)
+
+    def _check_spread(
+        self,
+        pod: Pod,
+        pid: int | None,
+        node: NodeInfo,
+        constraints: tuple[TopologySpreadConstraint, ...],
+        *,
+        all_nodes: bool,
+    ) -> Reason | None:
+        """One counting rule: today's, or (``all_nodes``) the one before v1.24, which counts on every node of
+        an eligible domain and knows neither node inclusion policies nor ``minDomains``."""
         labels = node.node.labels
-        eligible, domains = self._eligible_nodes(pod, constraints)
+        eligible, domains = self._eligible_nodes(pod, constraints, all_nodes)
         for i, c in enumerate(constraints):
             value = labels.get(c.topology_key)
             if value is None:
                 return _MISSING_LABEL
             counts = self._spread_counts(pod, pid, c, i, eligible)
-            min_domains = c.min_domains if c.min_domains is not None else 1
+            min_domains = c.min_domains if c.min_domains is not None and not all_nodes else 1
             if len(domains[i]) < min_domains:
                 global_min = 0
             elif domains[i]:
@@ -352,14 +374,17 @@ class TopologyIndex:
         return None
 
     def _eligible_nodes(
-        self, pod: Pod, constraints: tuple[TopologySpreadConstraint, ...]
+        self, pod: Pod, constraints: tuple[TopologySpreadConstraint, ...], all_nodes: bool = False
     ) -> tuple[Mapping[int, tuple[str | None, ...]], tuple[frozenset[str], ...]]:
         """For the nodes that count (``id(NodeInfo)`` → per constraint its domain, ``None`` where a
         policy excludes it) and each constraint's eligible domains. Cached on what they depend on:
-        the keys, the policies, and the pod's node selector, required affinity and tolerations."""
+        the rule, the keys, the policies, and the pod's node selector, required affinity and tolerations."""
+        if all_nodes:
+            return self._eligible_nodes_before_v1_24(pod, constraints)
         honor_affinity = any(c.node_affinity_policy == _HONOR for c in constraints)
         honor_taints = any(c.node_taints_policy == _HONOR for c in constraints)
         cache_key = (
+            False,
             tuple((c.topology_key, c.node_affinity_policy, c.node_taints_policy) for c in constraints),
             tuple(sorted(pod.node_selector.items())) if honor_affinity else (),
             pod.required_affinity if honor_affinity else None,
@@ -402,6 +427,33 @@ class TopologyIndex:
         self._eligible[cache_key] = result
         return result
 
+    def _eligible_nodes_before_v1_24(
+        self, pod: Pod, constraints: tuple[TopologySpreadConstraint, ...]
+    ) -> tuple[Mapping[int, tuple[str | None, ...]], tuple[frozenset[str], ...]]:
+        """``shared.spread``'s rule before kubernetes#107009: domains from the nodes passing the pod's node
+        selector/affinity with every key; every node whose value (``""`` if it lacks the key) is such a
+        domain counts. Policies did not exist: affinity always decides the domains, taints never."""
+        keys = tuple(c.topology_key for c in constraints)
+        cache_key = (True, keys, tuple(sorted(pod.node_selector.items())), pod.required_affinity)
+        hit = self._eligible.get(cache_key)
+        if hit is not None:
+            return hit
+        domains: list[set[str]] = [set() for _ in constraints]
+        for info in self.snapshot:
+            nl = info.node.labels
+            if all(k in nl for k in keys) and matches_node_selector_and_affinity(pod, info.node):
+                for i, k in enumerate(keys):
+                    domains[i].add(nl[k])
+        out: dict[int, tuple[str | None, ...]] = {}
+        for info in self.snapshot:
+            nl = info.node.labels
+            values = tuple(v if (v := nl.get(k, "")) in domains[i] else None for i, k in enumerate(keys))
+            if any(v is not None for v in values):
+                out[id(info)] = values
+        result = (out, tuple(frozenset(d) for d in domains))
+        self._eligible[cache_key] = result
+        return result
+
     def _spread_counts(
         self,
         pod: Pod,
@@ -412,7 +464,7 @@ class TopologyIndex:
     ) -> dict[str, int]:
         counts: dict[str, int] = {}
         selector = c.selector
-        if selector is None or selector.is_empty:
+        if selector is None:  # matches no pod; an empty selector matches every pod (kubernetes#141340)
             return counts
         ns = pod.namespace
         uid = pod.uid

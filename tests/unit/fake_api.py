@@ -127,8 +127,11 @@ class _Stream:
 class FakeApiServer:
     """Nodes, pods, PDBs, namespaces, Leases and Events in memory; see the module docstring."""
 
-    def __init__(self, *, eviction_version: str = "v1", pdb_version: str = "v1") -> None:
+    def __init__(
+        self, *, eviction_version: str = "v1", pdb_version: str = "v1", git_version: str | None = "v1.30.2"
+    ) -> None:
         self.cond = threading.Condition()
+        self.git_version = git_version
         self.rv = itertools.count(100)
         self.last_rv = 100
         self.eviction_version = eviction_version
@@ -272,6 +275,9 @@ class FakeApiServer:
                     },
                 ],
             }
+        if method == "GET" and path == "/version" and self.git_version is not None:
+            major, minor = [*self.git_version.lstrip("v").split("."), "", ""][:2]
+            return {"major": major, "minor": minor, "gitVersion": self.git_version, "platform": "linux/amd64"}
         if method == "GET" and path == "/apis/policy":
             versions = [{"groupVersion": "policy/v1beta1", "version": "v1beta1"}]
             if self.pdb_version == "v1":

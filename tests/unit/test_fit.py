@@ -22,6 +22,7 @@ from shared.reasons import (
     ERR_VOLUME_NODE_AFFINITY,
 )
 from shared.snapshot import ClusterSnapshot
+from shared.switches import CURRENT, STRICTEST, for_version
 
 
 def node(name: str, *, cpu: str = "4", pods: str = "110", labels: dict[str, str] | None = None, **spec: Any) -> dict:
@@ -183,6 +184,67 @@ def test_bound_volume_pins_the_pod_to_its_zone() -> None:
     incoming = Pod.from_api(pod("db", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
     assert fits(incoming, snap["a"], snap) == []
     assert codes(fits(incoming, snap["b"], snap)) == [ERR_VOLUME_NODE_AFFINITY]
+
+
+# --- the cluster's release (shared/switches.py) ------------------------------------------------------------
+
+
+def test_the_issues_empty_selector_example_is_unschedulable_everywhere() -> None:
+    # kubernetes#141339: zone za's node holds app=x and app=y; zone zb's node has an untolerated taint; the
+    # pending pod spreads over zones with maxSkew 1 and labelSelector {}. kube-scheduler (before v1.27 and
+    # since kubernetes#141340) counts both pods: node a fails the spread, node b the taint.
+    snap = snapshot(
+        [
+            node("a", labels={"zone": "za"}),
+            node("b", labels={"zone": "zb"}, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+        ],
+        [pod("x", node_name="a", labels={"app": "x"}), pod("y", node_name="a", labels={"app": "y"})],
+    )
+    constraint = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
+    pending = Pod.from_api(pod("p", cpu="100m", topologySpreadConstraints=[constraint]))
+    for switches in (CURRENT, for_version("v1.20.2"), STRICTEST):
+        assert codes(fits(pending, snap["a"], snap, switches=switches)) == [ERR_SPREAD]
+        assert codes(fits(pending, snap["b"], snap, switches=switches)) == [ERR_UNTOLERATED_TAINT]
+
+
+def test_fits_passes_the_switches_to_the_resource_check() -> None:
+    # A node with cpu: 1 holding a pod bound with cpu: 2; the pod asks only for memory (kubernetes#116408).
+    snap = snapshot([node("a", cpu="1")], [pod("big", node_name="a", cpu="2")])
+    mem_only = Pod.from_api(
+        pod("m", cpu="0") | {"spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": "100Mi"}}}]}}
+    )
+    assert fits(mem_only, snap["a"], snap) == []
+    assert fits(mem_only, snap["a"], snap, switches=for_version("v1.27.0")) == []
+    got = fits(mem_only, snap["a"], snap, switches=for_version("v1.26.3"))
+    assert codes(got) == [ERR_INSUFFICIENT] and got[0].message == "Insufficient cpu"
+    assert codes(fits(mem_only, snap["a"], snap, switches=STRICTEST, first_only=True)) == [ERR_INSUFFICIENT]
+
+
+def test_fits_passes_the_switches_to_the_spread_check() -> None:
+    # kubernetes#106971: a pod excluded from node u by affinity; u's two matching pods count in zone A only
+    # before v1.24 (kubernetes#107009).
+    snap = snapshot(
+        [node("u", labels={"zone": "A"}), node("w", labels={"zone": "A"}), node("v", labels={"zone": "B"})],
+        [pod(f"s{i}", node_name="u", cpu="0", labels={"g": "1"}) for i in range(2)]
+        + [pod("s3", node_name="v", cpu="0", labels={"g": "1"})],
+    )
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"g": "1"}},
+    }
+    not_u = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["u"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [not_u]}]}
+        }
+    }
+    p = Pod.from_api(pod("p", cpu="0", labels={"g": "1"}, affinity=affinity, topologySpreadConstraints=[constraint]))
+    assert fits(p, snap["w"], snap) == []
+    assert codes(fits(p, snap["w"], snap, switches=for_version("v1.23.0"))) == [ERR_SPREAD]
+    assert codes(fits(p, snap["v"], snap)) == [ERR_SPREAD]
+    assert fits(p, snap["v"], snap, switches=for_version("v1.20.2")) == []
 
 
 def test_fits_does_not_mutate_its_inputs() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -166,3 +167,91 @@ def test_config_changes_the_plan(tmp_path: Path, snapshot_file: Path) -> None:
 def test_unknown_option_is_a_usage_error() -> None:
     proc = run("plan", "--snapshot")
     assert proc.returncode == 2 and b"Traceback" not in proc.stderr
+
+
+# --- --kubernetes-version: the cluster's kube-scheduler rules ----------------------------------------------
+
+
+@pytest.fixture
+def over_committed_file(tmp_path: Path) -> Path:
+    """A memory-only pod on an on-demand node; the one spot node (cpu: 1) holds a pod bound with cpu: 2."""
+
+    def node(name: str, cpu: str, capacity_type: str) -> dict[str, Any]:
+        return {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity_type}},
+            "status": {
+                "allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+
+    def pod(name: str, on: str, requests: dict[str, str], owned: bool) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": "shop", "uid": f"uid-{name}"}
+        if owned:
+            meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "controller": True}]
+        spec = {"nodeName": on, "containers": [{"name": "c", "resources": {"requests": requests}}]}
+        return {"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+
+    items = [
+        node("od-1", "2", "on-demand"),
+        node("spot-1", "1", "spot"),
+        pod("big", "spot-1", {"cpu": "2"}, owned=False),
+        pod("mem-only", "od-1", {"memory": "100Mi"}, owned=True),
+    ]
+    path = tmp_path / "over-committed.json"
+    path.write_bytes(orjson.dumps({"kind": "List", "items": items}))
+    return path
+
+
+def _drained(*argv: str) -> list[str]:
+    from rescheduler.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["plan", *argv, "-o", "json"], stdout=out, stderr=err) == 0, err.getvalue()
+    assert err.getvalue() == ""
+    return orjson.loads(out.getvalue())["drained"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "drained"),
+    [
+        pytest.param((), ["od-1"], id="snapshot-default-current-rules"),
+        pytest.param(("--kubernetes-version", "v1.27.0"), ["od-1"], id="v1.27"),
+        pytest.param(("--kubernetes-version", "1.26.3-eks-abc"), [], id="v1.26-eks"),
+        pytest.param(("--kubernetes-version", "v1.20.2"), [], id="v1.20"),
+        pytest.param(("--kubernetes-version", "unknown"), [], id="unknown-strictest"),
+    ],
+)
+def test_kubernetes_version_picks_the_schedulers_rules(
+    over_committed_file: Path, flag: tuple[str, ...], drained: list[str]
+) -> None:
+    assert _drained("--snapshot", str(over_committed_file), *flag) == drained
+
+
+def test_a_bad_kubernetes_version_is_one_line_and_exit_2(snapshot_file: Path) -> None:
+    line = _one_line_refusal(run("plan", "--snapshot", str(snapshot_file), "--kubernetes-version", "latest"))
+    assert "--kubernetes-version 'latest' is not a Kubernetes version" in line
+
+
+def test_a_live_plan_reads_the_api_servers_version_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from rescheduler import cli
+    from rescheduler.cluster import kube
+    from shared.switches import STRICTEST, for_version
+    from tests.unit.fake_api import FakeApiServer
+
+    live = argparse.Namespace(snapshot=None, kubeconfig="k", context=None, kubernetes_version=None)
+    for git_version, want, said in (
+        ("v1.20.2", for_version("v1.20.2"), "API server version v1.20.2: planning with the kube-scheduler rules"),
+        (None, STRICTEST, "warning: cannot read the API server's version"),
+    ):
+        server = FakeApiServer(git_version=git_version)
+        monkeypatch.setattr(kube, "transport_from_kubeconfig", lambda *a, server=server: server)
+        err = io.StringIO()
+        assert cli._switches_from_flag(live) is None
+        assert cli._discover(live, err) == want
+        assert err.getvalue().startswith(said) and err.getvalue().count("\n") == 1
+    flagged = argparse.Namespace(snapshot=None, kubeconfig="k", context=None, kubernetes_version="v1.24.1")
+    assert cli._switches_from_flag(flagged) == for_version("v1.24.1")  # the flag wins

@@ -25,6 +25,7 @@ from shared.fit import fits
 from shared.model import PDB, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.snapshot import ClusterSnapshot
+from shared.switches import CURRENT, STRICTEST, Switches, for_version
 
 DEFAULT = Config()
 
@@ -66,7 +67,7 @@ def _workload(pod: Pod) -> str | None:
     return f"{pod.namespace}/{ctrl.kind}/{name}"
 
 
-def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT) -> None:
+def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT, switches: Switches = CURRENT) -> None:
     classes = config.node_classes
     cutoff = config.movability.expendable_priority_cutoff
     fresh = _fresh(snap)
@@ -96,7 +97,7 @@ def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT) ->
         assert m.pod not in moved_keys, f"{m.pod} moves twice"
         pod = by_key[m.pod]
         assert pod.node_name == m.source
-        reasons = fits(pod, fresh[m.target], fresh)
+        reasons = fits(pod, fresh[m.target], fresh, switches=switches)
         assert reasons == [], f"{m.pod} -> {m.target}: {[r.message for r in reasons]}"
         moved = fresh.move_pod(pod, m.target)
         by_key[m.pod] = moved
@@ -672,3 +673,73 @@ def test_plan_json_has_exactly_the_documented_shape() -> None:
     assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
     assert doc["drained"] == ["od-1"] and doc["undrainable"] == {}
     orjson.dumps(doc)  # serialisable as is
+
+
+# --- the cluster's kube-scheduler release (shared/switches.py) ----------------------------------------------
+
+
+def planned_for(snap: ClusterSnapshot, switches: Switches) -> Plan:
+    before = _state(snap)
+    result = plan(snap, DEFAULT, verify=True, switches=switches)
+    assert _state(snap) == before
+    assert result.summary["verify_rejections"] == 0  # the incremental checks agree with fits(switches=...)
+    check_plan(snap, result, DEFAULT, switches)
+    for strategy in PORTFOLIO:  # first fit, best fit by cpu and by memory, tiered: every fast path
+        alone = plan(snap, DEFAULT, strategies=(strategy,), verify=True, improve=False, switches=switches)
+        assert alone.summary["verify_rejections"] == 0
+        assert alone.drained == result.drained, strategy.name
+    return result
+
+
+def _over_committed_spot() -> ClusterSnapshot:
+    """A memory-only pod on an on-demand node; the one spot node (cpu: 1) holds a pod bound with cpu: 2."""
+    return cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="1")],
+        [pod("mem-only", "od-1", cpu="0", memory="100Mi"), pod("big", "spot-1", cpu="2", owner=None)],
+    )
+
+
+def test_a_memory_only_pod_goes_to_a_node_over_committed_on_cpu_since_v1_27() -> None:
+    for switches in (CURRENT, for_version("v1.27.0")):
+        result = planned_for(_over_committed_spot(), switches)
+        assert result.drained == ("od-1",)
+        assert [m.to_json() for m in result.moves] == [{"pod": "shop/mem-only", "from": "od-1", "to": "spot-1"}]
+
+
+@pytest.mark.parametrize("switches", [for_version("v1.26.9"), for_version("v1.20.2"), STRICTEST])
+def test_before_v1_27_a_memory_only_pod_is_not_planned_onto_a_node_over_committed_on_cpu(switches: Switches) -> None:
+    result = planned_for(_over_committed_spot(), switches)
+    assert result.drained == ()
+    assert "Insufficient cpu" in result.undrainable["od-1"]
+
+
+def _spread_over_an_excluded_node() -> ClusterSnapshot:
+    """kubernetes#106971 in rescheduler terms: zone a holds node ex, which the pod's nodeSelector excludes and
+    which runs two pods its zone spread constraint (app=g, maxSkew 1) matches; spot-a (zone a) is the only
+    target; the pod runs on od-b (zone b)."""
+    pool = {"pool": "p"}
+    nodes = [_labelled(node("od-b", zone="b"), pool), _labelled(node("spot-a", spot=True, zone="a"), pool), node("ex")]
+    small = {"cpu": "100m", "memory": "64Mi"}
+    pods = [
+        pod("mover", "od-b", app="g", spread=True, node_selector=pool, **small),
+        pod("x1", "ex", app="g", owner=None, **small),
+        pod("x2", "ex", app="g", owner=None, **small),
+    ]
+    return cluster(nodes, pods)
+
+
+def _labelled(n: Node, extra: dict[str, str]) -> Node:
+    return replace(n, labels={**n.labels, **extra})
+
+
+def test_spread_counts_only_nodes_the_pod_may_use_since_v1_24() -> None:
+    result = planned_for(_spread_over_an_excluded_node(), CURRENT)
+    assert "od-b" in result.drained
+    assert [m.to_json() for m in result.moves] == [{"pod": "shop/mover", "from": "od-b", "to": "spot-a"}]
+
+
+@pytest.mark.parametrize("switches", [for_version("v1.23.4"), for_version("v1.20.2"), STRICTEST])
+def test_before_v1_24_spread_counts_pods_on_nodes_the_pod_cannot_use(switches: Switches) -> None:
+    result = planned_for(_spread_over_an_excluded_node(), switches)
+    assert "od-b" not in result.drained
+    assert "topology spread" in result.undrainable["od-b"]

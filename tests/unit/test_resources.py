@@ -30,8 +30,10 @@ from shared.resources import (
     is_scalar_resource,
     node_free,
     non_zero_requests,
+    requests_anything,
 )
 from shared.snapshot import NodeInfo
+from shared.switches import CURRENT, STRICTEST, Switches, for_version
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"
@@ -712,6 +714,99 @@ def test_overcommitted_node_fails_any_positive_request_but_not_a_zero_one() -> N
     info = node_info(existing(E(15, 25)))
     assert check_resources(pod(E(0, 0)), info) == ()
     assert_reasons(check_resources(pod(E(1, 0)), info), [("cpu", 1, 15, 10)])
+
+
+# --- rules that changed between releases (shared/switches.py) -------------------------------------------
+#
+# kubernetes#116408 (v1.27) added the "skip checking resource request with quantity zero" case to
+# TestEnoughRequests; kubernetes#111544 (taken as v1.26) the "... quantity zero via resource groups" one.
+# Before each change the same inputs gave the reasons below (v1.20 fit.go fitsRequest compares
+# ``allocatable < request + requested`` for cpu, memory and ephemeral-storage, and for every scalar the pod
+# names, once the pod requests anything).
+
+V1_20, V1_25, V1_26, V1_27 = (for_version(v) for v in ("v1.20.2", "v1.25.16", "1.26.15-eks-1", "v1.27.0+k3s1"))
+
+
+@pytest.mark.parametrize(
+    ("incoming", "on_node", "switches", "want"),
+    [
+        pytest.param(
+            P(E(scalars={EXT_A: 1})),
+            existing(E(20, 30, scalars={EXT_A: 1})),
+            switches,
+            want,
+            id=f"skip checking resource request with quantity zero [{name}]",
+        )
+        for name, switches, want in (
+            ("current", CURRENT, []),
+            ("v1.27", V1_27, []),
+            ("v1.26: cpu and memory checked at 0", V1_26, [("cpu", 0, 20, 10), ("memory", 0, 30, 20)]),
+            ("v1.20", V1_20, [("cpu", 0, 20, 10), ("memory", 0, 30, 20)]),
+            ("unknown version", STRICTEST, [("cpu", 0, 20, 10), ("memory", 0, 30, 20)]),
+        )
+    ]
+    + [
+        pytest.param(
+            P(E(1, 1, scalars={EXT_A: 0})),
+            existing(E(0, 0, scalars={EXT_A: 6})),
+            switches,
+            want,
+            id=f"skip checking extended resource request with quantity zero via resource groups [{name}]",
+        )
+        for name, switches, want in (
+            ("current", CURRENT, []),
+            ("v1.26", V1_26, []),
+            ("v1.25: zero scalar checked", V1_25, [(EXT_A, 0, 6, 5)]),
+            ("v1.20", V1_20, [(EXT_A, 0, 6, 5)]),
+            ("unknown version", STRICTEST, [(EXT_A, 0, 6, 5)]),
+        )
+    ],
+)
+def test_upstream_cases_on_each_side_of_the_change(
+    incoming: Pod, on_node: Pod, switches: Switches, want: list[Any]
+) -> None:
+    assert_reasons(check_resources(incoming, node_info(on_node), switches=switches), want)
+
+
+@pytest.mark.parametrize(
+    ("switches", "want"),
+    [
+        pytest.param(CURRENT, [], id="v1.27+-fits"),
+        pytest.param(V1_26, [("cpu", 0, 2000, 1000)], id="v1.26-insufficient-cpu"),
+        pytest.param(V1_20, [("cpu", 0, 2000, 1000)], id="v1.20-insufficient-cpu"),
+        pytest.param(STRICTEST, [("cpu", 0, 2000, 1000)], id="unknown-version-insufficient-cpu"),
+    ],
+)
+def test_a_memory_only_pod_on_a_node_over_committed_on_cpu(switches: Switches, want: list[Any]) -> None:
+    # A node with cpu: 1 holding a pod bound (by nodeName, past the scheduler) with cpu: 2.
+    alloc = {"cpu": "1", "memory": "4Gi", "pods": "110"}
+    info = NodeInfo(node(alloc), [pod({"cpu": "2"}, node_name="n1")])
+    assert_reasons(check_resources(pod({"memory": "100Mi"}), info, switches=switches), want)
+
+
+@pytest.mark.parametrize("switches", [CURRENT, V1_20, STRICTEST], ids=["current", "v1.20", "unknown-version"])
+def test_a_pod_requesting_nothing_is_not_checked_on_any_release(switches: Switches) -> None:
+    # fitsRequest's early return: no cpu, memory, ephemeral-storage and no scalar named.
+    info = node_info(existing(E(15, 25, 30)))
+    assert check_resources(pod(), info, switches=switches) == ()
+    assert check_resources(pod(E(0, 0)), info, switches=switches) == ()
+    assert not requests_anything(pod(E(0, 0)))
+
+
+def test_a_zero_scalar_alone_gets_past_the_early_return_before_v1_27() -> None:
+    info = node_info(existing(E(15, 25)))
+    zero_gpu = pod(E(scalars={EXT_A: 0}))
+    assert requests_anything(zero_gpu)
+    assert check_resources(zero_gpu, info) == ()
+    assert_reasons(check_resources(zero_gpu, info, switches=V1_26), [("cpu", 0, 15, 10), ("memory", 0, 25, 20)])
+
+
+def test_older_rules_still_fail_what_current_rules_fail() -> None:
+    info = node_info(existing(E(5, 19)))
+    for switches in (CURRENT, V1_26, V1_20, STRICTEST):
+        assert_reasons(
+            check_resources(pod(E(6, 2)), info, switches=switches), [("cpu", 6, 5, 10), ("memory", 2, 19, 20)]
+        )
 
 
 def test_node_without_pods_allocatable_has_no_room() -> None:

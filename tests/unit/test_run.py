@@ -29,6 +29,7 @@ from rescheduler.logs import JsonFormatter, fields
 from rescheduler.metrics import Metrics, MetricsServer
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
 from shared.config import ConfigError, load_config
+from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.unit.fake_api import FakeApiServer, namespace, node, pod
 
 # --- the command line ------------------------------------------------------------------------------------------
@@ -263,3 +264,87 @@ def test_logs_are_one_json_object_per_line_with_the_fields() -> None:
         "od-1",
         "interrupted",
     )
+
+
+# --- the cluster's kube-scheduler rules (rescheduler/cluster/version.py) -------------------------------------------
+
+
+def over_committed(git_version: str | None) -> FakeApiServer:
+    """A memory-only pod on od-1; the only spot node (cpu: 1) holds a pod bound with cpu: 2."""
+    server = FakeApiServer(git_version=git_version)
+    server.put("namespaces", namespace("default"))
+    server.put("namespaces", namespace("spotshift"))
+    server.put("nodes", node("od-1", cpu="2"))
+    server.put("nodes", node("spot-1", spot=True, cpu="1"))
+    server.put("pods", pod("big", "spot-1", app="big", owner=None, cpu="2"))
+    server.put("pods", pod("mem", "od-1", app="mem", owner="rs-mem", cpu="0"))
+
+    def replace(evicted: dict[str, Any]) -> None:
+        new = pod("mem-new", "spot-1", app="mem", owner="rs-mem", cpu="0")
+        server.put("pods", new)
+
+    server.on_evict = replace
+    return server
+
+
+def run_once(server: FakeApiServer) -> Rescheduler:
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5))
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    return r
+
+
+def test_the_loop_plans_with_the_rules_of_the_api_servers_release(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="spotshift.rescheduler")
+    r = run_once(over_committed("v1.20.2"))
+    assert r.switches == for_version("v1.20.2")
+    assert r.results == [] and r.last_decision is not None and r.last_decision.drains == ()
+    lines = [rec for rec in caplog.records if "API server version v1.20.2" in rec.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert "spread_counts_only_eligible_nodes=false" in lines[0].getMessage()
+
+
+def test_on_a_current_release_the_memory_only_pod_moves_to_the_cpu_over_committed_node() -> None:
+    r = run_once(over_committed("v1.27.3-eks-2d98532"))
+    assert r.switches == for_version("v1.27.3")
+    assert [(res.node, res.outcome) for res in r.results] == [("od-1", "succeeded")]
+
+
+@pytest.mark.parametrize(
+    ("git_version", "fail", "logged"),
+    [
+        pytest.param("v1.30.2", 500, "cannot read the API server's version", id="version-not-readable"),
+        pytest.param(None, None, "cannot read the API server's version", id="version-not-served"),
+        pytest.param("custom-build", None, "is not a Kubernetes 1.x version", id="version-not-parsable"),
+    ],
+)
+def test_without_a_usable_version_the_loop_plans_with_the_strictest_rules_and_says_so(
+    git_version: str | None, fail: int | None, logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="spotshift.rescheduler")
+    server = over_committed(git_version)
+    if fail is not None:
+        server.fail("GET", r"^/version$", fail)
+    r = run_once(server)
+    assert r.switches == STRICTEST
+    assert r.results == []  # the strict rule keeps the memory-only pod off the over-committed node
+    warnings = [rec for rec in caplog.records if logged in rec.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert "strictest kube-scheduler rules" in warnings[0].getMessage()
+
+
+def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
+    from rescheduler.run import default_planner
+    from rescheduler.snapshot_io import load_bytes
+
+    server = over_committed(None)
+    items = [*server.store["nodes"].values(), *server.store["pods"].values()]
+    snapshot = load_bytes(json.dumps({"kind": "List", "items": items}).encode())
+    config = fast()
+    current: list[Switches] = [CURRENT]
+    planner = default_planner(None, lambda: current[0])
+    assert [nm.node for nm in planner(snapshot, config)] == ["od-1"]
+    current[0] = for_version("v1.26.0")
+    assert planner(snapshot, config) == []

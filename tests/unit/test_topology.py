@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 import orjson
 import pytest
@@ -20,6 +21,7 @@ from shared.interpod import check_inter_pod_affinity
 from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
+from shared.switches import CURRENT, STRICTEST, for_version
 
 RICH = replace(FULL, anti_affinity=0.35, anti_affinity_other=0.3, spread=0.3, pod_affinity=0.15, pinned=0.02)
 
@@ -99,3 +101,81 @@ def test_a_rejection_names_the_same_reason_as_the_scheduler() -> None:
                     reasons.add(r.message)
                     assert r == check_inter_pod_affinity(pod, node, snap)
     assert reasons  # the generated cluster exercises the rejections, not only the passes
+
+
+# --- the cluster's release (shared/switches.py) and empty selectors ----------------------------------------
+
+SWITCHES = {"current": CURRENT, "v1.20": for_version("v1.20.2"), "unknown": STRICTEST}
+
+
+def _release_sensitive_cluster(seed: int) -> ClusterSnapshot:
+    """Zones, a pool label some nodes lack (pods choose it by nodeSelector), racks some nodes lack, and spread
+    constraints with ``{}``, missing and matchLabels selectors: where the counting rules of kubernetes#107009
+    disagree."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(12):
+        labels = {"kubernetes.io/hostname": f"n{i}", "zone": rng.choice("abc")}
+        if rng.random() < 0.6:
+            labels["pool"] = "p"
+        if rng.random() < 0.7:
+            labels["rack"] = f"r{rng.randrange(3)}"
+        nodes.append({"metadata": {"name": f"n{i}", "labels": labels}, "status": {"allocatable": {"pods": "110"}}})
+    selectors = [{}, None, {"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "b"}}]
+    pods = []
+    for j in range(90):
+        spec: dict[str, Any] = {"nodeName": f"n{rng.randrange(12)}", "containers": [{"name": "c"}]}
+        if rng.random() < 0.5:
+            constraints = []
+            for key in rng.sample(["zone", "rack", "kubernetes.io/hostname"], rng.randint(1, 2)):
+                c: dict[str, Any] = {
+                    "maxSkew": rng.randint(1, 2),
+                    "topologyKey": key,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                }
+                sel = rng.choice(selectors)
+                if sel is not None:
+                    c["labelSelector"] = sel
+                constraints.append(c)
+            spec["topologySpreadConstraints"] = constraints
+            if rng.random() < 0.6:
+                spec["nodeSelector"] = {"pool": "p"}
+        meta = {"name": f"p{j}", "namespace": rng.choice(["ns1", "ns1", "ns2"]), "labels": {"app": rng.choice("ab")}}
+        pods.append({"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+    items = [{"kind": "Node", **n} for n in nodes] + pods
+    return load_bytes(orjson.dumps({"kind": "List", "items": items}))
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_index_follows_the_release_rules_like_shared_spread(seed: int) -> None:
+    snap = _release_sensitive_cluster(seed)
+    index = TopologyIndex(snap)
+    rng = random.Random(seed)
+    infos = list(snap)
+    spreading = [p for info in infos for p in info.pods if p.topology_spread]
+    disagreements = 0
+    for step in range(40):
+        for _ in range(25):
+            pod = rng.choice(spreading)
+            node = rng.choice(infos)
+            pid = index.pid(pod)
+            answers = {}
+            for name, switches in SWITCHES.items():
+                want = check_topology_spread(pod, node, snap, switches=switches)
+                got = index.check_topology_spread(pod, pid, node, switches)
+                assert got == want, (name, pod.key, node.name)
+                answers[name] = want
+            disagreements += answers["current"] != answers["v1.20"]
+            if answers["current"] is not None or answers["v1.20"] is not None:
+                assert answers["unknown"] is not None  # both rules must pass
+        info = rng.choice(infos)
+        if info.pods and step % 2 == 0:
+            pod = rng.choice(info.pods)
+            target = rng.choice(infos)
+            if target is not info:
+                pid = index.pid(pod)
+                moved = snap.move_pod(pod, target.name)
+                index.move(pid, moved, target)
+                if pod in spreading:
+                    spreading[spreading.index(pod)] = moved
+    assert disagreements > 0  # the two counting rules were really told apart

@@ -1,0 +1,263 @@
+"""The kube-scheduler rules of Kubernetes 1.20, on the real 1.20 control plane (``shared/switches.py``).
+
+Two rules changed after 1.20, and the rescheduler must plan by the cluster's: before 1.27
+(kubernetes#116408) a node over-committed on cpu refuses a pod that asks only for memory; before 1.24
+(kubernetes#107009) topology spread counts matching pods on nodes the pod cannot use. For each, the test
+builds the situation with real objects, shows that the real kube-scheduler 1.20 refuses the placement (a
+probe pod stays Pending with the scheduler's reason), then that:
+
+* ``spot-rescheduler plan`` against the live cluster reads ``/version`` (v1.20.2) and does not plan it;
+* the same cluster saved as a snapshot is planned with the move under today's rules, and without it under
+  ``--kubernetes-version v1.20.2``: the two sides of the switch, on the same objects;
+* (memory case) ``spot-rescheduler run --once`` logs the version and leaves the node alone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.extender_server import ExtenderProcess
+from tests.e2e.test_rescheduler_e2e import NodeWatcher, World, _unschedulable
+from tests.e2e.test_rescheduler_e2e import Rescheduler as RunProcess
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.example/app:1"
+NodeFactory = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> World:
+    # A pending unschedulable pod anywhere pauses a rescheduler: let earlier tests' leftovers go first.
+    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
+    return World(control_plane, namespace, make_node, tmp_path)
+
+
+@pytest.fixture
+def runs(control_plane: ControlPlane, tmp_path: Path) -> Iterator[list[RunProcess]]:
+    started: list[RunProcess] = []
+    yield started
+    for r in started:
+        r.close()
+    for r in started:
+        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
+
+
+def plan(*args: str) -> tuple[dict[str, Any], str]:
+    """``spot-rescheduler plan ARGS -o json``: (the plan, stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rescheduler.cli", "plan", *args, "-o", "json"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    return orjson.loads(proc.stdout), proc.stderr.decode()
+
+
+def save_snapshot(plane: ControlPlane, path: Path) -> Path:
+    """What ``kubectl get nodes,namespaces,pods -A -o json`` writes: a List whose items carry their kind."""
+    items = []
+    for kind, api_path in (("Node", "/api/v1/nodes"), ("Namespace", "/api/v1/namespaces"), ("Pod", "/api/v1/pods")):
+        for obj in plane.api.list(api_path):
+            items.append({"apiVersion": "v1", "kind": kind, **obj})
+    path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return path
+
+
+def bare_pod(world: World, name: str, *, node: str = "", **spec: Any) -> dict[str, Any]:
+    labels = spec.pop("labels", {})
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": IMAGE}], **spec},
+    }
+    if node:
+        body["spec"]["nodeName"] = node  # bound without the scheduler, as a kubelet's static pod or a DaemonSet
+    return world.plane.api.post(f"/api/v1/namespaces/{world.ns}/pods", body)
+
+
+def requests(**amounts: str) -> list[dict[str, Any]]:
+    return [{"name": "app", "image": IMAGE, "resources": {"requests": dict(amounts)}}]
+
+
+def running(world: World, name: str) -> None:
+    def ok() -> bool:
+        pod = world.plane.api.get(f"/api/v1/namespaces/{world.ns}/pods/{name}")
+        return (pod.get("status") or {}).get("phase") == "Running"
+
+    wait_for(ok, timeout=60, what=f"pod {name} to run")
+
+
+def stays_pending(world: World, name: str, because: str) -> str:
+    """Wait for kube-scheduler to report ``name`` unschedulable; its message must contain ``because``."""
+    path = f"/api/v1/namespaces/{world.ns}/pods/{name}"
+
+    def reported() -> str | None:
+        pod = world.plane.api.get(path)
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                return str(c.get("message") or "")
+        return None
+
+    message = wait_for(reported, timeout=60, what=f"kube-scheduler to refuse {name}")
+    assert because in message, message
+    assert not world.plane.api.get(path)["spec"].get("nodeName")
+    world.plane.api.delete(path, gracePeriodSeconds=0)
+
+    def gone() -> bool:
+        try:
+            world.plane.api.get(path)
+        except ApiError as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
+    return message
+
+
+def moves(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(m["pod"].split("/", 1)[1].rsplit("-", 2)[0], m["from"], m["to"]) for m in result["moves"]]
+
+
+# --- kubernetes#116408: resources of a node over-committed on cpu ----------------------------------------------
+
+
+def test_a_memory_only_pod_is_not_planned_onto_a_node_over_committed_on_cpu(
+    world: World, runs: list[RunProcess], tmp_path: Path
+) -> None:
+    plane = world.plane
+    od = world.on_demand()
+    world.deployment("memonly", 1, containers=requests(memory="64Mi"))
+    assert [p["spec"]["nodeName"] for p in world.ready("memonly")] == [od]
+    spot = world.spot(allocatable={"cpu": "1"})
+    bare_pod(world, "hog", node=spot, containers=requests(cpu="2"))  # spot: 2 cpu requested of 1
+    running(world, "hog")
+
+    # kube-scheduler 1.20 agrees: a memory-only pod that may only go to the spot node stays Pending.
+    bare_pod(world, "probe", nodeSelector={"kubernetes.io/hostname": spot}, containers=requests(memory="64Mi"))
+    stays_pending(world, "probe", "Insufficient cpu")
+
+    config = world.config()
+    live, said = plan(f"--kubeconfig={plane.kubeconfig}", f"--config={config}")
+    assert "API server version v1.20.2: planning with the kube-scheduler rules of Kubernetes 1.20" in said, said
+    assert "resources_fit_ignores_unrequested_overcommit=false" in said
+    assert live["drained"] == [] and "Insufficient cpu" in live["undrainable"][od], live
+
+    snapshot = save_snapshot(plane, tmp_path / "snapshot.json")
+    today, _ = plan(f"--snapshot={snapshot}", f"--config={config}")
+    assert today["drained"] == [od] and moves(today) == [("memonly", od, spot)], today
+    old, _ = plan(f"--snapshot={snapshot}", f"--config={config}", "--kubernetes-version=v1.20.2")
+    assert old["drained"] == [] and "Insufficient cpu" in old["undrainable"][od], old
+
+    # The run loop learns the version the same way and leaves the node alone.
+    watcher = NodeWatcher(plane, [od, spot])
+    watcher.start()
+    r = RunProcess(plane.kubeconfig, config, tmp_path / "run.log", "--once", name="once")
+    runs.append(r)
+    assert r.wait(90) == 0, r.tail()
+    assert watcher.close() == {}
+    version = r.logged("API server version v1.20.2")
+    assert version and version[0]["level"] == "info", r.tail()
+    assert r.logged("plan: 0 nodes can be emptied"), r.tail()
+    assert [p["spec"]["nodeName"] for p in world.pods("memonly")] == [od]
+
+
+# --- kubernetes#107009: topology spread over nodes the pod cannot use -------------------------------------------
+
+
+def test_spread_counts_pods_on_nodes_the_pod_cannot_use(world: World, make_node: NodeFactory, tmp_path: Path) -> None:
+    plane = world.plane
+    zone = f"e2e.spotshift.io/zone-{world.label}"
+    pool = f"e2e.spotshift.io/pool-{world.label}"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    test_label = {"e2e.spotshift.io/test": world.label, pool: "yes"}
+    od = make_node("od", labels={world.od_key: "true", zone: "zb", **test_label})["metadata"]["name"]
+    world.nodes.append(od)
+    # "ex": zone za, not in the pod's pool, neither spot nor on-demand; it runs two pods the constraint matches.
+    ex = make_node("ex", labels={zone: "za"})["metadata"]["name"]
+    for i in range(2):
+        bare_pod(world, f"matching-{i}", node=ex, labels={"group": group})
+        running(world, f"matching-{i}")
+
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": zone,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"group": group}},
+    }
+    spread_spec = {"nodeSelector": {pool: "yes"}, "topologySpreadConstraints": [constraint]}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "mover"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "mover"}},
+            "template": {
+                "metadata": {"labels": {"app": "mover", "group": group}},
+                "spec": {"terminationGracePeriodSeconds": 5, "containers": requests(cpu="100m"), **spread_spec},
+            },
+        },
+    }
+    plane.api.post(f"/apis/apps/v1/namespaces/{world.ns}/deployments", body)
+    assert [p["spec"]["nodeName"] for p in world.ready("mover")] == [od]
+    spot = make_node("spot", labels={world.spot_key: "true", zone: "za", **test_label})["metadata"]["name"]
+    world.nodes.append(spot)
+
+    # kube-scheduler 1.20 agrees: with od cordoned, a pod like mover cannot go to the spot node, because zone za
+    # counts ex's two pods (today's rule would count 0 there and place it).
+    plane.api.patch(f"/api/v1/nodes/{od}", {"spec": {"unschedulable": True}})
+    try:
+        bare_pod(world, "probe", labels={"group": group}, containers=requests(cpu="100m"), **spread_spec)
+        stays_pending(world, "probe", "didn't match pod topology spread constraints")
+    finally:
+        plane.api.patch(f"/api/v1/nodes/{od}", {"spec": {"unschedulable": False}})
+
+    config = world.config()
+    live, said = plan(f"--kubeconfig={plane.kubeconfig}", f"--config={config}")
+    assert "spread_counts_only_eligible_nodes=false" in said, said
+    assert live["drained"] == [] and "topology spread" in live["undrainable"][od], live
+
+    snapshot = save_snapshot(plane, tmp_path / "snapshot.json")
+    today, _ = plan(f"--snapshot={snapshot}", f"--config={config}")
+    assert today["drained"] == [od] and moves(today) == [("mover", od, spot)], today
+    old, _ = plan(f"--snapshot={snapshot}", f"--config={config}", "--kubernetes-version=v1.20.2")
+    assert old["drained"] == [] and "topology spread" in old["undrainable"][od], old
+
+
+# --- the extender --------------------------------------------------------------------------------------------------
+
+
+def test_the_extender_says_which_release_the_cluster_schedules_with(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    extender = ExtenderProcess(tmp_path, control_plane.kubeconfig).start()
+    try:
+        log = extender.log_path.read_text(errors="replace")
+        assert (
+            "spot-extender: API server version v1.20.2: the cluster schedules with the kube-scheduler rules of "
+            "Kubernetes 1.20" in log
+        ), extender.log_tail()
+    finally:
+        extender.stop()
