@@ -38,16 +38,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import cluster_gen
 
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.plan.candidates import PlanCache
 from rescheduler.plan.cycle import decide, plan_nodes
-from rescheduler.plan.planner import PlanCache
 from rescheduler.plan.safety import unschedulable_pods
 from rescheduler.run import DEFAULT_PLAN_TIME_BUDGET
 from shared.config import Config
+from tests.support import cluster_gen
 
 _KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}
 
@@ -78,7 +76,7 @@ def one_cycle(
     with state.cond:
         pending = unschedulable_pods(p for p in state.pods.values() if not p.node_name)
     snapshot = state.snapshot()
-    planned = plan_nodes(snapshot, config, time_budget=budget, cache=cache)
+    planned = plan_nodes(snapshot, config, time_budget=budget, clock=time.monotonic, cache=cache)
     decision = decide(snapshot, planned, config, now=time.time(), unschedulable=0)
     return len(pending), len(planned), len(decision.drains)
 

@@ -21,6 +21,7 @@ import argparse
 import gc
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import IO
 
@@ -118,7 +119,7 @@ def _run_plan(
     gc.disable()
     snapshot = _load(args, progress, stdin)
     progress.phase(f"planning {len(snapshot):,} nodes")
-    result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget)
+    result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget, clock=time.monotonic)
     progress.done()
     if args.output == "json":
         text = orjson.dumps(result.to_json()).decode() + "\n"

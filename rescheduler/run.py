@@ -358,14 +358,15 @@ class Rescheduler:
 
 def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
-    :class:`~rescheduler.plan.planner.PlanCache` kept from one cycle to the next (the state's pods are the same
-    objects between cycles until an event replaces one; the plans are those made without it)."""
-    from rescheduler.plan.planner import PlanCache
+    :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
+    objects between cycles until an event replaces one; the plans are those made without it). The budget is
+    measured on ``time.monotonic``: the plan folder reads no clock of its own."""
+    from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
 
     def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
-        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache)
+        return plan_nodes(snapshot, config, time_budget=time_budget, clock=time.monotonic, cache=cache)
 
     return plan
 

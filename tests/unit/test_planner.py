@@ -15,8 +15,6 @@ from typing import Any
 import orjson
 import pytest
 
-from bench.cluster_gen import DRAINABLE, FULL, generate
-from rescheduler.baselines import pusher_plan
 from rescheduler.plan.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
 from rescheduler.snapshot_io import load_bytes
 from shared.classes import node_class, reclaim_reason
@@ -25,6 +23,8 @@ from shared.fit import fits
 from shared.model import PDB, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.snapshot import ClusterSnapshot
+from tests.support.cluster_gen import DRAINABLE, FULL, generate
+from tests.support.pusher import pusher_plan
 
 DEFAULT = Config()
 
@@ -668,7 +668,7 @@ def test_config_on_demand_selector_limits_the_candidates() -> None:
 def test_plan_json_has_exactly_the_documented_shape() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
     doc = planned(snap).to_json()
-    assert list(doc) == ["moves", "drained", "undrainable", "summary"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
     assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
-    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {}
+    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {}
     orjson.dumps(doc)  # serialisable as is

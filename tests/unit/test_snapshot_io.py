@@ -11,10 +11,10 @@ import msgspec
 import orjson
 import pytest
 
-from bench.cluster_gen import FULL, generate, write_list
 from rescheduler import snapshot_io
 from rescheduler.snapshot_io import NotFound, Progress, SnapshotError, load_bytes, load_cluster, load_snapshot
 from shared.model import PDB, Node, Pod
+from tests.support.cluster_gen import FULL, generate, write_list
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,13 +13,13 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from bench.cluster_gen import FULL, generate
 from rescheduler.plan.topology import TopologyIndex
 from rescheduler.snapshot_io import load_bytes
 from shared.interpod import check_inter_pod_affinity
 from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
+from tests.support.cluster_gen import FULL, generate
 
 RICH = replace(FULL, anti_affinity=0.35, anti_affinity_other=0.3, spread=0.3, pod_affinity=0.15, pinned=0.02)
 
