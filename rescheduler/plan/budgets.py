@@ -106,11 +106,11 @@ def workload_shares(cands: Candidates) -> dict[str, Share]:
             elif cls == "on-demand":
                 share.on_demand += n
     for p in sim.preempted:  # they still count as the workload's pods on spot
-        wk = workload_key(p)
-        share = shares.get(wk) if wk is not None else None
-        if share is not None:
-            share.total += 1
-            share.spot += 1
+        key = workload_key(p)
+        preempted_share = shares.get(key) if key is not None else None
+        if preempted_share is not None:
+            preempted_share.total += 1
+            preempted_share.spot += 1
     return shares
 
 

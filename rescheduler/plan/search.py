@@ -251,7 +251,7 @@ def improve(planner: Planner, best: Result, strategies: Sequence[Strategy]) -> R
             break
         attempts += 1
         replayed += 2 * cost
-        result = extend(planner, best, w) or repack(planner, best, w)
-        if result is not None:
-            best = result
+        grown = extend(planner, best, w) or repack(planner, best, w)
+        if grown is not None:
+            best = grown
     return best

@@ -80,9 +80,9 @@ class TopologyIndex:
         parts = memo.parts(infos)
         keys: set[str] = set()
         for part in parts:
-            k = part.anchor_keys()
-            if k:
-                keys |= k
+            anchor_keys = part.anchor_keys()
+            if anchor_keys:
+                keys |= anchor_keys
         self.keys = frozenset(keys)
         key_tuple = tuple(sorted(keys))
         blocks = [part.block(key_tuple, memo) for part in parts]
