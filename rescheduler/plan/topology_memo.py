@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from shared.model import Pod, PodAffinityTerm
 from shared.selectors import IN, LabelSelector
 from shared.snapshot import NodeInfo
 
-__all__ = ["TopologyMemo", "NodePart", "anchor_of", "selectors_of"]
+__all__ = ["TopologyMemo", "NodePart", "Block", "AntiEntries", "anchor_of", "selectors_of"]
 
 
 def anchor_of(selector: LabelSelector | None) -> tuple[str, frozenset[str]] | None:
@@ -40,8 +41,28 @@ def selectors_of(pod: Pod) -> Iterable[LabelSelector | None]:
         yield c.selector
 
 
-_AntiEntries = tuple[list[int], list[int], list[PodAffinityTerm], list[int], list[PodAffinityTerm]]
-"""Anchored terms (their pod's position, the key's number, the term), then the others (position, term)."""
+class Block(NamedTuple):
+    """The pods of one node that a :class:`~rescheduler.plan.topology.TopologyIndex` indexes up front."""
+
+    pods: list[Pod]
+    """Those carrying an indexed key, then the other pods with required anti-affinity."""
+    offsets: list[int]
+    """Per posting: the pod's offset in ``pods``."""
+    slots: list[int]
+    """Per posting: the memo's number for its ``(namespace, key, value)``."""
+    anti_offsets: list[int]
+    """Per pod with required anti-affinity: its offset in ``pods``."""
+
+
+class AntiEntries(NamedTuple):
+    """The required anti-affinity terms of one node's pods: anchored ones once per ``(key, value)`` they
+    require, the others apart; each with its pod's position among the node's pods with anti-affinity."""
+
+    pod_of: list[int]
+    slots: list[int]
+    terms: list[PodAffinityTerm]
+    general_pod_of: list[int]
+    general: list[PodAffinityTerm]
 
 
 class NodePart:
@@ -59,9 +80,9 @@ class NodePart:
         self.anti = anti
         self._keys: frozenset[str] | None = None
         self._key_tuple: tuple[str, ...] | None = None
-        self._block: tuple[list[Pod], list[int], list[int], list[int]] = ([], [], [], [])
+        self._block = Block([], [], [], [])
         self._where: dict[int, int] | None = None
-        self._anti_entries: _AntiEntries | None = None
+        self._anti_entries: AntiEntries | None = None
 
     def anchor_keys(self) -> frozenset[str]:
         """The label keys that the ``In`` anchors of the pods' affinity, anti-affinity and spread selectors
@@ -77,9 +98,7 @@ class NodePart:
             self._keys = frozenset(keys)
         return self._keys
 
-    def block(
-        self, key_tuple: tuple[str, ...], memo: TopologyMemo
-    ) -> tuple[list[Pod], list[int], list[int], list[int]]:
+    def block(self, key_tuple: tuple[str, ...], memo: TopologyMemo) -> Block:
         """The pods indexed up front, in order: those carrying one of the keys, then the other pods with
         required anti-affinity; per posting, the pod's offset in the block and the memo's number for its
         ``(namespace, key, value)``; per pod with required anti-affinity, its offset in the block."""
@@ -110,7 +129,7 @@ class NodePart:
                         off = where[id(p)] = len(block)
                         block.append(p)
                     anti_offsets.append(off)
-            self._block = (block, offsets, slots, anti_offsets)
+            self._block = Block(block, offsets, slots, anti_offsets)
             self._key_tuple = key_tuple
             self._where = None
         return self._block
@@ -122,13 +141,13 @@ class NodePart:
             where = self._where = {id(p): i for i, p in enumerate(self._block[0])}
         return where.get(id(pod))
 
-    def anti_entries(self, memo: TopologyMemo) -> _AntiEntries:
+    def anti_entries(self, memo: TopologyMemo) -> AntiEntries:
         """The terms of the pods with required anti-affinity that select something, in order: those with
         an ``In`` requirement once per ``(key, value)`` it requires (under the memo's number for it), and
         the others; each with its pod's position in ``anti``. Flat lists: few objects for the collector."""
         if self._anti_entries is None:
             slot = memo.anti_slot
-            entries: _AntiEntries = ([], [], [], [], [])
+            entries = AntiEntries([], [], [], [], [])
             pod_of, slots, terms, general_pod_of, general = entries
             for k, p in enumerate(self.anti):
                 for t in p.pod_anti_affinity:
