@@ -2,10 +2,10 @@
 
     python3 bench/plan_quality.py [--instances 24] [--time-limit 60] [--seed 1]
 
-For each generated instance (30-60 nodes; :data:`bench.cluster_gen.MILP_PROFILE`, or ``--profile packing``
-for :data:`bench.cluster_gen.MILP_PACKING`, where bin packing rather than PDB budgets decides) it prints the
+For each generated instance (30-60 nodes; :data:`tests.support.cluster_gen.MILP_PROFILE`, or ``--profile packing``
+for :data:`tests.support.cluster_gen.MILP_PACKING`, where bin packing rather than PDB budgets decides) it prints the
 nodes drained
-by the pusher algorithm (:func:`rescheduler.baselines.pusher_plan`), by the planner (the portfolio of
+by the pusher algorithm (:func:`tests.support.pusher.pusher_plan`), by the planner (the portfolio of
 :func:`rescheduler.plan.planner.plan`) and the optimum of a mixed-integer programme solved by HiGHS, then the
 planner/optimum ratio and its average.
 
@@ -24,7 +24,7 @@ The MILP (maximise drained nodes):
 
 What it does not encode, and why the instances leave it out: topology spread and zone-keyed (anti-)affinity
 depend on counts across nodes that change with every move, and pod affinity on the presence of other pods;
-the instances are generated without them (:data:`bench.cluster_gen.PACKING_ONLY`; hostname anti-affinity, host
+the instances are generated without them (:data:`tests.support.cluster_gen.PACKING_ONLY`; hostname anti-affinity, host
 ports, taints, selectors, PVs, PDBs and ceilings remain). Resources and hostname conflicts only get stricter
 as pods are added, so any optimal assignment can be applied in any order and the optimum is a true upper
 bound for the planner. Every MILP solution is replayed move by move with :func:`shared.fit.fits` as a check
@@ -46,9 +46,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cluster_gen import MILP_PACKING, MILP_PROFILE, generate
-from rescheduler.baselines import movable_pods, pusher_plan, spot_targets
-from rescheduler.plan.planner import plan, spot_ceiling, workload_key
+from rescheduler.plan.planner import plan
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
 from shared.fit import fits
@@ -62,6 +60,9 @@ from shared.resources import is_scalar_resource
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.taints import check_taints
 from shared.volumes import check_volumes
+from shared.workloads import spot_ceiling, workload_key
+from tests.support.cluster_gen import MILP_PACKING, MILP_PROFILE, generate
+from tests.support.pusher import movable_pods, pusher_plan, spot_targets
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -170,7 +171,7 @@ def _solve(
             wk = workload_key(p)
             if wk is not None:
                 workload_need.setdefault(wk, Counter())[info.name] += 1
-                limits[wk] = spot_ceiling(p, config.spot_ceiling)
+                limits[wk] = spot_ceiling(p.annotations, config.spot_ceiling)
         for b, n in Counter(b for b in pdb_of if b is not None).items():
             pdb_need[b].append((info.name, n))
     if not y:

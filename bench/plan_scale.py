@@ -2,7 +2,7 @@
 
     python3 bench/plan_scale.py [--nodes 5000] [--pods 150000] [--runs 3] [--file PATH] [--regenerate]
 
-The cluster is generated once (:mod:`bench.cluster_gen`, kubectl's 4-space layout; about 1.2 GB) and kept,
+The cluster is generated once (:mod:`tests.support.cluster_gen`, kubectl's 4-space layout; about 1.2 GB) and kept,
 then ``python3 -m rescheduler.cli plan --snapshot FILE --output json`` runs as a child process, from this
 checkout, ``--runs`` times: read file → decode → plan → printed JSON, as a person would run it. Wall time
 is measured around the child; peak memory is the child's maximum resident set size
@@ -28,7 +28,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster_gen import FULL, iter_items, write_list  # noqa: E402
+from tests.support.cluster_gen import FULL, iter_items, write_list  # noqa: E402
 
 
 def ensure_snapshot(path: Path, nodes: int, pods: int, seed: int, regenerate: bool) -> None:

@@ -18,14 +18,9 @@ starts with an empty cache; ``--no-cache`` plans every cycle from scratch. The s
 NodeInfos maintained event by event, not a rebuild.
 
 The figure is ``time.process_time()`` (CPU seconds of this process, all threads) per cycle, the median of
-``--runs`` runs; the acceptance bound is 2 s. Measured here (2 shared cores, others busy on them): 0.56-0.76 s
-median over 5 cycles. A cycle with a warm cache costs ~0.55-0.8 s (snapshot ~0.04 s, planner setup ~0.2 s of
-which the topology index ~0.1 s, one strategy ~0.3 s, decision ~0.02 s); the first one, with an empty cache,
-~1.6-2 s, as does every cycle with ``--no-cache`` (the whole cycle before the cache: 1.55-2 s median). With 200
-pods replaced by watch events between cycles a warm cycle costs ~0.75 s, with 1,000 ~1 s. Some cycles also pay
-a full garbage collection of the state's ~2.6 million objects (~1.3 s), as the run loop does. Building the
-150,000-pod state itself takes a while (about 15-25 s here, not timed): it is the one-time cost of the initial
-list.
+``--runs`` runs; the acceptance bound is 2 s (``--limit``). Recorded figures, with the commands that reproduce
+them, are in bench/README.md. Building the state itself (the one-time cost of the informers' initial list) is
+not timed.
 """
 
 from __future__ import annotations
@@ -38,16 +33,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import cluster_gen
 
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.plan.candidates import PlanCache
 from rescheduler.plan.cycle import decide, plan_nodes
-from rescheduler.plan.planner import PlanCache
 from rescheduler.plan.safety import unschedulable_pods
 from rescheduler.run import DEFAULT_PLAN_TIME_BUDGET
 from shared.config import Config
+from tests.support import cluster_gen
 
 _KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}
 
@@ -78,7 +71,7 @@ def one_cycle(
     with state.cond:
         pending = unschedulable_pods(p for p in state.pods.values() if not p.node_name)
     snapshot = state.snapshot()
-    planned = plan_nodes(snapshot, config, time_budget=budget, cache=cache)
+    planned = plan_nodes(snapshot, config, time_budget=budget, clock=time.monotonic, cache=cache)
     decision = decide(snapshot, planned, config, now=time.time(), unschedulable=0)
     return len(pending), len(planned), len(decision.drains)
 

@@ -5,7 +5,7 @@ when the scheduler sends full Node objects — to a :class:`NodeEntry`: its clas
 why it is being reclaimed if it is, and its two possible answers already serialised, so a 5,000-name
 ``/prioritize`` is a dict look-up and a ``bytes.join`` per node.
 
-Per-workload spot ceilings (DESIGN "Beyond the anchors"): a pod whose template says
+Per-workload spot ceilings (:mod:`shared.workloads`, the policy the rescheduler keeps too): a pod whose template says
 ``spotshift.io/max-spot-percent: "70"`` or ``spotshift.io/min-on-demand: "2"`` (names configurable, cluster
 defaults in ``spot_ceiling``) gets the spot and on-demand scores *swapped* when one more pod on spot would
 break its workload's ceiling. The workload's current split comes from the pod cache (:class:`PodIndex`),
@@ -30,6 +30,8 @@ from shared.classes import NodeClass, classifier, reclaim_reason
 from shared.config import Config, ExtenderConfig, NodeClasses, SpotCeilingConfig
 from shared.model import Node, Taint
 from shared.reasons import ERR_RECLAIMED
+from shared.workloads import SpotCeiling, SpotShare, spot_allowed, spot_ceiling
+from shared.workloads import workload_key_of_meta as workload_key
 
 __all__ = [
     "NodeEntry",
@@ -110,20 +112,6 @@ def reduce_node(raw: Mapping[str, Any], policy: ExtenderPolicy) -> NodeEntry:
 
 
 # --- workloads and their spot share ---------------------------------------------------------------
-
-
-def workload_key(meta: Mapping[str, Any]) -> str | None:
-    """``namespace/Kind/name`` of the pod's controller; ReplicaSets of a Deployment fold into it."""
-    for ref in meta.get("ownerReferences") or ():
-        if not isinstance(ref, Mapping) or not ref.get("controller"):
-            continue
-        kind, name = str(ref.get("kind") or ""), str(ref.get("name") or "")
-        if kind == "ReplicaSet":
-            h = (meta.get("labels") or {}).get("pod-template-hash")
-            if h and name.endswith("-" + h):
-                kind, name = "Deployment", name[: -len(h) - 1]
-        return f"{meta.get('namespace') or 'default'}/{kind}/{name}"
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,15 +217,6 @@ class PodIndex:
         return len(self._by_uid)
 
 
-@dataclass(frozen=True, slots=True)
-class SpotShare:
-    """How a workload's bound pods are split right now."""
-
-    spot: int = 0
-    on_demand: int = 0
-    total: int = 0
-
-
 def share_of(workload: str, pods: PodIndex, nodes: Mapping[str, NodeEntry]) -> SpotShare:
     spot = on_demand = total = 0
     for name in pods.nodes_of(workload):
@@ -252,33 +231,10 @@ def share_of(workload: str, pods: PodIndex, nodes: Mapping[str, NodeEntry]) -> S
     return SpotShare(spot, on_demand, total)
 
 
-def _annotation_int(annotations: Mapping[str, Any], key: str, default: int, hi: int | None) -> int:
-    raw = annotations.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip().rstrip("%"))
-    except ValueError:
-        return default  # a typo in an annotation must not break scheduling: the cluster default applies
-    if value < 0 or (hi is not None and value > hi):
-        return default
-    return value
-
-
-def ceilings(pod_meta: Mapping[str, Any], ceiling: SpotCeilingConfig) -> tuple[int, int]:
-    """``(max spot percent, min on-demand pods)`` for the pod's workload."""
+def ceilings(pod_meta: Mapping[str, Any], ceiling: SpotCeilingConfig) -> SpotCeiling:
+    """``(max spot percent, min on-demand pods)`` for the pod's workload (:func:`shared.workloads.spot_ceiling`)."""
     annotations = pod_meta.get("annotations") or {}
-    return (
-        _annotation_int(annotations, ceiling.max_spot_percent_annotation, ceiling.default_max_spot_percent, 100),
-        _annotation_int(annotations, ceiling.min_on_demand_annotation, ceiling.default_min_on_demand, None),
-    )
-
-
-def spot_allowed(max_spot_percent: int, min_on_demand: int, share: SpotShare) -> bool:
-    """Whether one more pod of the workload may go to spot without breaking its ceiling or floor."""
-    if share.on_demand < min_on_demand:
-        return False
-    return max_spot_percent >= 100 or (share.spot + 1) * 100 <= max_spot_percent * (share.total + 1)
+    return spot_ceiling(annotations if isinstance(annotations, Mapping) else {}, ceiling)
 
 
 # --- filter and prioritize ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import argparse
 import gc
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import IO
 
@@ -130,14 +131,16 @@ def _run_plan(
     config: Config = config_from_args(args, env)
     progress = _progress(args.progress, stderr)
     # A one-shot process that builds a few million small acyclic objects: the cyclic garbage collector
-    # would only rescan them again and again (measured: 9.2 s instead of 6.0 s to load 150,000 pods).
+    # would only rescan them again and again (bench/plan_scale.py measures the whole command).
     gc.disable()
     switches = _switches_from_flag(args)  # before the load: a bad value fails at once
     snapshot = _load(args, progress, stdin)
     if switches is None:  # after the load: an unreachable cluster is one error line, not two
         switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
-    result = plan(snapshot, config, verify=args.verify, time_budget=args.time_budget, switches=switches)
+    result = plan(
+        snapshot, config, verify=args.verify, time_budget=args.time_budget, clock=time.monotonic, switches=switches
+    )
     progress.done()
     if args.output == "json":
         text = orjson.dumps(result.to_json()).decode() + "\n"
@@ -159,7 +162,7 @@ def _run_plan(
     stdout.flush()
     if getattr(args, "process_exit", False):
         # A whole process just for this command: end it here rather than free millions of objects one by
-        # one on the way out (~0.4 s at 150,000 pods). Nothing is left to flush or close.
+        # one on the way out. Nothing is left to flush or close.
         stderr.flush()
         os._exit(0)
     return 0
@@ -250,9 +253,10 @@ def render_table(result: Plan) -> str:
             lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
     if s["top_reasons"]:
         lines.append("")
-        rows = [("WHY NODES STAY", "NODES")]
-        rows.extend((r["reason"], f"{r['nodes']:,}") for r in s["top_reasons"])
-        lines.extend(_columns(rows))
+        # Grouped by the kind of reason (StayReason.group), counted by the planner: summary["top_reasons"].
+        why_rows = [("WHY NODES STAY", "NODES")]
+        why_rows.extend((r["reason"], f"{r['nodes']:,}") for r in s["top_reasons"])
+        lines.extend(_columns(why_rows))
         shown = list(result.undrainable.items())[:5]
         if shown:
             lines.append("")

@@ -3,7 +3,9 @@
 Every spot and on-demand node is drawn as a bin of CPU and memory, before and after the plan: the requests of
 the pods that stay, the pods that leave (on their node, before) and arrive (on their target, after), each
 pod a segment with its name on hover. Drained nodes are marked, nodes that stay say why (the planner's one
-sentence), spot nodes that are not targets say why not. Nodes of neither class are counted, not drawn.
+sentence), spot nodes that are not targets say why not. A "why nodes stay" list counts the nodes that stay by
+the kind of their reason (:class:`~rescheduler.plan.reasons.StayReason`, as the CLI's table does). Nodes of
+neither class are counted, not drawn.
 
 Why a page and not a chart library: the page must open anywhere, offline and behind any proxy, so it carries
 its CSS, its script and its data inline and loads nothing (no fonts, no CDN). The data is one JSON document
@@ -20,12 +22,24 @@ from typing import Any
 
 import orjson
 
-from rescheduler.plan.planner import Plan
+from rescheduler.plan.records import Plan
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 
-__all__ = ["page_data", "render_html"]
+__all__ = ["page_data", "render_html", "reason_groups"]
+
+
+def reason_groups(result: Plan) -> list[dict[str, Any]]:
+    """The nodes that stay, grouped as the CLI's "why nodes stay" table groups them (by the kind of their
+    reason), most nodes first, ties in plan order: ``[{"kind", "reason", "nodes": [names]}]``."""
+    groups: dict[str, dict[str, Any]] = {}
+    for name, why in result.reasons.items():
+        group = groups.get(why.group)
+        if group is None:
+            group = groups[why.group] = {"kind": why.kind.value, "reason": why.group, "nodes": []}
+        group["nodes"].append(name)
+    return sorted(groups.values(), key=lambda g: -len(g["nodes"]))
 
 
 def _requests(pod: Any) -> tuple[int, int]:
@@ -37,7 +51,8 @@ def page_data(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source
 
     ``snapshot`` must be the one ``result`` was planned on (the planner leaves it as it came in).
     Quantities are millicores and bytes. Node ``state`` is ``drained``, ``stays`` (on-demand, with
-    ``reason``), ``target`` (spot), ``not-target`` (spot, with ``reason``).
+    ``reason`` and ``reason_kind``), ``target`` (spot), ``not-target`` (spot, with ``reason``); ``reasons`` are
+    the nodes that stay grouped by kind (:func:`reason_groups`).
     """
     classify = classifier(config.node_classes)
     pods = {p.key: p for info in snapshot for p in info.pods}
@@ -64,11 +79,16 @@ def page_data(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source
         stay_cpu = cpu - sum(p["cpu"] for p in out)
         stay_memory = memory - sum(p["memory"] for p in out)
         reason = ""
+        kind = ""
         if cls == "on-demand":
             state = "drained" if node.name in drained else "stays"
             if state == "stays":
-                reason = result.undrainable.get(node.name) or (
-                    "nothing to move" if not info.pods else "not drained by this plan"
+                why = result.reasons.get(node.name)
+                kind = why.kind.value if why is not None else ""
+                reason = (
+                    why.message
+                    if why is not None
+                    else ("nothing to move" if not info.pods else "not drained by this plan")
                 )
         else:
             why_not = reclaim_reason(node, config.node_classes)
@@ -82,6 +102,7 @@ def page_data(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source
                 "class": cls,
                 "state": state,
                 "reason": reason,
+                "reason_kind": kind,
                 "allocatable": {"cpu": node.allocatable.get("cpu", 0), "memory": node.allocatable.get("memory", 0)},
                 "pods": len(info.pods),
                 "staying": {"cpu": stay_cpu, "memory": stay_memory},
@@ -94,6 +115,7 @@ def page_data(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source
         "summary": dict(result.summary),
         "drained": list(result.drained),
         "undrainable": dict(result.undrainable),
+        "reasons": reason_groups(result),
         "moves": [m.to_json() for m in result.moves],
         "nodes": nodes,
         "other_nodes": others,
@@ -142,6 +164,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <main>
   <section><h2>On-demand nodes</h2><div id="on-demand" class="nodes"></div></section>
   <section><h2>Spot nodes</h2><div id="spot" class="nodes"></div></section>
+  <section><h2>Why nodes stay</h2><div id="why"></div></section>
   <section><h2>Moves</h2><div id="moves"></div></section>
   <p id="others" class="muted"></p>
 </main>
@@ -266,6 +289,7 @@ _JS = r"""
     c.dataset.node = node.name;
     c.dataset.class = node["class"];
     c.dataset.state = node.state;
+    if (node.reason_kind) c.dataset.reasonKind = node.reason_kind;
     c.dataset.drained = node.state === "drained" ? "true" : "false";
     c.dataset.involved = (node.leaving.length || node.arriving.length) ? "true" : "false";
     var head = el("div", "head");
@@ -313,6 +337,25 @@ _JS = r"""
   nodes.forEach(function (n) { (n["class"] === "spot" ? spot : od).appendChild(card(n)); });
   if (!od.children.length) od.appendChild(el("p", "muted", "No on-demand nodes."));
   if (!spot.children.length) spot.appendChild(el("p", "muted", "No spot nodes."));
+
+  var why = document.getElementById("why");
+  if (data.reasons.length) {
+    var wt = el("table"), wh = el("tr");
+    ["why", "nodes", ""].forEach(function (h) { wh.appendChild(el("th", null, h)); });
+    wt.appendChild(wh);
+    data.reasons.forEach(function (g) {
+      var tr = el("tr");
+      tr.dataset.kind = g.kind;
+      tr.appendChild(el("td", null, g.reason));
+      tr.appendChild(el("td", null, String(g.nodes.length)));
+      var names = g.nodes.slice(0, 10).join(", ") + (g.nodes.length > 10 ? ", …" : "");
+      tr.appendChild(el("td", "muted", names));
+      wt.appendChild(tr);
+    });
+    why.appendChild(wt);
+  } else {
+    why.appendChild(el("p", "muted", "No on-demand node stays."));
+  }
 
   var moves = document.getElementById("moves");
   if (data.moves.length) {

@@ -367,15 +367,18 @@ def default_planner(
     time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET, switches: Callable[[], Switches] = lambda: CURRENT
 ) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
-    :class:`~rescheduler.plan.planner.PlanCache` kept from one cycle to the next (the state's pods are the same
-    objects between cycles until an event replaces one; the plans are those made without it). ``switches``
-    gives the cluster's kube-scheduler rules at each call (the loop learns them when it starts)."""
-    from rescheduler.plan.planner import PlanCache
+    :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
+    objects between cycles until an event replaces one; the plans are those made without it). The budget is
+    measured on ``time.monotonic``: the plan folder reads no clock of its own. ``switches`` gives the cluster's
+    kube-scheduler rules at each call (the loop learns them when it starts)."""
+    from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
 
     def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
-        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache, switches=switches())
+        return plan_nodes(
+            snapshot, config, time_budget=time_budget, clock=time.monotonic, cache=cache, switches=switches()
+        )
 
     return plan
 

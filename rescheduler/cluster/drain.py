@@ -50,10 +50,11 @@ from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound, node_pa
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
+from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE, backoff_until, is_marked
 from rescheduler.plan.safety import Refusal, pdb_refusals, stale_pdbs
 from shared.classes import node_class
 from shared.config import Config
-from shared.model import PDB, PREFER_NO_SCHEDULE, Node, Pod, Taint
+from shared.model import PDB, PREFER_NO_SCHEDULE, Pod, Taint
 from shared.movable import movability
 
 __all__ = [
@@ -87,12 +88,8 @@ __all__ = [
 
 log = logging.getLogger("spotshift.rescheduler.cluster.drain")
 
-TAINT_VALUE = "spotshift-rescheduler"
-"""The value of the drain taint: names spotshift, so a restart knows the taint is its own."""
-STATE_ANNOTATION = "spotshift.io/drain-state"
 MODE_ANNOTATION = "spotshift.io/drain-mode"
 STARTED_ANNOTATION = "spotshift.io/drain-started"
-BACKOFF_UNTIL_ANNOTATION = "spotshift.io/drain-backoff-until"
 FAILURES_ANNOTATION = "spotshift.io/drain-failures"
 DRAINING, DRAINED = "draining", "drained"
 
@@ -140,19 +137,6 @@ class DrainResult:
 
 def _iso(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_iso(text: str) -> float | None:
-    try:
-        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
-    except (TypeError, ValueError):
-        return None
-
-
-def backoff_until(node: Node) -> float | None:
-    """Unix time until which the node is left alone, from its annotation (``None``: no backoff)."""
-    text = node.annotations.get(BACKOFF_UNTIL_ANNOTATION)
-    return _parse_iso(text) if text else None
 
 
 def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tuple[list[Pod], list[Pod]]:
@@ -275,13 +259,6 @@ class NodeMarker:
 
 def _is_our_taint(taint: dict[str, Any], key: str) -> bool:
     return taint.get("key") == key and taint.get("value") == TAINT_VALUE
-
-
-def is_marked(node: Node, taint_key: str) -> bool:
-    """Whether the node carries the rescheduler's mark (taint with our value, or our state annotation)."""
-    if STATE_ANNOTATION in node.annotations:
-        return True
-    return any(t.key == taint_key and t.value == TAINT_VALUE for t in node.taints)
 
 
 def clean_leftovers(

@@ -1,9 +1,9 @@
 """One housekeeping cycle's decision, as a pure function: which planned nodes to drain now, and why not the others.
 
-Kept apart from the run loop so it can be measured and tested without an API server: the benchmark times
-snapshot + plan + :func:`decide` over a 150,000-pod state (``bench/run_cycle.py``), and the unit tests feed it
-hand-made snapshots. Everything here reads the snapshot and returns values; the drainer then re-checks the
-chosen node against the live API before touching it.
+Kept apart from the run loop so it can be measured and tested without an API server: ``bench/run_cycle.py``
+times snapshot + plan + :func:`decide` over a large state, and the unit tests feed it hand-made snapshots.
+Everything here reads the snapshot and returns values; the drainer then re-checks the chosen node against
+the live API before touching it.
 
 The order of the checks is the order a person would ask: is the cluster short of room (pause everything),
 is this node resting after a failed drain (backoff), is something already being done to it (our mark, a
@@ -13,19 +13,20 @@ The node this process runs on goes last, so a drain never starts by evicting the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rescheduler.cluster.drain import backoff_until, is_marked
-from rescheduler.plan.safety import PdbIndex, pdb_refusals, unschedulable_pods
+from rescheduler.plan.marks import backoff_until, is_marked
+from rescheduler.plan.safety import pdb_refusals, unschedulable_pods
 from shared.classes import classifier
 from shared.config import Config
+from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, Switches
 
 if TYPE_CHECKING:
-    from rescheduler.plan.planner import PlanCache
+    from rescheduler.plan.candidates import PlanCache
 
 __all__ = [
     "NodeMoves",
@@ -138,17 +139,18 @@ def plan_nodes(
     config: Config,
     *,
     time_budget: float | None = None,
+    clock: Callable[[], float] | None = None,
     cache: PlanCache | None = None,
     switches: Switches = CURRENT,
 ) -> list[NodeMoves]:
     """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
-    with its moves. The planner leaves the snapshot as it found it. ``cache`` is a
-    :class:`rescheduler.plan.planner.PlanCache` the caller keeps from one cycle to the next (see
-    :func:`rescheduler.run.default_planner`); the result is the same without it, only slower. ``switches``: the
-    cluster's kube-scheduler rules (:mod:`shared.switches`)."""
+    with its moves. The planner leaves the snapshot as it found it. ``time_budget`` is read on ``clock`` (both
+    or neither). ``cache`` is a :class:`rescheduler.plan.candidates.PlanCache` the caller keeps from one cycle
+    to the next (see :func:`rescheduler.run.default_planner`); the result is the same without it, only slower.
+    ``switches``: the cluster's kube-scheduler rules (:mod:`shared.switches`)."""
     from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
-    result = plan(snapshot, config, time_budget=time_budget, cache=cache, switches=switches)
+    result = plan(snapshot, config, time_budget=time_budget, clock=clock, cache=cache, switches=switches)
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
         by_node.setdefault(m.source, []).append((m.pod, m.target))

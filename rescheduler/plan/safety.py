@@ -23,11 +23,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.model import PDB, Pod
-from shared.selectors import IN
+from shared.pdbs import PdbIndex
 
 __all__ = [
     "Refusal",
-    "PdbIndex",
+    "PdbIndex",  # re-exported: callers of pdb_refusals may pass one
     "REFUSE_MULTIPLE_PDBS",
     "REFUSE_PDB_BUDGET",
     "REFUSE_PDB_NOT_COMPUTED",
@@ -51,43 +51,6 @@ class Refusal:
 
     def __str__(self) -> str:
         return f"{self.pod}: {self.reason} ({self.detail})"
-
-
-class PdbIndex:
-    """Budgets by a label value a pod must carry to be selected, so a pod is matched against the few budgets
-    that can select it rather than every budget of its namespace (thousands in a large cluster)."""
-
-    def __init__(self, pdbs: Iterable[PDB]) -> None:
-        self._anchored: dict[tuple[str, str, str], list[PDB]] = {}
-        self._general: dict[str, list[PDB]] = {}
-        for pdb in pdbs:
-            sel = pdb.selector
-            if sel is None:
-                continue  # selects no pod
-            anchor = None
-            for r in sel.requirements:
-                if r.operator == IN and (anchor is None or len(r.values) < len(anchor.values)):
-                    anchor = r
-            if anchor is None:
-                self._general.setdefault(pdb.namespace, []).append(pdb)
-            else:
-                for v in anchor.values:
-                    self._anchored.setdefault((pdb.namespace, anchor.key, v), []).append(pdb)
-
-    def selecting(self, pod: Pod) -> list[PDB]:
-        """The budgets that select ``pod``, each once."""
-        ns = pod.namespace
-        found: list[PDB] = []
-        for k, v in pod.labels.items():
-            hit = self._anchored.get((ns, k, v))
-            if hit:
-                found.extend(hit)
-        found.extend(self._general.get(ns, ()))
-        out: list[PDB] = []
-        for b in found:
-            if b.selects(pod) and all(b is not o for o in out):
-                out.append(b)
-        return out
 
 
 def pdb_refusals(pods: Sequence[Pod], pdbs: Iterable[PDB] | PdbIndex, *, stale: Collection[str] = ()) -> list[Refusal]:

@@ -3,9 +3,8 @@
 Why not just :func:`shared.fit.fits`: its InterPodAffinity and PodTopologySpread checks do what
 kube-scheduler's PreFilter does, a scan of the whole cluster per pod, memoised per snapshot version.
 That is right for the scheduler (one pod, many nodes) and for the extender, and wrong for a planner,
-which asks about a different pod after every simulated move. Measured at 5,000 nodes / 150,000 pods
-(20,000 of them with required anti-affinity): ~3 ms per check at a fixed version and ~110 ms once the
-version moved; a plan makes tens of thousands of such checks.
+which asks about a different pod after every simulated move, so every check would rescan the cluster
+(bench/README.md has the figures and the command that measures them).
 
 :class:`TopologyIndex` answers the same two questions from indexes kept current move by move:
 
@@ -27,18 +26,16 @@ counting against itself (same object or same non-empty uid), terminating pods no
 and after random moves, and the planner can
 cross-check every chosen move with the full :func:`shared.fit.fits` (``verify``).
 
-Building the index reads every pod (~0.4 s at 150,000 pods). A :class:`TopologyMemo` kept from one build
-to the next (the planner's :class:`~rescheduler.plan.planner.PlanCache`, across the run loop's cycles) keeps
-what was read per node while the node holds the same ``Pod`` objects, so a rebuild only re-reads the
-nodes whose pods changed (~0.1 s when none did); pids are then looked up per node when first asked for.
+Building the index reads every pod; a :class:`~rescheduler.plan.topology_memo.TopologyMemo` kept from one
+build to the next re-reads only the nodes whose pods changed.
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rescheduler.plan.topology_memo import NodePart, TopologyMemo, anchor_of
 from shared.interpod import term_matches
 from shared.model import NO_EXECUTE, NO_SCHEDULE, Pod, PodAffinityTerm, TopologySpreadConstraint
 from shared.nodeaffinity import matches_node_selector_and_affinity
@@ -51,7 +48,7 @@ from shared.reasons import (
     Reason,
     reason,
 )
-from shared.selectors import IN, LabelSelector
+from shared.selectors import LabelSelector
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches
 from shared.taints import find_matching_untolerated_taint
@@ -67,27 +64,6 @@ _DO_NOT_SCHEDULE = "DoNotSchedule"
 _HONOR = "Honor"
 _DO_NOT_SCHEDULE_EFFECTS = frozenset({NO_SCHEDULE, NO_EXECUTE})
 _MAX_INT32 = 2**31 - 1
-
-
-def _anchor(selector: LabelSelector | None) -> tuple[str, frozenset[str]] | None:
-    """An ``In`` requirement of the selector (the one with fewest values): a pod can match the selector
-    only if its label ``key`` has one of ``values``. ``None`` if the selector has no ``In``."""
-    best = None
-    if selector is None:
-        return None
-    for r in selector.requirements:
-        if r.operator == IN and (best is None or len(r.values) < len(best[1])):
-            best = (r.key, r.values)
-    return best
-
-
-def _selectors_of(pod: Pod) -> Iterable[LabelSelector | None]:
-    for t in pod.pod_affinity:
-        yield t.selector
-    for t in pod.pod_anti_affinity:
-        yield t.selector
-    for c in pod.topology_spread:
-        yield c.selector
 
 
 class TopologyIndex:
@@ -106,9 +82,9 @@ class TopologyIndex:
         parts = memo.parts(infos)
         keys: set[str] = set()
         for part in parts:
-            k = part.anchor_keys()
-            if k:
-                keys |= k
+            anchor_keys = part.anchor_keys()
+            if anchor_keys:
+                keys |= anchor_keys
         self.keys = frozenset(keys)
         key_tuple = tuple(sorted(keys))
         blocks = [part.block(key_tuple, memo) for part in parts]
@@ -119,7 +95,7 @@ class TopologyIndex:
         # or anti-affinity entry is collected under the memo's number for its key, cheaper to look up.
         pods: list[Pod] = []
         loc: list[NodeInfo] = []
-        self._blocks: dict[str, tuple[int, _NodePart]] = {}
+        self._blocks: dict[str, tuple[int, NodePart]] = {}
         slots: list[list[int] | None] = [None] * len(memo.posting_keys)
         anti_slots: list[list[tuple[int, PodAffinityTerm]] | None] = [None] * len(memo.anti_keys)
         anti_general: list[tuple[int, PodAffinityTerm]] = []
@@ -220,7 +196,7 @@ class TopologyIndex:
 
     def _candidates(self, selector: LabelSelector, namespaces: Iterable[str]) -> Iterable[int]:
         """Pids that may match ``selector`` in ``namespaces`` (a superset; callers match exactly)."""
-        anchor = _anchor(selector)
+        anchor = anchor_of(selector)
         if anchor is None or anchor[0] not in self.keys:
             by_ns = self._namespaces()
             for ns in namespaces:
@@ -494,177 +470,3 @@ def _matches_all(terms: tuple[PodAffinityTerm, ...], target: Pod, ns_labels: Any
         if not term_matches(t, target, ns_labels):
             return False
     return True
-
-
-_AntiEntries = tuple[list[int], list[int], list[PodAffinityTerm], list[int], list[PodAffinityTerm]]
-"""Anchored terms (their pod's position, the key's number, the term), then the others (position, term)."""
-
-
-class _NodePart:
-    """What :class:`TopologyIndex` reads from one node's pods, derived once per list of pods.
-
-    ``pods`` and ``anti`` are the node's pods and its pods with required anti-affinity, in the node's
-    order; what is derived from them depends on nothing else but, for :meth:`block`, the indexed keys
-    (and the memo numbering the keys, which owns the part).
-    """
-
-    __slots__ = ("pods", "anti", "_keys", "_key_tuple", "_block", "_where", "_anti_entries")
-
-    def __init__(self, pods: tuple[Pod, ...], anti: tuple[Pod, ...]) -> None:
-        self.pods = pods
-        self.anti = anti
-        self._keys: frozenset[str] | None = None
-        self._key_tuple: tuple[str, ...] | None = None
-        self._block: tuple[list[Pod], list[int], list[int], list[int]] = ([], [], [], [])
-        self._where: dict[int, int] | None = None
-        self._anti_entries: _AntiEntries | None = None
-
-    def anchor_keys(self) -> frozenset[str]:
-        """The label keys that the ``In`` anchors of the pods' affinity, anti-affinity and spread selectors
-        require (what the index keeps posting lists for)."""
-        if self._keys is None:
-            keys: set[str] = set()
-            for p in self.pods:
-                if p.pod_affinity or p.pod_anti_affinity or p.topology_spread:
-                    for sel in _selectors_of(p):
-                        a = _anchor(sel)
-                        if a is not None:
-                            keys.add(a[0])
-            self._keys = frozenset(keys)
-        return self._keys
-
-    def block(
-        self, key_tuple: tuple[str, ...], memo: TopologyMemo
-    ) -> tuple[list[Pod], list[int], list[int], list[int]]:
-        """The pods indexed up front, in order: those carrying one of the keys, then the other pods with
-        required anti-affinity; per posting, the pod's offset in the block and the memo's number for its
-        ``(namespace, key, value)``; per pod with required anti-affinity, its offset in the block."""
-        if self._key_tuple != key_tuple:
-            block: list[Pod] = []
-            offsets: list[int] = []
-            slots: list[int] = []
-            slot = memo.posting_slot
-            if key_tuple:
-                for p in self.pods:
-                    labels = p.labels
-                    off = -1
-                    for k in key_tuple:
-                        v = labels.get(k)
-                        if v is None:
-                            continue
-                        if off < 0:
-                            off = len(block)
-                            block.append(p)
-                        offsets.append(off)
-                        slots.append(slot((p.namespace, k, v)))
-            anti_offsets: list[int] = []
-            if self.anti:
-                where = {id(p): i for i, p in enumerate(block)}
-                for p in self.anti:
-                    off = where.get(id(p), -1)
-                    if off < 0:
-                        off = where[id(p)] = len(block)
-                        block.append(p)
-                    anti_offsets.append(off)
-            self._block = (block, offsets, slots, anti_offsets)
-            self._key_tuple = key_tuple
-            self._where = None
-        return self._block
-
-    def offset(self, pod: Pod) -> int | None:
-        """The pod's offset in the block (as last computed), ``None`` if it is not in it."""
-        where = self._where
-        if where is None:
-            where = self._where = {id(p): i for i, p in enumerate(self._block[0])}
-        return where.get(id(pod))
-
-    def anti_entries(self, memo: TopologyMemo) -> _AntiEntries:
-        """The terms of the pods with required anti-affinity that select something, in order: those with
-        an ``In`` requirement once per ``(key, value)`` it requires (under the memo's number for it), and
-        the others; each with its pod's position in ``anti``. Flat lists: few objects for the collector."""
-        if self._anti_entries is None:
-            slot = memo.anti_slot
-            entries: _AntiEntries = ([], [], [], [], [])
-            pod_of, slots, terms, general_pod_of, general = entries
-            for k, p in enumerate(self.anti):
-                for t in p.pod_anti_affinity:
-                    if t.selector is None:
-                        continue  # matches no pod
-                    a = _anchor(t.selector)
-                    if a is None:
-                        general_pod_of.append(k)
-                        general.append(t)
-                    else:
-                        for v in a[1]:
-                            pod_of.append(k)
-                            slots.append(slot((a[0], v)))
-                            terms.append(t)
-            self._anti_entries = entries
-        return self._anti_entries
-
-
-def _same(kept: Sequence[Pod], now: Sequence[Pod]) -> bool:
-    return len(kept) == len(now) and all(map(operator.is_, kept, now))
-
-
-class TopologyMemo:
-    """Per node, the parts of a :class:`TopologyIndex` that only depend on the node's pods, kept from one
-    index to the next: for the run loop, whose snapshots hold the very ``Pod`` objects of the previous
-    cycle until a watch event replaces one.
-
-    A node's part is reused only while the node holds the same objects in the same order (compared by
-    identity against a copy of its lists, which also keeps the objects alive, so an ``id`` is never
-    reused); a node absent from the snapshot is forgotten. The index built with a memo is the one built
-    without. Not thread-safe: one index at a time.
-    """
-
-    __slots__ = ("_nodes", "_posting_slots", "posting_keys", "_anti_slots", "anti_keys")
-
-    def __init__(self) -> None:
-        self._nodes: dict[str, _NodePart] = {}
-        self._posting_slots: dict[tuple[str, str, str], int] = {}
-        self.posting_keys: list[tuple[str, str, str]] = []
-        """Every ``(namespace, key, value)`` numbered so far, by number."""
-        self._anti_slots: dict[tuple[str, str], int] = {}
-        self.anti_keys: list[tuple[str, str]] = []
-        """Every ``(key, value)`` an anti-affinity term required, by number."""
-
-    def clear(self) -> None:
-        self._nodes = {}
-        self._posting_slots = {}
-        self.posting_keys = []
-        self._anti_slots = {}
-        self.anti_keys = []
-
-    def posting_slot(self, key: tuple[str, str, str]) -> int:
-        n = self._posting_slots.get(key)
-        if n is None:
-            n = self._posting_slots[key] = len(self.posting_keys)
-            self.posting_keys.append(key)
-        return n
-
-    def anti_slot(self, key: tuple[str, str]) -> int:
-        n = self._anti_slots.get(key)
-        if n is None:
-            n = self._anti_slots[key] = len(self.anti_keys)
-            self.anti_keys.append(key)
-        return n
-
-    def parts(self, infos: Sequence[NodeInfo]) -> list[_NodePart]:
-        kept = self._nodes
-        fresh: dict[str, _NodePart] = {}
-        out: list[_NodePart] = []
-        for info in infos:
-            part = kept.get(info.name)
-            anti = info.pods_with_required_anti_affinity
-            if part is None or not _same(part.pods, info.pods) or not _same(part.anti, anti):
-                part = _NodePart(tuple(info.pods), tuple(anti))
-            fresh[info.name] = part
-            out.append(part)
-        self._nodes = fresh
-        return out
-
-    def trim(self, postings: int, anti: int) -> None:
-        """Start over when most numbered keys are no longer used (pods replaced over many cycles)."""
-        if len(self.posting_keys) > 2 * postings + 4096 or len(self.anti_keys) > 2 * anti + 4096:
-            self.clear()

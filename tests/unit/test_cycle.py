@@ -6,7 +6,6 @@ import datetime
 
 import pytest
 
-from rescheduler.cluster.drain import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.cluster.state import NODES, PDBS, PODS, ClusterState
 from rescheduler.plan.cycle import (
     SKIP_BACKOFF,
@@ -19,6 +18,7 @@ from rescheduler.plan.cycle import (
     decide,
     plan_nodes,
 )
+from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import Config
 from tests.unit.fake_api import node, pdb, pod
 

@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 
-from bench.cluster_gen import DRAINABLE, generate
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
 from rescheduler.plan.cycle import plan_nodes
-from rescheduler.plan.planner import PlanCache, _workload_counts, plan, workload_key
-from rescheduler.plan.topology import TopologyIndex, TopologyMemo
+from rescheduler.plan.planner import PlanCache, plan
+from rescheduler.plan.topology import TopologyIndex
+from rescheduler.plan.topology_memo import TopologyMemo
 from shared.config import Config, SpotCeilingConfig
+from shared.workloads import workload_counts, workload_key
+from tests.support.cluster_gen import DRAINABLE, generate
 
 _KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}
 _TIER_ANTI_AFFINITY = {
@@ -186,7 +188,7 @@ def test_workload_counts_group_pods_like_workload_key() -> None:
         wk = workload_key(p)
         if wk is not None:
             want[wk] = want.get(wk, 0) + 1
-    assert _workload_counts(pods) == want
+    assert workload_counts(pods) == want
     assert any("/Deployment/" in wk for wk in want)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from bench.cluster_gen import DRAINABLE, generate, write_list
+from rescheduler.plan.reasons import Kind
+from tests.support.cluster_gen import DRAINABLE, generate, write_list
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,13 +58,22 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""  # no progress when stderr is not a terminal
     doc: dict[str, Any] = orjson.loads(proc.stdout)
-    assert list(doc) == ["moves", "drained", "undrainable", "summary"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
     assert doc["moves"], "the fixture cluster should drain something"
     for m in doc["moves"]:
         assert list(m) == ["pod", "from", "to"]
         assert m["pod"].count("/") == 1 and m["from"] in doc["drained"]
     assert all(isinstance(n, str) for n in doc["drained"])
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc["undrainable"].items())
+    assert list(doc["reasons"]) == list(doc["undrainable"]), "a record for every node that stays, in order"
+    kinds = {k.value for k in Kind}
+    for node_name, why in doc["reasons"].items():
+        assert list(why) == ["kind", "pod", "detail"]
+        assert why["kind"] in kinds
+        sentence = f"pod {why['pod']}: {why['detail']}" if why["pod"] is not None else why["detail"]
+        assert doc["undrainable"][node_name] == sentence
+    for row in doc["summary"]["top_reasons"]:
+        assert list(row) == ["reason", "nodes", "kind"] and row["kind"] in kinds
     assert doc["summary"]["drained"] == len(doc["drained"])
     assert doc["summary"]["pods_moved"] == len(doc["moves"])
 

@@ -20,9 +20,11 @@ import orjson
 import pytest
 
 from rescheduler.plan.planner import plan
+from rescheduler.plan.reasons import Kind
 from rescheduler.plan_html import _json_for_script, page_data, render_html
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
+from shared.movable import BLOCK_NOT_SAFE_TO_EVICT
 
 ROOT = Path(__file__).resolve().parents[2]
 SPOT = {"karpenter.sh/capacity-type": "spot"}
@@ -113,6 +115,21 @@ def test_page_data_draws_every_spot_and_on_demand_node_before_and_after(planned:
     assert nodes["spot-1"]["allocatable"] == {"cpu": 4000, "memory": 8 * 2**30}
 
 
+def test_page_data_groups_the_nodes_that_stay_by_the_kind_of_their_reason(planned: tuple[Any, Any, Config]) -> None:
+    snapshot, result, config = planned
+    data = page_data(snapshot, result, config)
+    nodes = {n["name"]: n for n in data["nodes"]}
+    assert nodes["od-2"]["reason_kind"] == Kind.NOT_MOVABLE.value
+    assert nodes["od-1"]["reason_kind"] == "" and nodes["spot-1"]["reason_kind"] == ""
+    assert data["reasons"] == [
+        {"kind": Kind.NOT_MOVABLE.value, "reason": BLOCK_NOT_SAFE_TO_EVICT, "nodes": ["od-2"]},
+    ]
+    # The same groups as the CLI's table and the JSON summary.
+    assert [(g["reason"], len(g["nodes"])) for g in data["reasons"]] == [
+        (r["reason"], r["nodes"]) for r in result.summary["top_reasons"]
+    ]
+
+
 def test_embedded_json_cannot_close_its_script_element() -> None:
     text = _json_for_script({"reason": "</script><script>alert(1)</script> & more"})
     assert "<" not in text and ">" not in text and "&" not in text
@@ -176,5 +193,8 @@ def test_chromium_renders_the_page_and_shows_the_drained_nodes(
     assert 'data-drained="false"' in cards["od-2"] and 'data-state="stays"' in cards["od-2"]
     assert 'data-drained="false"' in cards["spot-1"] and 'data-state="target"' in cards["spot-1"]
     assert re.search(r'data-reason="true">[^<]*safe-to-evict', dom), "the undrainable node says why"
+    assert 'data-reason-kind="pod-not-movable"' in cards["od-2"]
+    row = re.search(r'<tr data-kind="pod-not-movable"><td>([^<]*)</td><td>1</td><td class="muted">od-2</td></tr>', dom)
+    assert row is not None and row[1] == BLOCK_NOT_SAFE_TO_EVICT, "the why-nodes-stay table groups by kind"
     assert 'data-pod="shop/web-1"' in dom and "shop/web-1 → spot-1" in dom, "moved pods are listed"
     assert '<div class="seg out"' in dom and '<div class="seg in"' in dom, "moved pods are drawn in the bins"

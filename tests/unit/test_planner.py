@@ -15,9 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from bench.cluster_gen import DRAINABLE, FULL, generate
-from rescheduler.baselines import pusher_plan
 from rescheduler.plan.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
+from rescheduler.plan.reasons import Kind
 from rescheduler.snapshot_io import load_bytes
 from shared.classes import node_class, reclaim_reason
 from shared.config import Config, parse_config
@@ -26,6 +25,8 @@ from shared.model import PDB, Namespace, Node, PersistentVolume, PersistentVolum
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
+from tests.support.cluster_gen import DRAINABLE, FULL, generate
+from tests.support.pusher import pusher_plan
 
 DEFAULT = Config()
 
@@ -468,6 +469,38 @@ def test_on_demand_floor_is_kept() -> None:
     assert "must keep at least 1 pod(s) on on-demand nodes" in planned(snap).undrainable["od-1"]
 
 
+def test_reasons_are_grouped_by_their_kind_not_their_wording() -> None:
+    # Two workloads' floors and two pairs of overlapping budgets: four sentences, two groups.
+    floor = {"spotshift.io/min-on-demand": "1"}
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("od-3"), node("od-4"), node("spot-1", spot=True, cpu="16")],
+        [
+            pod("web-1", "od-1", app="web", owner=("ReplicaSet", "web-5d8f"), annotations=floor),
+            pod("api-1", "od-2", app="api", owner=("ReplicaSet", "api-7c9d"), annotations=floor),
+            pod("db-1", "od-3", app="db", owner=("StatefulSet", "db")),
+            pod("mq-1", "od-4", app="mq", owner=("StatefulSet", "mq")),
+        ],
+        [pdb("db-a", "db", 1), pdb("db-b", "db", 1), pdb("mq-a", "mq", 1), pdb("mq-b", "mq", 1)],
+    )
+    result = planned(snap)
+    kinds = {node_name: why.kind for node_name, why in result.reasons.items()}
+    assert kinds == {
+        "od-1": Kind.ON_DEMAND_FLOOR,
+        "od-2": Kind.ON_DEMAND_FLOOR,
+        "od-3": Kind.MULTIPLE_PDBS,
+        "od-4": Kind.MULTIPLE_PDBS,
+    }
+    assert len(set(result.undrainable.values())) == 4
+    assert result.summary["top_reasons"] == [
+        {"reason": "per-workload on-demand floor", "nodes": 2, "kind": "on-demand-floor"},
+        {"reason": "selected by more than one PodDisruptionBudget", "nodes": 2, "kind": "multiple-pdbs"},
+    ]
+    assert result.reasons["od-3"].pod == "shop/db-1"
+    assert result.undrainable["od-3"] == (
+        "pod shop/db-1: selected by more than one PodDisruptionBudget (shop/db-a, shop/db-b), which evictions refuse"
+    )
+
+
 def test_ceiling_default_comes_from_the_config() -> None:
     config = parse_config({"spot_ceiling": {"default_max_spot_percent": 0}})
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
@@ -669,9 +702,9 @@ def test_config_on_demand_selector_limits_the_candidates() -> None:
 def test_plan_json_has_exactly_the_documented_shape() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
     doc = planned(snap).to_json()
-    assert list(doc) == ["moves", "drained", "undrainable", "summary"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
     assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
-    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {}
+    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {}
     orjson.dumps(doc)  # serialisable as is
 
 

@@ -85,32 +85,6 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def test_shared_has_no_import_cycle() -> None:
-    """No two modules of shared/ import each other, directly or through others (lazy imports included)."""
-    paths = sorted(SHARED.rglob("*.py"))
-    graph = {_module_name(p): {n for n in _imports(p) if n.split(".")[0] == "shared" and n != "shared"} for p in paths}
-    graph = {m: {n for n in deps if n in graph and n != m} for m, deps in graph.items()}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    cycle: list[str] = []
-
-    def visit(module: str, path: list[str]) -> bool:
-        state[module] = 1
-        for dep in sorted(graph[module]):
-            if state.get(dep) == 1:
-                cycle.extend([*path[path.index(dep) :], dep] if dep in path else [module, dep])
-                return True
-            if state.get(dep) is None and visit(dep, [*path, dep]):
-                return True
-        state[module] = 2
-        return False
-
-    for module in sorted(graph):
-        if state.get(module) is None and visit(module, [module]):
-            break
-    assert cycle == [], " -> ".join(cycle)
-    assert len(graph) >= 20, "the graph should cover every module of shared/"
-
-
 def test_importing_shared_does_not_load_the_kubernetes_client() -> None:
     import subprocess
     import sys

@@ -11,11 +11,11 @@ import msgspec
 import orjson
 import pytest
 
-from bench.cluster_gen import FULL, generate, write_list
 from rescheduler import snapshot_pods
 from rescheduler.cluster.listing import NotFound, load_cluster
 from rescheduler.snapshot_io import Progress, SnapshotError, load_bytes, load_snapshot
 from shared.model import PDB, Node, Pod
+from tests.support.cluster_gen import FULL, generate, write_list
 
 ROOT = Path(__file__).resolve().parents[2]
 

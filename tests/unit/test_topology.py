@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 import pytest
 
-from bench.cluster_gen import FULL, generate
 from rescheduler.plan.topology import TopologyIndex
 from rescheduler.snapshot_io import load_bytes
 from shared.interpod import check_inter_pod_affinity
@@ -22,6 +21,7 @@ from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AF
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, STRICTEST, for_version
+from tests.support.cluster_gen import FULL, generate
 
 RICH = replace(FULL, anti_affinity=0.35, anti_affinity_other=0.3, spread=0.3, pod_affinity=0.15, pinned=0.02)
 

@@ -5,24 +5,30 @@ largest first, and puts each on the first spot node that fits, spot nodes sorted
 first; if one pod finds no room the node is skipped (all or nothing). This module does exactly that, with
 the same policy as the planner (movability, PDB budgets, spot ceilings, expendable pods taking no room,
 targets only Ready, schedulable spot nodes not being reclaimed), so that a comparison measures packing and
-nothing else.
+nothing else. Workload identity, ceilings and which budgets select a pod come from :mod:`shared`, as the
+planner's do; the packing and the budget arithmetic are written here again, plainly.
 
 It is deliberately naive: every candidate is checked with the full :func:`shared.fit.fits`, no index, no
 incremental state. That makes it slow on big clusters and an independent cross-check of the planner: the
-planner's own ``pusher`` strategy must produce the same plan (``tests/unit/test_planner.py``).
+planner's own ``pusher`` strategy must produce the same plan (``tests/unit/test_planner.py``). It lives with
+the tests and benchmarks (``bench/plan_quality.py``), not in the product.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
-from rescheduler.plan.planner import Move, Plan, spot_ceiling, workload_key
+from rescheduler.plan.reasons import NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.records import Move, Plan
 from shared.classes import node_class, reclaim_reason
 from shared.config import Config
 from shared.fit import fits
-from shared.model import Pod
+from shared.model import PDB, Pod
 from shared.movable import is_expendable, movability
+from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.workloads import ceiling_breach, spot_ceiling, workload_key
 
 __all__ = ["pusher_plan", "movable_pods", "spot_targets"]
 
@@ -48,14 +54,15 @@ def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None) -> Plan
         _count(shares, p, True, False)
 
     pdbs = list(snapshot.pdbs)
+    index = PdbIndex(pdbs)
     pdb_used = [0] * len(pdbs)
     moves: list[Move] = []
     drained: list[str] = []
-    undrainable: dict[str, str] = {}
+    undrainable: dict[str, StayReason] = {}
     committed: list[tuple[Pod, Pod]] = []
     try:
         for info in sorted(candidates, key=lambda n: n.requested.get("cpu", 0)):
-            why, movable, pdb_of = movable_pods(info, config, pdbs)
+            why, movable, pdb_of = movable_pods(info, config, index)
             if why is None:
                 why = _budgets(movable, pdb_of, pdbs, pdb_used, shares, config)
             if why is None:
@@ -64,7 +71,7 @@ def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None) -> Plan
                 for pod in sorted(movable, key=lambda p: (-p.requests.get("cpu", 0), p.key)):
                     target = next((t for t in order if not fits(pod, t, snapshot, first_only=True)), None)
                     if target is None:
-                        why = f"pod {pod.key}: fits no spot node"
+                        why = StayReason(Kind.NO_FIT, "fits no spot node", pod=pod.key)
                         break
                     placed.append((pod, snapshot.move_pod(pod, target.name)))
                 if why is not None:
@@ -115,21 +122,24 @@ def _count(shares: dict[str, list[int]], pod: Pod, on_spot: bool, on_demand: boo
     s[2] += 1
 
 
-def movable_pods(info: NodeInfo, config: Config, pdbs: list) -> tuple[str | None, list[Pod], list[int | None]]:
+def movable_pods(
+    info: NodeInfo, config: Config, pdbs: Sequence[PDB] | PdbIndex
+) -> tuple[StayReason | None, list[Pod], list[int | None]]:
     """``(why the node cannot be drained or None, pods to move, index of each one's PDB or None)``."""
+    index = pdbs if isinstance(pdbs, PdbIndex) else PdbIndex(pdbs)
     if not info.node.ready:
-        return "node is not ready", [], []
+        return StayReason(Kind.NODE_NOT_READY, NODE_NOT_READY_TEXT), [], []
     movable: list[Pod] = []
     pdb_of: list[int | None] = []
     for p in info.pods:
-        m = movability(p, config, pdbs)
+        matching = index.indices(p)
+        m = movability(p, config, [index.pdbs[i] for i in matching])
         if m.blocks:
-            return f"pod {p.key}: {m.reason}", [], []
+            return StayReason(Kind.NOT_MOVABLE, m.reason, pod=p.key, cause=m.reason), [], []
         if not m.moves:
             continue
-        matching = [i for i, pdb in enumerate(pdbs) if pdb.selects(p)]
         if len(matching) > 1:
-            return f"pod {p.key}: selected by more than one PodDisruptionBudget", [], []
+            return StayReason(Kind.MULTIPLE_PDBS, "selected by more than one PodDisruptionBudget", pod=p.key), [], []
         movable.append(p)
         pdb_of.append(matching[0] if matching else None)
     return None, movable, pdb_of
@@ -138,25 +148,25 @@ def movable_pods(info: NodeInfo, config: Config, pdbs: list) -> tuple[str | None
 def _budgets(
     movable: list[Pod],
     pdb_of: list[int | None],
-    pdbs: list,
+    pdbs: list[PDB],
     pdb_used: list[int],
     shares: dict[str, list[int]],
     config: Config,
-) -> str | None:
+) -> StayReason | None:
     need = Counter(i for i in pdb_of if i is not None)
     for i, n in need.items():
         if pdb_used[i] + n > pdbs[i].disruptions_allowed:
-            return f"PodDisruptionBudget {pdbs[i].key} exhausted"
+            return StayReason(Kind.PDB_BUDGET, f"PodDisruptionBudget {pdbs[i].key} exhausted")
     per_workload = Counter(workload_key(p) for p in movable)
     for p in movable:
         wk = workload_key(p)
         if wk is None:
             continue
-        pct, floor = spot_ceiling(p, config.spot_ceiling)
+        ceiling = spot_ceiling(p.annotations, config.spot_ceiling)
         spot, od, total = shares[wk]
         k = per_workload[wk]
-        if od - k < floor or (pct < 100 and (spot + k) * 100 > pct * total):
-            return f"workload {wk}: spot ceiling"
+        if ceiling_breach(ceiling, spot + k, od - k, total) is not None:
+            return StayReason(Kind.SPOT_CEILING, f"workload {wk}: spot ceiling")
     return None
 
 

@@ -1,0 +1,230 @@
+"""PodDisruptionBudgets and per-workload spot ceilings: what a plan may still take, node by node.
+
+A :class:`Ledger` is the running account of one greedy pass: the evictions planned per budget and the
+spot/on-demand split of every workload with a restrictive ceiling. :meth:`Ledger.refusal` answers, before
+anything of a node moves, whether all of its pods may go at once; :meth:`Ledger.commit` books a drained node.
+
+The budget rule is :class:`BudgetRule`: the evictions planned per budget, counted across the plan's nodes,
+never exceed its ``status.disruptionsAllowed``, so a node whose pods would exceed a budget stays and no
+drain stops half way. It is one object so that another rule (a budget as a rate limit that only blocks at
+zero, as ``kubectl drain`` treats it; docs/architecture.md) can take its place without touching the passes.
+
+Nodes that compete for a scarce budget conflict: draining one that takes the last disruption of two budgets
+can cost two other nodes. :func:`dynamic_order` takes nodes fewest conflicts first, re-ranked as budgets
+are used (the classic greedy for independent sets).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from rescheduler.plan.candidates import Candidate, Candidates
+from rescheduler.plan.reasons import Kind, StayReason
+from shared.model import PDB
+from shared.workloads import BREACH_FLOOR, ceiling_breach, workload_key
+
+__all__ = ["Share", "BudgetRule", "Ledger", "workload_shares", "count_conflicts", "dynamic_order"]
+
+
+@dataclass(slots=True)
+class Share:
+    """A workload's pods on spot, on on-demand nodes, and in all, as a plan changes them."""
+
+    spot: int = 0
+    on_demand: int = 0
+    total: int = 0
+
+
+class BudgetRule:
+    """Evictions planned per budget, counted across every node of the plan, stay within
+    ``disruptionsAllowed``."""
+
+    def __init__(self, pdbs: Sequence[PDB]) -> None:
+        self.pdbs = pdbs
+        self.allowed = [p.disruptions_allowed for p in pdbs]
+
+    def refusal(self, w: Candidate, used: Sequence[int]) -> StayReason | None:
+        """The first of the node's pods whose budget cannot take all the node's evictions now."""
+        a = w.analysis
+        need: Counter[int] = Counter(i for i in a.pdbs if i is not None)
+        for p, i in zip(a.movable, a.pdbs, strict=True):
+            if i is None:
+                continue
+            pdb = self.pdbs[i]
+            if used[i] + need[i] > pdb.disruptions_allowed:
+                planned = f", {used[i]} already planned" if used[i] else ""
+                return StayReason(
+                    Kind.PDB_BUDGET,
+                    f"PodDisruptionBudget {pdb.key} allows {pdb.disruptions_allowed} disruption(s)"
+                    f"{planned}, this node needs {need[i]}",
+                    pod=p.key,
+                )
+        return None
+
+    def commit(self, w: Candidate, used: list[int]) -> None:
+        for i in w.analysis.pdbs:
+            if i is not None:
+                used[i] += 1
+
+    def fits_alone(self, need: Counter[int]) -> bool:
+        """Whether a node needing ``need`` evictions per budget could drain with no other node drained."""
+        return all(n <= self.allowed[b] for b, n in need.items())
+
+    def scarce(self, b: int, wanted: int, used: int) -> bool:
+        """Whether budget ``b``, with ``used`` evictions planned, cannot serve ``wanted`` more."""
+        return wanted > self.allowed[b] - used
+
+
+def workload_shares(cands: Candidates) -> dict[str, Share]:
+    """Current spot/on-demand split of every workload with a restrictive ceiling among the movable pods."""
+    wanted = {
+        wk
+        for w in cands.work
+        for wk, ceiling in zip(w.analysis.workloads, w.analysis.ceilings, strict=True)
+        if wk is not None and ceiling.restrictive
+    }
+    shares: dict[str, Share] = {wk: Share() for wk in wanted}
+    if not wanted:
+        return shares
+    sim = cands.sim
+    class_of = sim.class_of
+    for info in sim.snapshot:
+        counts = cands.workload_counts(info)
+        common = counts.keys() & wanted
+        if not common:
+            continue
+        cls = class_of.get(info.name)
+        for wk in common:
+            n = counts[wk]
+            share = shares[wk]
+            share.total += n
+            if cls == "spot":
+                share.spot += n
+            elif cls == "on-demand":
+                share.on_demand += n
+    for p in sim.preempted:  # they still count as the workload's pods on spot
+        key = workload_key(p)
+        preempted_share = shares.get(key) if key is not None else None
+        if preempted_share is not None:
+            preempted_share.total += 1
+            preempted_share.spot += 1
+    return shares
+
+
+class Ledger:
+    """What one pass has used so far: evictions per budget and the workloads' splits."""
+
+    __slots__ = ("rule", "used", "shares")
+
+    def __init__(self, rule: BudgetRule, shares: dict[str, Share]) -> None:
+        self.rule = rule
+        self.used = [0] * len(rule.pdbs)
+        self.shares = {k: Share(v.spot, v.on_demand, v.total) for k, v in shares.items()}
+
+    def refusal(self, w: Candidate) -> StayReason | None:
+        """Budgets and ceilings for all of the node's pods at once, before anything moves."""
+        why = self.rule.refusal(w, self.used)
+        if why is not None:
+            return why
+        a = w.analysis
+        shares = self.shares
+        per_workload: Counter[str] = Counter(wk for wk in a.workloads if wk is not None and wk in shares)
+        for p, wk, ceiling in zip(a.movable, a.workloads, a.ceilings, strict=True):
+            if wk is None or wk not in shares:
+                continue
+            share = shares[wk]
+            k = per_workload[wk]
+            breach = ceiling_breach(ceiling, share.spot + k, share.on_demand - k, share.total)
+            if breach == BREACH_FLOOR:
+                return StayReason(
+                    Kind.ON_DEMAND_FLOOR,
+                    f"workload {wk} must keep at least {ceiling.min_on_demand} pod(s) on on-demand nodes",
+                    pod=p.key,
+                )
+            if breach is not None:
+                return StayReason(
+                    Kind.SPOT_CEILING,
+                    f"workload {wk} may run at most {ceiling.max_spot_percent}% of its {share.total} pods on spot "
+                    f"({share.spot} already do)",
+                    pod=p.key,
+                )
+        return None
+
+    def commit(self, w: Candidate) -> None:
+        self.rule.commit(w, self.used)
+        for wk in w.analysis.workloads:
+            share = self.shares.get(wk) if wk is not None else None
+            if share is not None:
+                share.spot += 1
+                share.on_demand -= 1
+
+
+def count_conflicts(cands: Candidates, rule: BudgetRule) -> None:
+    """For each candidate, how many others want a budget it wants when there is not enough for all."""
+    users: dict[int, list[Candidate]] = {}
+    for w in cands.work:
+        if w.blocker is None:
+            for i in set(i for i in w.analysis.pdbs if i is not None):
+                users.setdefault(i, []).append(w)
+    for i, ws in users.items():
+        need = sum(sum(1 for j in w.analysis.pdbs if j == i) for w in ws)
+        if rule.scarce(i, need, 0):
+            for w in ws:
+                w.conflicts += len(ws) - 1
+
+
+def dynamic_order(
+    work: Sequence[Candidate], rule: BudgetRule, ledger: Ledger, held: frozenset[str], tie: Callable[[Candidate], float]
+) -> Iterator[Candidate]:
+    """Candidates fewest-conflicts first, re-evaluated as budgets get used (greedy independent set).
+
+    A candidate conflicts with another when both want a budget whose remaining allowance cannot serve all
+    the candidates still wanting it. After each node (drained or not) the candidates sharing a budget
+    with it are re-ranked; ``ledger`` is the caller's running account, read at each step. Ties: ``tie``
+    (smaller first), then the snapshot's order. Blocked nodes come last.
+    """
+    need: list[Counter[int]] = [Counter(i for i in w.analysis.pdbs if i is not None) for w in work]
+    # Candidates that can never be drained (a budget too small for them alone) or are held back do
+    # not compete for budgets: they come last.
+    open_ = [w.blocker is None and w.name not in held and rule.fits_alone(need[k]) for k, w in enumerate(work)]
+    users: dict[int, set[int]] = {}
+    total: Counter[int] = Counter()
+    for k in range(len(work)):
+        if open_[k]:
+            for b, n in need[k].items():
+                users.setdefault(b, set()).add(k)
+                total[b] += n
+    used = ledger.used
+
+    def conflicts(k: int) -> int:
+        c = 0
+        for b in need[k]:
+            if rule.scarce(b, total[b], used[b]):
+                c += len(users[b]) - 1
+        return c
+
+    heap = [(conflicts(k), tie(w), k) for k, w in enumerate(work) if open_[k]]
+    heapq.heapify(heap)
+    done = [False] * len(work)
+    while heap:
+        c, _, k = heapq.heappop(heap)
+        if done[k]:
+            continue
+        now = conflicts(k)
+        if now != c:
+            heapq.heappush(heap, (now, tie(work[k]), k))
+            continue
+        done[k] = True
+        for b, n in need[k].items():
+            users[b].discard(k)
+            total[b] -= n
+        yield work[k]
+        touched = {m for b in need[k] for m in users[b]}
+        for m in touched:
+            heapq.heappush(heap, (conflicts(m), tie(work[m]), m))
+    for k, w in enumerate(work):
+        if not done[k]:
+            yield w

@@ -1,0 +1,252 @@
+"""The candidate on-demand nodes of one plan, analysed once: what must move, what blocks, what each pod needs.
+
+A candidate is drained all or nothing, so the first pod that may not move (:func:`shared.movable.movability`,
+the node not Ready, a pod selected by more than one PodDisruptionBudget, which the Eviction API refuses) is
+why it stays. For the others this records, per pod to move, its PodDisruptionBudget, its workload and that
+workload's spot ceiling (:mod:`shared.workloads`), and the node's summed requests; the budgets and
+ceilings are then enforced by :mod:`rescheduler.plan.budgets`.
+
+Between the run loop's cycles, a :class:`PlanCache` keeps what was derived from each node's pods while the
+node holds the very same ``Pod`` objects (the watch-backed state keeps them until an event replaces one),
+so a cycle re-derives only what changed; a plan is the same with or without it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from rescheduler.plan.reasons import NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.state import Simulation
+from rescheduler.plan.topology_memo import TopologyMemo
+from shared.config import Config
+from shared.model import PDB, Pod
+from shared.movable import movability
+from shared.pdbs import PdbIndex
+from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.workloads import SpotCeiling, spot_ceiling, workload_counts, workload_key
+
+__all__ = ["Analysis", "Candidate", "Candidates", "PlanCache"]
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What a candidate's pods say, independent of the rest of the plan (kept by :class:`PlanCache`)."""
+
+    blocker: StayReason | None
+    movable: tuple[Pod, ...]
+    pdbs: tuple[int | None, ...]
+    """Per movable pod: the position of its PodDisruptionBudget in the snapshot's list, if one selects it."""
+    workloads: tuple[str | None, ...]
+    ceilings: tuple[SpotCeiling, ...]
+    cpu: int
+    memory: int
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A candidate node in one plan: its :class:`Analysis` and what the orders rank it by."""
+
+    info: NodeInfo
+    analysis: Analysis
+    size: float = 0.0
+    """Normalised CPU plus memory of the pods to move."""
+    conflicts: int = 0
+    """Other candidates competing with this one for a scarce PodDisruptionBudget budget."""
+    cost: float = 0.0
+    """Size weighted by the scarcity of the room its pods can use (:meth:`Candidates.scarcity`)."""
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def blocker(self) -> StayReason | None:
+        return self.analysis.blocker
+
+    @property
+    def movable(self) -> tuple[Pod, ...]:
+        return self.analysis.movable
+
+
+class _NodeMemo:
+    """What a plan derived from one node's pods (``pods``: a copy of its list, post-preemption)."""
+
+    __slots__ = ("pods", "epoch", "ready", "analysis", "workloads")
+
+    def __init__(self, pods: tuple[Pod, ...]) -> None:
+        self.pods = pods
+        self.epoch = -1
+        self.ready = False
+        self.analysis: Analysis | None = None
+        self.workloads: dict[str, int] | None = None
+
+
+def _same(kept: Sequence[Pod], now: Sequence[Pod]) -> bool:
+    return len(kept) == len(now) and all(map(operator.is_, kept, now))
+
+
+class PlanCache:
+    """What a plan derives from each node's pods, kept from one call to the next: the run loop's cycles.
+
+    The watch-backed state (:mod:`rescheduler.cluster.state`) hands every cycle the very ``Pod`` objects of the
+    previous one until a watch event replaces one, so at 150,000 pods most of the per-pod work of a plan
+    (movability, PodDisruptionBudget matches, ceilings, workloads, the topology index's postings) would
+    be redone on the same objects. Per node, this keeps a copy of the pod list the values were derived
+    from (strong references: an ``id`` is never reused while kept) and reuses them only while the node
+    holds the same objects in the same order; what also depends on the configuration or the
+    PodDisruptionBudgets (movability, PDB matches, ceilings) only while the configuration is equal and
+    the PDBs are the same by namespace, name and selector, in the same order (a status update, such as a
+    new ``disruptionsAllowed``, changes none of it). Nodes absent from a snapshot are forgotten. A plan
+    made with a cache is the plan made without one. Not thread-safe: one planner at a time.
+    """
+
+    def __init__(self) -> None:
+        self.topology = TopologyMemo()
+        self.epoch = 0
+        """Bumped when the configuration or the PDBs' selection changes: the analyses are then stale."""
+        self._nodes: dict[str, _NodeMemo] = {}
+        self._config: Config | None = None
+        self._pdb_sig: tuple[Hashable, ...] | None = None
+        self.pdb_index: PdbIndex | None = None
+
+    def begin(self, snapshot: ClusterSnapshot, config: Config, pdbs: Sequence[PDB]) -> dict[str, _NodeMemo]:
+        """The memo of every node of ``snapshot`` (fresh where its pods changed), for one plan."""
+        sig = tuple((p.namespace, p.name, p.selector) for p in pdbs)
+        if self._config is None or (config is not self._config and config != self._config) or sig != self._pdb_sig:
+            self.epoch += 1
+            self._config = config
+            self._pdb_sig = sig
+            self.pdb_index = None
+        kept = self._nodes
+        fresh: dict[str, _NodeMemo] = {}
+        for info in snapshot:
+            pods = info.pods
+            memo = kept.get(info.name)
+            if memo is None or not _same(memo.pods, pods):
+                memo = _NodeMemo(tuple(pods))
+            fresh[info.name] = memo
+        self._nodes = fresh
+        return fresh
+
+
+class Candidates:
+    """Every candidate of one plan, analysed, with the PodDisruptionBudgets they draw on."""
+
+    def __init__(self, sim: Simulation, cache: PlanCache) -> None:
+        self.sim = sim
+        self.config = sim.config
+        self.pdbs: list[PDB] = list(sim.snapshot.pdbs)
+        self.memos = cache.begin(sim.snapshot, self.config, self.pdbs)
+        # The index depends on the budgets' selection only: kept in the cache while that is unchanged.
+        if cache.pdb_index is None:
+            cache.pdb_index = PdbIndex(self.pdbs)
+        self.pdb_index = cache.pdb_index
+        self.epoch = cache.epoch
+        self.work = [self._candidate(info) for info in sim.candidates]
+        self.by_name = {w.name: w for w in self.work}
+        self._group_demand: list[int] | None = None
+        self._scarcity_done = False
+
+    def open_count(self) -> int:
+        """How many candidates nothing blocks."""
+        return sum(1 for w in self.work if w.blocker is None)
+
+    def _candidate(self, info: NodeInfo) -> Candidate:
+        memo = self.memos[info.name]
+        ready = info.node.ready
+        a = memo.analysis
+        if a is None or memo.epoch != self.epoch or memo.ready != ready:
+            a = memo.analysis = self._analyse(memo.pods, ready)
+            memo.epoch = self.epoch
+            memo.ready = ready
+        return Candidate(info, a, size=a.cpu / self.sim.ref_cpu + a.memory / self.sim.ref_mem)
+
+    def _analyse(self, pods: Sequence[Pod], ready: bool) -> Analysis:
+        """A candidate's pods: what must move, what blocks (depends on the pods, the configuration and
+        the PDBs' selection only: :class:`PlanCache` keeps it)."""
+        movable: list[Pod] = []
+        pdb_of: list[int | None] = []
+        workloads: list[str | None] = []
+        ceilings: list[SpotCeiling] = []
+        blocker: StayReason | None = None
+        if not ready:
+            blocker = StayReason(Kind.NODE_NOT_READY, NODE_NOT_READY_TEXT)
+        config = self.config
+        for p in pods:
+            if blocker is not None:
+                break
+            matching = self.pdb_index.indices(p)
+            # movability reads the PDBs only to know whether one selects the pod: these are all that do.
+            m = movability(p, config, [self.pdbs[i] for i in matching])
+            if m.blocks:
+                blocker = StayReason(Kind.NOT_MOVABLE, m.reason, pod=p.key, cause=m.reason)
+                break
+            if not m.moves:
+                continue
+            if len(matching) > 1:
+                names = ", ".join(self.pdbs[i].key for i in matching)
+                blocker = StayReason(
+                    Kind.MULTIPLE_PDBS,
+                    f"selected by more than one PodDisruptionBudget ({names}), which evictions refuse",
+                    pod=p.key,
+                )
+                break
+            movable.append(p)
+            pdb_of.append(matching[0] if matching else None)
+            workloads.append(workload_key(p))
+            ceilings.append(spot_ceiling(p.annotations, config.spot_ceiling))
+        cpu = memory = 0
+        for p in movable:
+            cpu += p.requests.get("cpu", 0)
+            memory += p.requests.get("memory", 0)
+        return Analysis(blocker, tuple(movable), tuple(pdb_of), tuple(workloads), tuple(ceilings), cpu, memory)
+
+    def workload_counts(self, info: NodeInfo) -> dict[str, int]:
+        """Pods per workload on one node (kept in the node's memo)."""
+        memo = self.memos[info.name]
+        counts = memo.workloads
+        if counts is None:
+            counts = memo.workloads = workload_counts(memo.pods)
+        return counts
+
+    def scarcity(self) -> None:
+        """Each candidate's pods weighted by how scarce their room is: a pod's CPU and memory as shares of
+        the free CPU and memory of the targets it may use. A node whose pods can only go to a small pool
+        (spot nodes without the spot taint, say) costs more than an equally big node whose pods fit the
+        large pool, so the greedy takes the latter first."""
+        if self._scarcity_done:
+            return
+        sim = self.sim
+        totals: dict[tuple[int, ...], tuple[float, float]] = {}
+        for w in self.work:
+            cost = 0.0
+            if w.blocker is None:
+                for p in w.movable:
+                    feasible = sim.feasible(p).targets
+                    t = totals.get(feasible)
+                    if t is None:
+                        t = totals[feasible] = (
+                            float(max(1, sum(max(0, sim.free_cpu[i]) for i in feasible))),
+                            float(max(1, sum(max(0, sim.free_mem[i]) for i in feasible))),
+                        )
+                    cost += p.requests.get("cpu", 0) / t[0] + p.requests.get("memory", 0) / t[1]
+            w.cost = cost
+        self._scarcity_done = True
+
+    def contention(self) -> list[int]:
+        """Per group of targets, how many movable pods could use it. A pod that may go to several groups
+        is put in the least wanted one first (the tainted pool before the pool everyone can use), which
+        keeps the scarce, widely usable room for the pods that have no other choice."""
+        if self._group_demand is None:
+            demand = [0] * len(self.sim.static.groups)
+            for w in self.work:
+                if w.blocker is None:
+                    for p in w.movable:
+                        groups = self.sim.feasible(p).groups
+                        if groups is not None:
+                            for g in groups:
+                                demand[g] += 1
+            self._group_demand = demand
+        return self._group_demand

@@ -1,0 +1,286 @@
+"""Greedy placement: one pass of a :class:`~rescheduler.plan.strategies.Strategy` over the candidates.
+
+Nodes are taken in the strategy's order; for each, budgets and ceilings are checked for all of its pods at
+once (:class:`~rescheduler.plan.budgets.Ledger`), then a fail-fast capacity check, then every pod to move is
+placed on a spot target by the strategy's rule, each move checked against the state after all earlier
+moves with the scheduler's filters in kube-scheduler's order. All or nothing: if one pod finds no room the
+node's moves are undone (after other placement rules were tried, :data:`~rescheduler.plan.strategies.RETRIES`)
+and the pod that did not fit, with the scheduler's reasons counted like a FitError, is why the node stays.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from rescheduler.plan.budgets import BudgetRule, Ledger, count_conflicts, dynamic_order, workload_shares
+from rescheduler.plan.candidates import Candidate, Candidates
+from rescheduler.plan.reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
+from rescheduler.plan.state import Placed, Simulation
+from rescheduler.plan.strategies import RETRIES, NodeOrder, PodOrder, Strategy, TargetRule
+from shared.model import Pod
+
+__all__ = ["Planner", "PlannedMove", "Result", "run", "place", "choose", "capacity", "fit_error"]
+
+
+class PlannedMove(NamedTuple):
+    pod: Pod
+    source: str
+    target: str
+
+
+@dataclass(slots=True)
+class Result:
+    """One pass's plan: moves in order, nodes drained, and why each other candidate it reached stays."""
+
+    strategy: Strategy
+    held: frozenset[str] = frozenset()
+    moves: list[PlannedMove] = field(default_factory=list)
+    drained: list[str] = field(default_factory=list)
+    undrainable: dict[str, StayReason] = field(default_factory=dict)
+
+    def better_than(self, other: Result | None) -> bool:
+        """More nodes drained, then fewer moves."""
+        if other is None:
+            return True
+        return (len(self.drained), -len(self.moves)) > (len(other.drained), -len(other.moves))
+
+
+class Planner:
+    """The parts of one plan every pass shares: the simulation, the candidates, the budget rule, the
+    workloads' starting splits, and the step budget left for searches (:mod:`rescheduler.plan.search`)."""
+
+    def __init__(self, sim: Simulation, cands: Candidates, *, search_steps: int) -> None:
+        self.sim = sim
+        self.cands = cands
+        self.rule = BudgetRule(cands.pdbs)
+        self.search_left = search_steps
+        self.shares = workload_shares(cands)
+        count_conflicts(cands, self.rule)
+
+    def ledger(self) -> Ledger:
+        return Ledger(self.rule, self.shares)
+
+
+def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()) -> Result:
+    """One greedy pass; ``held`` are candidates not drained on purpose (the improvement step)."""
+    sim = planner.sim
+    result = Result(strategy, held=held)
+    ledger = planner.ledger()
+    applied: list[Placed] = []  # of committed nodes
+    try:
+        for w in _node_order(planner, strategy.node_order, ledger, held):
+            name = w.name
+            if w.blocker is not None:
+                result.undrainable[name] = w.blocker
+                continue
+            if name in held:
+                result.undrainable[name] = HELD_BACK_REASON
+                continue
+            why = ledger.refusal(w)
+            if why is None:
+                why = capacity(sim, w)
+            if why is None:
+                moved, why = place(planner, w, strategy.target, strategy.pod_order)
+                if why is not None and strategy.retry:
+                    # The usual rule left the room too fragmented for this node: other rules may not.
+                    for target, pod_order in RETRIES:
+                        again, still = place(planner, w, target, pod_order)
+                        if still is None:
+                            moved, why = again, None
+                            break
+                if why is None:
+                    applied.extend(moved)
+                    for original, _, idx in moved:
+                        result.moves.append(PlannedMove(original, name, sim.targets[idx].name))
+                    ledger.commit(w)
+                    result.drained.append(name)
+                    continue
+            result.undrainable[name] = why
+    finally:
+        sim.undo_all(applied)
+    return result
+
+
+def _size(w: Candidate) -> float:
+    return w.size
+
+
+def _cost(w: Candidate) -> float:
+    return w.cost
+
+
+def _node_order(planner: Planner, order: NodeOrder, ledger: Ledger, held: frozenset[str]) -> Iterable[Candidate]:
+    cands = planner.cands
+    if order is NodeOrder.CONFLICTS:
+        return dynamic_order(cands.work, planner.rule, ledger, held, _size)
+    if order is NodeOrder.CONFLICTS_SCARCITY:
+        cands.scarcity()
+        return dynamic_order(cands.work, planner.rule, ledger, held, _cost)
+    key: Callable[[Candidate], Any]
+    if order is NodeOrder.REQUESTED_CPU:
+        key = lambda w: w.info.requested.get("cpu", 0)  # noqa: E731
+    elif order is NodeOrder.PODS:
+        key = lambda w: (len(w.movable), w.size)  # noqa: E731
+    elif order is NodeOrder.SCARCITY:
+        cands.scarcity()
+        key = _cost
+    else:
+        key = _size
+    return sorted(cands.work, key=key)  # stable: ties keep the snapshot's node order
+
+
+def capacity(sim: Simulation, w: Candidate) -> StayReason | None:
+    """Fail fast: the node's pods need more than every target has free together."""
+    movable = w.movable
+    if not movable:
+        return None
+    if not sim.targets:
+        return StayReason(Kind.NO_SPOT_NODES, NO_SPOT_NODES_TEXT, pod=movable[0].key)
+    free_cpu, free_mem, free_pods = sim.total_cpu, sim.total_mem, sim.total_pods
+    cpu, memory = w.analysis.cpu, w.analysis.memory
+    if cpu > free_cpu or memory > free_mem or len(movable) > free_pods:
+        return StayReason(
+            Kind.NO_CAPACITY,
+            f"its {len(movable)} pod(s) need {_cpu(cpu)} CPU and {_mem(memory)} memory, "
+            f"all spot nodes together have {_cpu(free_cpu)} CPU, {_mem(free_mem)} and {free_pods} pod slot(s) free",
+        )
+    return None
+
+
+def sorted_pods(sim: Simulation, pods: Iterable[Pod], order: PodOrder) -> list[Pod]:
+    """Largest first by ``order``; ties by the pod's name, so a plan does not depend on the order pods are
+    listed in."""
+    if order is PodOrder.CPU:
+        return sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), p.key))
+    if order is PodOrder.MEMORY:
+        return sorted(pods, key=lambda p: (-p.requests.get("memory", 0), p.key))
+    return sorted(pods, key=lambda p: (-sim.size(p), p.key))
+
+
+def place(
+    planner: Planner, w: Candidate, target: TargetRule, pod_order: PodOrder
+) -> tuple[list[Placed], StayReason | None]:
+    """Place every movable pod of ``w`` (applied), or none (undone) and why the first misfit failed."""
+    sim = planner.sim
+    pods = sorted_pods(sim, w.movable, pod_order)
+    order: list[int] = []
+    if target is TargetRule.FIRST_FIT:
+        order = sorted(range(len(sim.targets)), key=sim.neg_requested.__getitem__)
+    moved: list[Placed] = []
+    for pod in pods:
+        why: Counter[str] = Counter()
+        idx = choose(planner, pod, target, order, why)
+        if idx is None:
+            sim.undo_all(moved)
+            why.update(sim.feasible(pod).why_not)
+            return [], fit_error(pod, len(sim.targets), why)
+        moved.append((pod, sim.apply(pod, idx), idx))
+    return moved, None
+
+
+def choose(planner: Planner, pod: Pod, target: TargetRule, order: Sequence[int], why: Counter[str]) -> int | None:
+    """The target for ``pod`` by ``target`` rule, or ``None`` (rejections counted in ``why``)."""
+    sim = planner.sim
+    feasible = sim.feasible(pod)
+    if target is TargetRule.FIRST_FIT:
+        return first_fit(sim, pod, order, feasible.targets, why)
+    if target is TargetRule.BEST_FIT_MEMORY:
+        return best_fit(sim, pod, feasible.targets, why, "memory")
+    groups = feasible.groups
+    if target is TargetRule.TIERED and groups is not None and len(groups) > 1:
+        contention = planner.cands.contention()
+        for g in sorted(groups, key=contention.__getitem__):
+            idx = best_fit(sim, pod, tuple(sim.static.groups[g]), why)
+            if idx is not None:
+                return idx
+        return None
+    return best_fit(sim, pod, feasible.targets, why)
+
+
+def best_fit(
+    sim: Simulation, pod: Pod, feasible: tuple[int, ...], why: Counter[str], resource: str = "cpu"
+) -> int | None:
+    """The feasible target with the least free ``resource`` (cpu or memory) that takes the pod."""
+    sl = sim.sorted_free(feasible, resource)
+    cpu, mem = sim.floors(pod)
+    entries = sl.entries
+    by_memory = resource == "memory"
+    floor = mem if by_memory else cpu
+    start = 0 if floor is None else bisect.bisect_left(entries, (floor, -1))
+    if start:
+        why["Insufficient memory" if by_memory else "Insufficient cpu"] += start
+    other, need, lack = (
+        (sim.free_cpu, cpu, "Insufficient cpu") if by_memory else (sim.free_mem, mem, "Insufficient memory")
+    )
+    free_pods = sim.free_pods
+    skip = sim.skip(pod)
+    for j in range(start, len(entries)):
+        idx = entries[j][1]
+        if free_pods[idx] < 1:
+            why["Too many pods"] += 1
+            continue
+        if need is not None and other[idx] < need:
+            why[lack] += 1
+            continue
+        if skip is not None:  # what accept() checks first, without the call: most scanned nodes end here
+            known = skip.known(idx)
+            if known is not None:
+                why[known] += 1
+                continue
+        if sim.accept(pod, idx, why, skip):
+            return idx
+    return None
+
+
+def first_fit(
+    sim: Simulation, pod: Pod, order: Sequence[int], feasible: tuple[int, ...], why: Counter[str]
+) -> int | None:
+    """The first target in ``order`` (pusher's: fullest first) that takes the pod."""
+    members = sim.sorted_free(feasible).members
+    cpu, mem = sim.floors(pod)
+    free_cpu, free_mem, free_pods = sim.free_cpu, sim.free_mem, sim.free_pods
+    skip = sim.skip(pod)
+    for idx in order:
+        if idx not in members:
+            continue
+        if free_pods[idx] < 1:
+            why["Too many pods"] += 1
+            continue
+        if cpu is not None and free_cpu[idx] < cpu:
+            why["Insufficient cpu"] += 1
+            continue
+        if mem is not None and free_mem[idx] < mem:
+            why["Insufficient memory"] += 1
+            continue
+        if skip is not None:  # as in best_fit
+            known = skip.known(idx)
+            if known is not None:
+                why[known] += 1
+                continue
+        if sim.accept(pod, idx, why, skip):
+            return idx
+    return None
+
+
+def fit_error(pod: Pod, n: int, why: Counter[str]) -> StayReason:
+    """kube-scheduler's FitError wording: ``0/12 spot nodes are available: 8 Insufficient cpu, ...``; the most
+    frequent reason is the reason's ``cause``."""
+    if n == 0:
+        return StayReason(Kind.NO_SPOT_NODES, NO_SPOT_NODES_TEXT, pod=pod.key)
+    ranked = sorted(why.items(), key=lambda kv: (-kv[1], kv[0]))
+    if not ranked:
+        return StayReason(Kind.NO_FIT, f"0/{n} spot nodes are available", pod=pod.key)
+    parts = ", ".join(f"{count} {msg}" for msg, count in ranked)
+    return StayReason(Kind.NO_FIT, f"0/{n} spot nodes are available: {parts}", pod=pod.key, cause=ranked[0][0])
+
+
+def _cpu(milli: int) -> str:
+    return f"{milli / 1000:.2f}".rstrip("0").rstrip(".") if milli % 1000 else str(milli // 1000)
+
+
+def _mem(b: int) -> str:
+    return f"{b / 2**30:.1f}Gi"

@@ -1,0 +1,92 @@
+"""Why an on-demand node stays: a typed record made where the planner finds the node undrainable.
+
+The record carries the kind of obstacle (an :class:`Kind`), the pod it is about (if one) and the particulars;
+its :attr:`StayReason.message` is the sentence people read (``pod shop/web-1: PodDisruptionBudget shop/web
+allows 0 disruption(s), this node needs 1``) and its :attr:`StayReason.group` is what the CLI's "WHY NODES
+STAY" table, the JSON summary and the HTML page count nodes by. Grouping reads the kind, never the sentence,
+so rewording a message cannot regroup the table.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = [
+    "Kind",
+    "StayReason",
+    "HELD_BACK_TEXT",
+    "HELD_BACK_REASON",
+    "NO_SPOT_NODES_TEXT",
+    "NODE_NOT_READY_TEXT",
+]
+
+
+class Kind(enum.Enum):
+    """The kinds of reason a node stays; the value is the stable name in JSON."""
+
+    NODE_NOT_READY = "node-not-ready"
+    NOT_MOVABLE = "pod-not-movable"
+    """A pod that must not be moved (:func:`shared.movable.movability`); ``cause`` is the rule's constant."""
+    MULTIPLE_PDBS = "multiple-pdbs"
+    PDB_BUDGET = "pdb-budget"
+    SPOT_CEILING = "spot-ceiling"
+    ON_DEMAND_FLOOR = "on-demand-floor"
+    NO_CAPACITY = "no-capacity"
+    """The node's pods need more than all spot targets have free together."""
+    NO_SPOT_NODES = "no-spot-nodes"
+    NO_FIT = "no-fit"
+    """A pod fits no spot node; ``cause`` is the scheduler's most frequent reason."""
+    HELD_BACK = "held-back"
+
+
+_LABELS = {
+    Kind.MULTIPLE_PDBS: "selected by more than one PodDisruptionBudget",
+    Kind.PDB_BUDGET: "PodDisruptionBudget budget exhausted",
+    Kind.SPOT_CEILING: "per-workload spot ceiling",
+    Kind.ON_DEMAND_FLOOR: "per-workload on-demand floor",
+    Kind.NO_CAPACITY: "not enough free spot capacity",
+}
+
+HELD_BACK_TEXT = (
+    "held back: draining it now would keep more nodes from draining (PDB budgets or spot room); "
+    "a later cycle can take it"
+)
+NO_SPOT_NODES_TEXT = "there are no spot nodes that are ready, schedulable and not being reclaimed"
+NODE_NOT_READY_TEXT = "node is not ready"
+
+
+@dataclass(frozen=True, slots=True)
+class StayReason:
+    """Why one node stays: ``kind``, the pod it is about (``namespace/name``, or ``None`` for the node as a
+    whole), the particulars (``detail``), and for the kinds grouped finer than by kind alone the ``cause``
+    (the movability rule, or the scheduler's most frequent reason)."""
+
+    kind: Kind
+    detail: str
+    pod: str | None = None
+    cause: str | None = None
+
+    @property
+    def message(self) -> str:
+        """The sentence people read."""
+        return f"pod {self.pod}: {self.detail}" if self.pod is not None else self.detail
+
+    @property
+    def group(self) -> str:
+        """The row of the "why nodes stay" table this reason counts in."""
+        label = _LABELS.get(self.kind)
+        if label is not None:
+            return label
+        if self.kind is Kind.NO_FIT and self.cause is not None:
+            return "no spot node fits: " + self.cause
+        if self.kind is Kind.NOT_MOVABLE and self.cause is not None:
+            return self.cause
+        return self.detail
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"kind": self.kind.value, "pod": self.pod, "detail": self.detail}
+
+
+HELD_BACK_REASON = StayReason(Kind.HELD_BACK, HELD_BACK_TEXT)
+"""A node not drained on purpose: draining it would keep more nodes from draining."""

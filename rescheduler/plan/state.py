@@ -1,0 +1,310 @@
+"""The planner's simulation: the spot targets, what is free on them, and moves applied and undone.
+
+Every move the planner considers is applied to the snapshot itself (:meth:`Simulation.apply`, through the
+snapshot's own methods) and undone if the node it belongs to does not drain, so each check sees the state
+after every earlier move. Alongside, the free CPU, memory and pod slots of every target are kept, sorted per
+set of statically feasible targets (:class:`SortedFree`) for best fit by bisection, and the cluster-wide
+filters (inter-pod affinity, topology spread) are answered by the incremental
+:class:`~rescheduler.plan.topology.TopologyIndex`. Expendable pods on spot targets are taken out for the
+simulation (the scheduler preempts them for the pods that arrive) and put back by :meth:`Simulation.restore`,
+so the snapshot is left as it came in.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Sequence
+
+from rescheduler.plan.feasibility import Feasible, StaticFilter
+from rescheduler.plan.topology import TopologyIndex
+from rescheduler.plan.topology_memo import TopologyMemo
+from shared.classes import node_class, reclaim_reason
+from shared.config import Config
+from shared.fit import fits
+from shared.model import Pod
+from shared.movable import is_expendable
+from shared.ports import check_host_ports
+from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_SPREAD, ERR_SPREAD_MISSING_LABEL, Reason
+from shared.resources import check_resources, requests_anything
+from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.switches import CURRENT, Switches
+
+__all__ = ["Simulation", "SortedFree", "Skip", "Placed"]
+
+Placed = tuple[Pod, Pod, int]
+"""A move applied to the simulation: the original pod, the pod as moved, the target's index."""
+
+
+class SortedFree:
+    """``(free amount, target index)`` of one set of statically feasible targets, kept sorted."""
+
+    __slots__ = ("entries", "members")
+
+    def __init__(self, members: Sequence[int], free: Sequence[int]) -> None:
+        self.members = frozenset(members)
+        self.entries = sorted((free[i], i) for i in members)
+
+    def update(self, idx: int, old: int, new: int) -> None:
+        e = self.entries
+        j = bisect.bisect_left(e, (old, idx))
+        del e[j]
+        bisect.insort(e, (new, idx))
+
+
+class Skip:
+    """Topology domains closed to one pod, learnt during one search for a target (state unchanged).
+
+    The pod's affinity, anti-affinity and spread rejections depend on a node only through its values for
+    the terms' topology keys (``shared.interpod``/``shared.spread`` PreFilter counts per domain), and are
+    checked after the node-specific filters: once one node of a domain fails one of them, every other node
+    of the domain fails too, by that check or an earlier one.
+    """
+
+    __slots__ = ("rules", "closed")
+
+    def __init__(self, rules: list[tuple[str, Sequence[tuple[str | None, ...]]]]) -> None:
+        self.rules = rules  # (reason code, per target index: its values for the rule's topology keys)
+        self.closed: dict[str, set[tuple[str | None, ...]]] = {code: set() for code, _ in rules}
+
+    def known(self, idx: int) -> str | None:
+        for code, domains in self.rules:
+            closed = self.closed[code]
+            if closed and domains[idx] in closed:
+                return code
+        return None
+
+    def learn(self, code: str, idx: int) -> None:
+        for c, domains in self.rules:
+            if c == code:
+                self.closed[c].add(domains[idx])
+
+
+class Simulation:
+    """The targets and candidates of one plan and the state of the moves tried on them.
+
+    ``verify`` re-checks every accepted move with the full :func:`shared.fit.fits` and refuses any it
+    rejects, counting them in ``verify_rejections`` (a disagreement is a planner bug: tests require none).
+    """
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        config: Config,
+        *,
+        verify: bool,
+        topology_memo: TopologyMemo,
+        switches: Switches = CURRENT,
+    ) -> None:
+        self.snapshot = snapshot
+        self.switches = switches
+        self.config = config
+        self.verify = verify
+        self.verify_rejections = 0
+        classes = config.node_classes
+        cutoff = config.movability.expendable_priority_cutoff
+
+        self.targets: list[NodeInfo] = []
+        self.candidates: list[NodeInfo] = []
+        self.class_of: dict[str, str] = {}
+        self.not_targets: Counter[str] = Counter()
+        for info in snapshot:
+            node = info.node
+            cls = node_class(node, classes)
+            self.class_of[node.name] = cls
+            if cls == "spot":
+                if not node.ready:
+                    self.not_targets["not ready"] += 1
+                elif reclaim_reason(node, classes) is not None:
+                    self.not_targets["being reclaimed or cordoned"] += 1
+                else:
+                    self.targets.append(info)
+            elif cls == "on-demand":
+                self.candidates.append(info)
+
+        # Expendable pods on targets take no room: the scheduler preempts them. Out for the simulation
+        # (and back in :meth:`restore`, also when anything below fails).
+        self.preempted: list[Pod] = []
+        for info in self.targets:
+            for p in [p for p in info.pods if is_expendable(p, cutoff)]:
+                snapshot.remove_pod(p)
+                self.preempted.append(p)
+        try:
+            self._setup(topology_memo)
+        except BaseException:
+            self.restore()
+            raise
+        self.pending_unschedulable = sum(
+            1 for p in snapshot.pending if p.unschedulable and not is_expendable(p, cutoff)
+        )
+
+    def _setup(self, topology_memo: TopologyMemo) -> None:
+        self.topology = TopologyIndex(self.snapshot, topology_memo)
+        targets = self.targets
+        self.free_cpu = [info.free("cpu") for info in targets]
+        self.free_mem = [info.free("memory") for info in targets]
+        self.free_pods = [info.free("pods") for info in targets]
+        # Negated requested CPU per target: the sort key of pusher's "fullest first" order.
+        self.neg_requested = [-info.requested.get("cpu", 0) for info in targets]
+        # Totals of the positive free amounts, for the fail-fast capacity check.
+        self.total_cpu = sum(f for f in self.free_cpu if f > 0)
+        self.total_mem = sum(f for f in self.free_mem if f > 0)
+        self.total_pods = sum(f for f in self.free_pods if f > 0)
+        n = len(targets)
+        alloc_cpu = sum(info.allocatable("cpu") for info in targets) or 1
+        alloc_mem = sum(info.allocatable("memory") for info in targets) or 1
+        self.ref_cpu = alloc_cpu / max(1, n)
+        self.ref_mem = alloc_mem / max(1, n)
+        self.static = StaticFilter(self.snapshot, targets)
+        self._sorted: dict[tuple[tuple[int, ...], str], SortedFree] = {}
+        self._lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free cpu
+        self._mem_lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free memory
+        self._domains_of: dict[tuple[str, ...], list[tuple[str | None, ...]]] = {}
+
+    def restore(self) -> None:
+        """Put the expendable pods taken out of the targets back."""
+        for p in self.preempted:
+            self.snapshot.add_pod(p)
+
+    def feasible(self, pod: Pod) -> Feasible:
+        return self.static.feasible(pod)
+
+    def size(self, pod: Pod) -> float:
+        """The pod's CPU plus memory, each normalised by the average spot target's allocatable."""
+        return pod.requests.get("cpu", 0) / self.ref_cpu + pod.requests.get("memory", 0) / self.ref_mem
+
+    def sorted_free(self, members: tuple[int, ...], resource: str = "cpu") -> SortedFree:
+        sl = self._sorted.get((members, resource))
+        if sl is None:
+            memory = resource == "memory"
+            sl = self._sorted[(members, resource)] = SortedFree(members, self.free_mem if memory else self.free_cpu)
+            lists = self._mem_lists_of if memory else self._lists_of
+            for i in members:
+                lists[i].append(sl)
+        return sl
+
+    # --- moves ------------------------------------------------------------------------------------------
+
+    def _set_free(self, idx: int) -> None:
+        info = self.targets[idx]
+        new = info.free("cpu")
+        old = self.free_cpu[idx]
+        if new != old:
+            for sl in self._lists_of[idx]:
+                sl.update(idx, old, new)
+            self.free_cpu[idx] = new
+            self.total_cpu += max(0, new) - max(0, old)
+            self.neg_requested[idx] = -info.requested.get("cpu", 0)
+        new, old = info.free("memory"), self.free_mem[idx]
+        if new != old:
+            for sl in self._mem_lists_of[idx]:
+                sl.update(idx, old, new)
+            self.free_mem[idx] = new
+            self.total_mem += max(0, new) - max(0, old)
+        new, old = info.free("pods"), self.free_pods[idx]
+        self.free_pods[idx] = new
+        self.total_pods += max(0, new) - max(0, old)
+
+    def apply(self, pod: Pod, idx: int) -> Pod:
+        """Move ``pod`` to target ``idx``; returns the pod as moved (undo with both)."""
+        target = self.targets[idx]
+        pid = self.topology.pid(pod)
+        moved = self.snapshot.move_pod(pod, target.name)
+        self.topology.move(pid, moved, target)
+        self._set_free(idx)
+        return moved
+
+    def undo(self, original: Pod, moved: Pod, idx: int) -> None:
+        snap = self.snapshot
+        pid = self.topology.pid(moved)
+        snap.remove_pod(moved)
+        snap.add_pod(original)
+        self.topology.move(pid, original, snap[original.node_name])
+        self._set_free(idx)
+
+    def undo_all(self, placed: Sequence[Placed]) -> None:
+        """Undo ``placed`` (applied in order), last first."""
+        for original, moved, idx in reversed(placed):
+            self.undo(original, moved, idx)
+
+    # --- fit ---------------------------------------------------------------------------------------------
+
+    def dynamic_reason(self, pod: Pod, info: NodeInfo) -> Reason | None:
+        """The filters that depend on what runs where, in ``shared.fit.fits`` order (static ones passed)."""
+        if pod.host_ports:
+            r = check_host_ports(pod, info)
+            if r is not None:
+                return r
+        insufficient = check_resources(pod, info, switches=self.switches)
+        if insufficient:
+            return insufficient[0]
+        pid = self.topology.pid(pod)
+        if pod.topology_spread:
+            r = self.topology.check_topology_spread(pod, pid, info, self.switches)
+            if r is not None:
+                return r
+        return self.topology.check_inter_pod_affinity(pod, pid, info)
+
+    def floors(self, pod: Pod) -> tuple[int | None, int | None]:
+        """The least free cpu and memory a target must have for ``pod`` (``None``: not checked), for the fast
+        paths ahead of :meth:`accept`. NodeResourcesFit checks only what the pod requests since v1.27
+        (kubernetes#116408); before, a pod requesting anything needs the other resource not over-committed."""
+        cpu, mem = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+        if cpu > 0 and mem > 0:
+            return cpu, mem
+        unrequested = None
+        if not self.switches.resources_fit_ignores_unrequested_overcommit and requests_anything(pod):
+            unrequested = 0
+        return (cpu if cpu > 0 else unrequested), (mem if mem > 0 else unrequested)
+
+    def skip(self, pod: Pod) -> Skip | None:
+        """A :class:`Skip` for the pod's topology terms (``None`` if it has none)."""
+        rules: list[tuple[str, Sequence[tuple[str | None, ...]]]] = []
+        if pod.pod_affinity:
+            rules.append((ERR_AFFINITY, self._domains(tuple(t.topology_key for t in pod.pod_affinity))))
+        if pod.pod_anti_affinity:
+            rules.append((ERR_ANTI_AFFINITY, self._domains(tuple(t.topology_key for t in pod.pod_anti_affinity))))
+        spread = tuple(c.topology_key for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule")
+        if spread:
+            domains = self._domains(spread)
+            rules.append((ERR_SPREAD, domains))
+            rules.append((ERR_SPREAD_MISSING_LABEL, domains))
+        return Skip(rules) if rules else None
+
+    def _domains(self, keys: tuple[str, ...]) -> list[tuple[str | None, ...]]:
+        """Per target, its labels' values for ``keys`` (targets keep their labels throughout a plan)."""
+        domains = self._domains_of.get(keys)
+        if domains is None:
+            domains = self._domains_of[keys] = [tuple(t.node.labels.get(k) for k in keys) for t in self.targets]
+        return domains
+
+    def accept(self, pod: Pod, idx: int, why: Counter[str] | None, skip: Skip | None = None) -> bool:
+        """Whether ``pod`` may go to target ``idx`` now; a rejection is counted in ``why``.
+
+        ``skip`` remembers topology domains already found closed to this pod during one search (a zone
+        where its pod affinity has no partner, or whose spread is at the limit): the other nodes of such a
+        domain fail the same way, and are not checked one by one.
+        """
+        info = self.targets[idx]
+        if skip is not None:
+            known = skip.known(idx)
+            if known is not None:
+                if why is not None:
+                    why[known] += 1
+                return False
+        r = self.dynamic_reason(pod, info)
+        if r is not None:
+            if why is not None:
+                why[r.message] += 1
+            if skip is not None:
+                skip.learn(r.code, idx)
+            return False
+        if self.verify:
+            full = fits(pod, info, self.snapshot, first_only=True, switches=self.switches)
+            if full:
+                # The incremental checks and the library disagree: a planner bug. Never emit the move.
+                self.verify_rejections += 1
+                if why is not None:
+                    why[full[0].message] += 1
+                return False
+        return True

@@ -1,0 +1,133 @@
+"""The planner's plans on fixed generated clusters, compared byte for byte with recorded ones.
+
+Why: the planner is a portfolio of heuristics whose result depends on many small orderings (ties, the
+order strategies run in, which node the local search holds back). A change meant to move code around
+must not change a single move; this test says so in bytes. Each golden file under ``tests/unit/golden/``
+holds the generator's parameters, a digest of the generated items (so a change of the generator is told
+apart from a change of the planner), the JSON of :func:`rescheduler.plan.planner.plan` with the default
+strategies, and the nodes the run loop's planner (:func:`rescheduler.plan.cycle.plan_nodes`) empties, with a
+time budget far larger than any plan here takes, so the budget never cuts a strategy and the result is
+deterministic.
+
+Regenerate (only when a plan is meant to change, and say why in the commit):
+``python -m tests.unit.test_plan_golden``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from rescheduler.plan.cycle import plan_nodes
+from rescheduler.plan.planner import plan
+from rescheduler.snapshot_io import load_bytes
+from shared.config import Config
+from shared.snapshot import ClusterSnapshot
+from tests.support import cluster_gen
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+# (seed, nodes, pods, profile name in the generator): two of each profile, 30-60 nodes.
+CASES = [
+    (101, 30, 420, "FULL"),
+    (102, 50, 600, "FULL"),
+    (103, 40, 480, "PACKING_ONLY"),
+    (104, 36, 540, "DRAINABLE"),
+    (105, 60, 720, "DRAINABLE"),
+    (106, 45, 540, "MILP_PROFILE"),
+    (107, 32, 448, "MILP_PROFILE"),
+    (108, 40, 520, "MILP_PACKING"),
+    (109, 55, 660, "MILP_PACKING"),
+]
+
+RUN_LOOP_BUDGET = 3600.0
+"""Seconds: the run loop's planner with a budget it never reaches (the real one, 0.5 s, depends on load)."""
+
+
+def _name(seed: int, nodes: int, pods: int, profile: str) -> str:
+    return f"{profile.lower()}-{nodes}-nodes-{pods}-pods-seed-{seed}"
+
+
+def _items(seed: int, nodes: int, pods: int, profile: str) -> list[dict[str, Any]]:
+    return cluster_gen.generate(seed, nodes, pods, getattr(cluster_gen, profile))
+
+
+def _snapshot(items: list[dict[str, Any]]) -> ClusterSnapshot:
+    return load_bytes(orjson.dumps({"kind": "List", "items": items}))
+
+
+def _record(seed: int, nodes: int, pods: int, profile: str) -> dict[str, Any]:
+    items = _items(seed, nodes, pods, profile)
+    config = Config()
+    result = plan(_snapshot(items), config)
+    loop = plan_nodes(_snapshot(items), config, time_budget=RUN_LOOP_BUDGET, clock=time.monotonic)
+    return {
+        "generator": {
+            "seed": seed,
+            "nodes": nodes,
+            "pods": pods,
+            "profile": profile,
+            "sha256": hashlib.sha256(orjson.dumps(items)).hexdigest(),
+        },
+        "plan": result.to_json(),
+        "run_loop": [{"node": nm.node, "pods": list(nm.pods), "targets": dict(nm.targets)} for nm in loop],
+    }
+
+
+NEW_KEYS = ("reasons",)
+"""Keys the plan's JSON gained after the goldens were recorded, dropped before comparing: each node's reason
+as a record (``kind``, ``pod``, ``detail``); its sentence is still compared, in ``undrainable``."""
+NEW_TOP_REASON_KEYS = ("kind",)
+"""Keys each ``summary.top_reasons`` entry gained since: the kind of reason the group counts."""
+
+
+def _comparable(plan_json: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in plan_json.items() if k not in NEW_KEYS}
+    summary = dict(out["summary"])
+    summary["top_reasons"] = [
+        {k: v for k, v in r.items() if k not in NEW_TOP_REASON_KEYS} for r in summary["top_reasons"]
+    ]
+    out["summary"] = summary
+    return out
+
+
+def _dump(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+@pytest.mark.parametrize(("seed", "nodes", "pods", "profile"), CASES, ids=[_name(*c) for c in CASES])
+def test_plan_is_byte_identical_to_the_recorded_one(seed: int, nodes: int, pods: int, profile: str) -> None:
+    golden = orjson.loads((GOLDEN / f"{_name(seed, nodes, pods, profile)}.json").read_bytes())
+    now = _record(seed, nodes, pods, profile)
+    assert now["generator"] == golden["generator"], "the cluster generator changed: these goldens no longer apply"
+    assert _dump(_comparable(now["plan"])) == _dump(_comparable(golden["plan"]))
+    assert _dump(now["run_loop"]) == _dump(golden["run_loop"])
+
+
+def test_goldens_drain_nodes_and_keep_some() -> None:
+    # Guards the comparison above against recording plans that say nothing (nothing drained, nothing kept).
+    drained = kept = 0
+    for case in CASES:
+        golden = orjson.loads((GOLDEN / f"{_name(*case)}.json").read_bytes())
+        drained += len(golden["plan"]["drained"])
+        kept += len(golden["plan"]["undrainable"])
+    assert drained >= 20
+    assert kept >= 20
+
+
+def regenerate() -> None:
+    GOLDEN.mkdir(exist_ok=True)
+    for case in CASES:
+        path = GOLDEN / f"{_name(*case)}.json"
+        path.write_bytes(_dump(_record(*case)))
+        print(path, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    regenerate()
