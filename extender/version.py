@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shared.kube.credentials import load_client_configuration
 from shared.switches import STRICTEST, Switches, for_version_info
 
 __all__ = ["read_switches"]
@@ -19,29 +20,22 @@ __all__ = ["read_switches"]
 
 def read_switches(kubeconfig: str | None, *, timeout: float = 10.0) -> tuple[Switches, str, bool]:
     """``(switches, one sentence, is_warning)`` for the API server of ``kubeconfig`` (else in-cluster, then
-    ``~/.kube/config``, the order of the node cache)."""
-    from kubernetes import client, config
+    ``~/.kube/config``: :func:`shared.kube.credentials.load_client_configuration`)."""
+    from kubernetes import client
 
-    configuration = client.Configuration()
     try:
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)
+        configuration = load_client_configuration(kubeconfig)
         configuration.retries = 0
         with client.ApiClient(configuration) as api:
             # Raw JSON: the client's VersionInfo model refuses an answer that leaves out any of its fields.
-            response = client.VersionApi(api).get_code(_preload_content=False, _request_timeout=timeout)
+            response: Any = client.VersionApi(api).get_code(_preload_content=False, _request_timeout=timeout)
             status = int(getattr(response, "status", 200))
             if not 200 <= status < 300:
                 raise ValueError(f"HTTP {status}")
             info: Any = json.loads(response.data)
     except Exception as e:  # any failure (credentials, network, HTTP status) means the same: version unknown
-        status = getattr(e, "status", None)  # ApiException: its str() carries every response header
-        reason = f"HTTP {status} {getattr(e, 'reason', '')}".strip() if status else " ".join(str(e).split())
+        code = getattr(e, "status", None)  # ApiException: its str() carries every response header
+        reason = f"HTTP {code} {getattr(e, 'reason', '')}".strip() if code else " ".join(str(e).split())
         said = (
             f"cannot read the API server's version ({reason or type(e).__name__}): the scheduler's release is unknown"
         )
