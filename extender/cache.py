@@ -13,13 +13,12 @@ under the GIL a lookup never sees a half-applied change, and readers take no loc
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from shared.kube.credentials import load_client_configuration
-from shared.kube.informer import Informer
+from shared.kube.informer import Informer, ResponseLines
 
 __all__ = ["Lister", "Store", "DictStore", "Reflector", "kube_lister", "wait_synced"]
 
@@ -76,38 +75,6 @@ def _client_params(query: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     return params
 
 
-class _ResponseLines:
-    """The lines of an unread urllib3 response; ``close()`` from another thread ends the iteration."""
-
-    def __init__(self, resp: Any) -> None:
-        self._resp = resp
-        self._done = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        buf = b""
-        try:
-            for chunk in self._resp.stream(65536, decode_content=True):
-                buf += chunk
-                while True:
-                    i = buf.find(b"\n")
-                    if i < 0:
-                        break
-                    line, buf = buf[:i], buf[i + 1 :]
-                    if line:
-                        yield line
-            if buf.strip():
-                yield buf
-            self._done = True
-        finally:
-            self._resp.release_conn()
-
-    def close(self) -> None:
-        if not self._done:
-            # Closing a half-read stream may raise from urllib3; the watch is being abandoned anyway.
-            with contextlib.suppress(Exception):
-                self._resp.close()
-
-
 class _ClientCollection:
     """A collection through the kubernetes client's generated list call (raw responses, not model objects)."""
 
@@ -121,8 +88,8 @@ class _ClientCollection:
         finally:
             resp.release_conn()
 
-    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> _ResponseLines:
-        return _ResponseLines(self._lister(**_client_params(query), _request_timeout=(10, timeout)))
+    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> ResponseLines:
+        return ResponseLines(self._lister(**_client_params(query), _request_timeout=(10, timeout)))
 
 
 class Reflector(Generic[T]):

@@ -16,7 +16,6 @@ Errors are mapped once, here, from the status code to a class (kopf's ``errors.p
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from shared.kube.credentials import KubeconfigError, load_client_configuration
+from shared.kube.informer import ResponseLines
 
 __all__ = [
     "ApiError",
@@ -289,42 +289,6 @@ def node_path(name: str) -> str:
 # --- the real transport -------------------------------------------------------------------------------------------
 
 
-class _Lines:
-    """Lines of a urllib3 response read as it arrives; ``close()`` from another thread ends the iteration."""
-
-    def __init__(self, response: Any) -> None:
-        self._response = response
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        buf = b""
-        try:
-            for chunk in self._response.stream(65536, decode_content=True):
-                buf += chunk
-                while True:
-                    i = buf.find(b"\n")
-                    if i < 0:
-                        break
-                    line, buf = buf[:i], buf[i + 1 :]
-                    if line.strip():
-                        yield line
-            if buf.strip():
-                yield buf
-        except Exception as e:
-            if self._closed:
-                return
-            raise Unavailable(f"watch stream broke: {type(e).__name__}: {e}") from None
-        finally:
-            self._response.release_conn()
-
-    def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(Exception):
-            self._response.shutdown()  # urllib3 2.3+: unblocks a read in another thread
-        with contextlib.suppress(Exception):
-            self._response.close()
-
-
 class HttpTransport:
     """HTTPS to one API server with the credentials of a ``kubernetes.client.Configuration``."""
 
@@ -419,7 +383,7 @@ class HttpTransport:
             data = response.data
             response.release_conn()
             raise error_for(response.status, data, method="GET", path=path)
-        return _Lines(response)
+        return ResponseLines(response, wrap=lambda e: Unavailable(f"watch stream broke: {type(e).__name__}: {e}"))
 
 
 def _query_value(value: Any) -> str:

@@ -31,7 +31,17 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
-__all__ = ["LineStream", "ListWatch", "EventHandler", "Page", "Informer", "list_pages", "json_page", "is_gone"]
+__all__ = [
+    "LineStream",
+    "ResponseLines",
+    "ListWatch",
+    "EventHandler",
+    "Page",
+    "Informer",
+    "list_pages",
+    "json_page",
+    "is_gone",
+]
 
 log = logging.getLogger("spotshift.informer")
 
@@ -47,6 +57,52 @@ class LineStream(Protocol):
     def __iter__(self) -> Iterator[bytes]: ...
 
     def close(self) -> None: ...
+
+
+class ResponseLines:
+    """The non-empty lines of an unread urllib3 response, as they arrive: a :class:`LineStream` over either part's
+    HTTP client. ``close()`` from another thread ends the iteration quietly; ``wrap``, if given, turns a stream
+    that broke into the caller's own error type."""
+
+    def __init__(self, response: Any, *, wrap: Callable[[Exception], Exception] | None = None) -> None:
+        self._response = response
+        self._wrap = wrap
+        self._closed = False
+        self._done = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = b""
+        try:
+            for chunk in self._response.stream(65536, decode_content=True):
+                buf += chunk
+                while True:
+                    i = buf.find(b"\n")
+                    if i < 0:
+                        break
+                    line, buf = buf[:i], buf[i + 1 :]
+                    if line.strip():
+                        yield line
+            if buf.strip():
+                yield buf
+            self._done = True
+        except Exception as e:
+            if self._closed:
+                return
+            if self._wrap is None:
+                raise
+            raise self._wrap(e) from None
+        finally:
+            self._response.release_conn()
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._closed = True
+        # Closing a half-read stream may raise from urllib3; the watch is being abandoned anyway.
+        with contextlib.suppress(Exception):
+            self._response.shutdown()  # urllib3 2.3+: unblocks a read in another thread
+        with contextlib.suppress(Exception):
+            self._response.close()
 
 
 class ListWatch(Protocol):
