@@ -84,7 +84,13 @@ class NodeEntry:
 
 
 def _fragment(name: str, score: int) -> bytes:
-    return orjson.dumps({"Host": name, "Score": score})
+    """One serialised ``HostPriority``, allocated at its exact size.
+
+    ``orjson.dumps`` returns its working buffer shrunk in place; thousands of such results kept alive (the
+    node cache's fragments, or a join over many names) pinned far more heap than their length, and a
+    worker that once answered a flood of unknown names kept gigabytes.
+    """
+    return b'{"Host":%b,"Score":%d}' % (orjson.dumps(name), score)
 
 
 def reduce_node(raw: Mapping[str, Any], policy: ExtenderPolicy) -> NodeEntry:
