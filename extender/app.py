@@ -124,6 +124,7 @@ def _read_body(limit: int) -> bytes:
     if length is not None and len(data) < length:
         g.close_connection = True
         raise BadRequest(f"the request body ended after {len(data)} of its {length} bytes")
+    g.body_read = True
     return data
 
 
@@ -190,7 +191,7 @@ def create_app(
     which returns its body: the benchmark's baseline for "the same stack doing nothing".
 
     ``app.spotshift_body_limit(path)`` tells the worker the body limit of a path, so it can refuse an
-    oversized request from its head alone (0: the path takes no body).
+    oversized request from its head alone.
     """
     config = config or Config()
     policy = MutationPolicy.from_config(config)
@@ -201,7 +202,8 @@ def create_app(
     body_limits = {"/mutate": max_admission_bytes, "/filter": max_extender_bytes, "/prioritize": max_extender_bytes}
     if echo:
         body_limits["/echo"] = max_admission_bytes
-    app.spotshift_body_limit = lambda path: body_limits.get(path, 0)  # type: ignore[attr-defined]
+    other_paths = 64 * 1024  # answered 404/405 without being read; the connection then closes
+    app.spotshift_body_limit = lambda path: body_limits.get(path, other_paths)  # type: ignore[attr-defined]
     synced: Callable[[], bool] = cache.synced if cache is not None else (lambda: True)
 
     empty_index = NodeIndex()
@@ -230,6 +232,8 @@ def create_app(
 
     @app.after_request
     def _count(response: Response) -> Response:
+        if request.content_length and not g.get("body_read"):
+            g.close_connection = True  # a body left unread would have to be drained to keep the connection
         if g.get("close_connection"):
             response.headers["Connection"] = "close"
         endpoint = request.endpoint or "unknown"

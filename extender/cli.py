@@ -200,6 +200,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-node-cache", action="store_true", help="serve without watching the API (Nodes-only extender)")
     p.add_argument("--no-pod-cache", action="store_true", help="do not watch pods (per-workload spot ceilings off)")
     p.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)  # benchmark baseline endpoint
+    # Connections per worker; at the cap the oldest idle one is closed for a new one (extender/worker.py).
+    p.add_argument("--worker-connections", type=int, default=1000, help=argparse.SUPPRESS)
     p.add_argument("--switch-interval", type=float, default=DEFAULT_SWITCH_INTERVAL, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     p.add_argument("--access-log", action="store_true", help="log every request (costly at high rates)")
@@ -231,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workers": args.workers,
         "worker_class": WORKER_CLASSES[args.worker_class],
         "threads": args.threads,
+        "worker_connections": args.worker_connections,
         "keepalive": KEEPALIVE_SECONDS,
         "timeout": 30,
         "graceful_timeout": 20,
