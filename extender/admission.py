@@ -519,7 +519,9 @@ def build_response(
     ``memo`` (optional) caches the mutation and its encoded patch for pods that read alike.
     """
     request: AdmissionRequest = review["request"]
-    pod = request.get("object") or {}
+    pod = request.get("object")
+    if not isinstance(pod, Mapping):
+        pod = {}  # DELETE and CONNECT carry no object (or, forged, anything): nothing to mutate
     namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or ""
     operation = request.get("operation") or "CREATE"
     key = memo.key(pod, namespace, operation) if memo is not None else None

@@ -42,6 +42,8 @@ from extender.scheduling import (
     ceilings,
     filter_names,
     filter_nodes,
+    node_problem,
+    pod_problem,
     prioritize_names,
     prioritize_nodes,
     share_of,
@@ -142,8 +144,9 @@ def _extender_args(body: bytes, max_nodes: int) -> tuple[Mapping[str, Any], list
     """Decode ``ExtenderArgs``: ``(pod, node names, NodeList)`` with exactly one of the last two set."""
     args = fold_keys(_decode_object(body))
     pod = args.get("Pod")
-    if not isinstance(pod, dict) or not isinstance(pod.get("metadata") or {}, dict):
-        raise BadRequest("ExtenderArgs.Pod must be a Pod object")
+    problem = pod_problem(pod)
+    if problem is not None:
+        raise BadRequest(f"ExtenderArgs.Pod {problem}")
     names, nodes = args.get("NodeNames"), args.get("Nodes")
     if names is not None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -155,10 +158,12 @@ def _extender_args(body: bytes, max_nodes: int) -> tuple[Mapping[str, Any], list
         items = nodes.get("items") if isinstance(nodes, dict) else None
         if not isinstance(nodes, dict) or not isinstance(items or [], list):
             raise BadRequest("ExtenderArgs.Nodes must be a NodeList object")
-        if not all(isinstance(n, dict) for n in items or ()):
-            raise BadRequest("ExtenderArgs.Nodes.items must be Node objects")
         if len(items or ()) > max_nodes:
             raise BadRequest(f"ExtenderArgs.Nodes has {len(items or ())} items, over the limit of {max_nodes}")
+        for i, item in enumerate(items or ()):
+            problem = node_problem(item)
+            if problem is not None:
+                raise BadRequest(f"ExtenderArgs.Nodes.items[{i}] {problem}")
         return pod, None, nodes
     raise BadRequest("ExtenderArgs has neither NodeNames nor Nodes")
 
