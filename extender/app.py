@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import msgspec
 import orjson
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
@@ -130,10 +131,15 @@ def _read_body(limit: int) -> bytes:
     return data
 
 
+_DECODER = msgspec.json.Decoder()
+
+
 def _decode_object(body: bytes) -> dict[str, Any]:
+    """Decode an extender body. msgspec builds the objects straight from the bytes: orjson's parser first
+    builds a document of its own, whose peak was ~15 times the body (336 MB for 5,000 full Nodes)."""
     try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
+        value = _DECODER.decode(body)
+    except (msgspec.DecodeError, RecursionError) as e:
         raise BadRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(value, dict):
         raise BadRequest("request body must be a JSON object")
@@ -324,8 +330,8 @@ def create_app(
                 metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
         try:
             return _json(result)
-        except orjson.JSONEncodeError:  # a Node nested past orjson's 254 levels: no real Node is
-            raise BadRequest("ExtenderArgs.Nodes items are nested too deeply to be a Node") from None
+        except orjson.JSONEncodeError as e:  # nested past 254 levels, an integer past 64 bits: no real Node
+            raise BadRequest(f"ExtenderArgs.Nodes items cannot be echoed back: {e}") from None
 
     @app.post("/prioritize")
     def prioritize() -> Response:

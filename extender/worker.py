@@ -46,6 +46,7 @@ import io
 import selectors
 import socket
 import ssl
+import threading
 import time
 from collections import deque
 from concurrent import futures
@@ -100,6 +101,11 @@ FIRST_REQUEST_TIMEOUT = 10.0
 CONNECTION_ALLOWANCE = 64 * 1024
 READ_AHEAD_BUDGET = 64 * 1024 * 1024
 
+
+# A complete request larger than this (a Nodes call: up to ~25 MB, hundreds of milliseconds to parse and
+# decide) is answered by a thread of its own, one at a time per worker, so the poller keeps answering
+# /mutate meanwhile. Its bytes stay counted against READ_AHEAD_BUDGET until it is answered.
+LARGE_REQUEST = 1024 * 1024
 
 # How long a closing connection is drained (what the client still sends) before it is closed outright.
 CLOSE_LINGER = 2.0
@@ -193,7 +199,8 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self.worker_connections = 1 << 30  # gunicorn's own cap stops accepting; ours closes idle ones instead
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
         self._body_limit: Any = None
-        self._arrived = 0.0  # of the request being answered
+        self._local = threading.local()  # the arrival time of the request a thread is answering
+        self._large = futures.ThreadPoolExecutor(1, thread_name_prefix="large-request")
 
     def load_wsgi(self) -> None:
         """gunicorn drops a ``Connection: close`` header set by the application and keeps the connection; the
@@ -203,7 +210,7 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self._body_limit = getattr(app, "spotshift_body_limit", None)
 
         def closing_app(environ: dict[str, Any], start_response: Any) -> Any:
-            environ["spotshift.arrived"] = self._arrived
+            environ["spotshift.arrived"] = getattr(self._local, "arrived", time.monotonic())
 
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
                 if any(k.lower() == "connection" and v.lower() == "close" for k, v in headers):
@@ -262,6 +269,15 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             self._forget_reading(conn)
             self._drop(conn)
             return
+        if state == COMPLETE and conn.held > LARGE_REQUEST:
+            # Complete and large: a thread of its own; the bytes stay counted until finish_request.
+            if conn.request_deadline is not None:
+                self.reading.remove(conn)
+                conn.request_deadline = None
+            conn.framing = None
+            done = self._large.submit(self.handle, conn)
+            done.add_done_callback(lambda fut: self.method_queue.defer(self.finish_request, conn, fut))
+            return
         if state in (PARTIAL, PAUSED):
             if conn.request_deadline is None:
                 conn.request_deadline = conn.arrived + IO_TIMEOUT
@@ -282,7 +298,6 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             return
         self._serving = True
         try:
-            self._arrived = conn.arrived
             conn.framing = None
             self._answer(conn)
         finally:
@@ -319,12 +334,12 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         if have == 0 and eof:
             return COMPLETE  # closed between requests: the parser meets the end of the stream at once
         state = conn.framing.scan(buf, have, self._body_limit)
-        if state == COMPLETE:
-            return COMPLETE
-        if eof:
+        if state != COMPLETE and eof:
             return CLOSED
         self.buffered += have - conn.held
         conn.held = have
+        if state == COMPLETE:
+            return COMPLETE
         return PAUSED if room <= 0 else PARTIAL
 
     def _answer(self, conn: Any) -> None:
@@ -379,9 +394,14 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self.poller.unregister(conn.sock)
         self._write(conn, pieces, keepalive)
 
+    def handle(self, conn: Any) -> Any:
+        self._local.arrived = conn.arrived
+        return super().handle(conn)
+
     def finish_request(self, conn: Any, fs: Any) -> None:
         """gunicorn's, except that a connection ending here drains on the poller instead of blocking it (gunicorn
         lingers up to 2 s in a blocking read for what the client still sends)."""
+        self._release(conn)
         try:
             keep = fs.result() if not fs.cancelled() else False
         except Exception:
@@ -434,6 +454,10 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             conn.request_deadline = None
         if conn in self.paused:
             self.paused.remove(conn)
+        self._release(conn)
+
+    def _release(self, conn: Any) -> None:
+        """Give the bytes of ``conn``'s request back to the read-ahead budget, and wake who waits for it."""
         if conn.held:
             self.buffered -= conn.held
             conn.held = 0
