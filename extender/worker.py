@@ -41,8 +41,10 @@ sockets.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import io
+import multiprocessing
 import selectors
 import socket
 import ssl
@@ -104,8 +106,13 @@ READ_AHEAD_BUDGET = 64 * 1024 * 1024
 
 # A complete request larger than this (a Nodes call: up to ~25 MB, hundreds of milliseconds to parse and
 # decide) is answered by a thread of its own, one at a time per worker, so the poller keeps answering
-# /mutate meanwhile. Its bytes stay counted against READ_AHEAD_BUDGET until it is answered.
+# /mutate meanwhile. Its bytes stay counted against READ_AHEAD_BUDGET until it is answered. Across the
+# workers, one large request is decided at a time (a semaphore made in the master, before the workers are
+# forked): each takes a few hundred MB at its peak, and two at once went over the container's 512 Mi. A
+# worker that cannot get it within LARGE_WAIT seconds (its holder died) goes ahead anyway.
 LARGE_REQUEST = 1024 * 1024
+LARGE_WAIT = 4.0
+_large_lock: Any = None
 
 # How long a closing connection is drained (what the client still sends) before it is closed outright.
 CLOSE_LINGER = 2.0
@@ -156,6 +163,12 @@ class _CollectedWrites:
 CLOSED, PAUSED = "closed", "paused"
 
 
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the system after a large request (glibc only; else nothing)."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 class PolledConn(TConn):  # type: ignore[misc]
     """A connection whose TLS handshake (if any) was done on the poller; ``init`` only builds the parser."""
 
@@ -188,6 +201,9 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        global _large_lock
+        if _large_lock is None:  # gunicorn builds every worker in the master, then forks: one for all
+            _large_lock = multiprocessing.Lock()
         self.handshaking: deque[PolledConn] = deque()
         self.reading: deque[PolledConn] = deque()  # requests partly received, oldest first
         self._serving = False  # a request is being answered on the poller thread
@@ -275,7 +291,7 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
                 self.reading.remove(conn)
                 conn.request_deadline = None
             conn.framing = None
-            done = self._large.submit(self.handle, conn)
+            done = self._large.submit(self._handle_large, conn)
             done.add_done_callback(lambda fut: self.method_queue.defer(self.finish_request, conn, fut))
             return
         if state in (PARTIAL, PAUSED):
@@ -397,6 +413,15 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
     def handle(self, conn: Any) -> Any:
         self._local.arrived = conn.arrived
         return super().handle(conn)
+
+    def _handle_large(self, conn: Any) -> Any:
+        held = _large_lock.acquire(timeout=LARGE_WAIT)
+        try:
+            return self.handle(conn)
+        finally:
+            if held:
+                _large_lock.release()
+            _trim_heap()
 
     def finish_request(self, conn: Any, fs: Any) -> None:
         """gunicorn's, except that a connection ending here drains on the poller instead of blocking it (gunicorn
