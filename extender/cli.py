@@ -15,7 +15,8 @@ The poller worker handshakes and gathers requests on the poller and answers comp
 idle and slow connections hold no thread and requests skip the pool's hand-offs. Same session, TLS, loopback,
 2 shared cores, two runs each: /mutate p99 at half saturation 3.52 and 2.98 ms (at 3,100-3,300 req/s) against
 4.33 ms for gthread x 16 (at 2,100 req/s; 5.7-15.9 ms in earlier sessions); server CPU per /mutate 268-281 us
-against 371 us. Its pool (``--threads``, default 4) only reads chunked bodies and requests over 8 MiB.
+against 371 us. Requests over 1 MiB are decided on a thread of their own; ``--threads`` sizes the pool of the
+stock ``gthread`` worker class (a benchmark comparison), which the poller worker does not use.
 
 TLS: gunicorn asks its ``ssl_context`` hook for a context on *every* accepted connection and by default
 builds a new one each time (~1.2 ms: reading and parsing the key and chain). :class:`ReloadingSSLContext`
@@ -192,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=DEFAULT_THREADS,
-        help=f"threads per worker for chunked or very large requests (default: {DEFAULT_THREADS})",
+        help=f"threads per worker of the gthread worker class (default: {DEFAULT_THREADS})",
     )
     p.add_argument(
         "--worker-class", default=DEFAULT_WORKER_CLASS, choices=tuple(WORKER_CLASSES), help=argparse.SUPPRESS
@@ -260,8 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     master_pid = os.getpid()
 
     def load_app() -> Any:
-        # Requests run on the poller thread next to the node cache's watch threads (and the pool, for chunked
-        # or huge bodies); a thread waiting for the GIL waits up to the switch interval (5 ms by default) while
+        # Requests run on the poller thread next to the node cache's watch threads (and one thread for
+        # requests over 1 MiB); a thread waiting for the GIL waits up to the switch interval (5 ms by default) while
         # another runs Python, which shows up directly in tail latency. A request takes well under 1 ms.
         sys.setswitchinterval(args.switch_interval)
         # Imported in the worker, after PROMETHEUS_MULTIPROC_DIR is set: prometheus-client reads it at import.

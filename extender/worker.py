@@ -86,7 +86,7 @@ ACCEPT_DELAY_MAX = 0.005
 _ACCEPT_RETRY = (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK)
 
 # A request must arrive within this many seconds of its first bytes, and a blocking socket read or write
-# (a pool thread reading a chunked or huge body, a response the client does not take) gives up after as
+# (the large-request thread writing an answer the client does not take) gives up after as
 # long: a client that stalls mid-request must not hold a thread, or the poller, indefinitely.
 # kube-apiserver's webhook timeout is 3 s (deploy/) and 30 s at most; kube-scheduler's extender httpTimeout
 # is 5 s, so neither is still waiting by then.
