@@ -610,15 +610,16 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             self._forget_reading(conn)
             why = f"the request did not arrive within {IO_TIMEOUT:g} s of its first bytes"
             self._refuse(conn, Refusal(408, "Request Timeout", why))
-        self._expire(self.writing, "write_deadline", now, "its answer was not taken")
-        self._expire(self.closing, "close_deadline", now, "it did not close")
+        self._expire(self.writing, "write_deadline", now, f"its answer was not taken within {IO_TIMEOUT:g} s")
+        self._expire(self.closing, "close_deadline", now, None)
 
-    def _expire(self, conns: deque[PolledConn], deadline: str, now: float, what: str) -> None:
+    def _expire(self, conns: deque[PolledConn], deadline: str, now: float, why: str | None) -> None:
         """Close the connections of ``conns`` (oldest first) whose ``deadline`` attribute has passed."""
         while conns and getattr(conns[0], deadline) <= now:
             conn = conns.popleft()
             setattr(conn, deadline, None)
-            self.log.info("Closing the connection of %s: %s within %g s", conn.client, what, IO_TIMEOUT)
+            if why:
+                self.log.info("Closing the connection of %s: %s", conn.client, why)
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self._drop(conn)
