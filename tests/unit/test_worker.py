@@ -421,3 +421,55 @@ def test_a_client_that_does_not_read_its_answers_cannot_stall_the_worker(tls_ser
         assert _mutate(tls_server) < STALL
     finally:
         deaf.close()
+
+
+def _worker_rss(server: Server) -> int:
+    """RSS in bytes of the (only) worker process."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != server.proc.pid:
+                    continue
+            with open(f"/proc/{entry}/status") as f:
+                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        except OSError:
+            continue
+    raise AssertionError("no worker process")
+
+
+def test_partial_requests_share_one_read_ahead_budget(tmp_path: Path) -> None:
+    """Six connections each send 24 MiB of a 30 MiB body and stop: the worker holds at most its 64 MiB budget
+    of them (it stops reading the others), not 144 MiB; each still gets its 408 when its time is up."""
+    import threading
+
+    from extender.worker import READ_AHEAD_BUDGET
+
+    server = start_server(tmp_path, threads=1)
+    conns = [server.tls_connection() for _ in range(6)]
+    part = b" " * (24 * 1024 * 1024)
+
+    def send(conn: ssl.SSLSocket) -> None:
+        conn.settimeout(20)
+        with contextlib.suppress(OSError):
+            conn.sendall(_post_head("/filter", 30 * 1024 * 1024) + part)
+
+    try:
+        before = _worker_rss(server)
+        senders = [threading.Thread(target=send, args=(c,), daemon=True) for c in conns]
+        for t in senders:
+            t.start()
+        grown = 0
+        for _ in range(30):
+            time.sleep(0.2)
+            grown = max(grown, _worker_rss(server) - before)
+        assert grown < READ_AHEAD_BUDGET + 40 * 1024 * 1024, f"the worker grew by {grown >> 20} MiB"
+        assert _mutate(server) < STALL
+        for conn in conns:
+            status, _ = _read_response(conn)
+            assert status == 408
+    finally:
+        for conn in conns:
+            conn.close()
+        stop_server(server)
