@@ -11,9 +11,13 @@ What a pod gets, by ``webhook.mode``:
   one of them, so it scores ``weight``) plus the spot tolerations;
 * ``tolerate-only``: the spot tolerations only;
 * ``require`` (opt-in): the spot constraint in the required node affinity plus the tolerations. With no
-  required affinity yet, one term per spot selector is added. With the pod's own terms, the spot
-  expressions are appended to *each* term (terms are ORed, so appending a term would widen the choice);
-  that needs a single spot selector, otherwise a preferred term is added instead, with a warning;
+  required affinity yet, one term per spot selector is added. Each of the pod's own terms ``T`` becomes
+  ``T AND spot`` and nothing else: the first spot selector's expressions are appended to ``T`` and, for
+  every further selector ``S``, a term ``T AND S`` is appended (terms are ORed, so the result allows
+  exactly the spot nodes ``T`` allowed). A term that already requires a spot selector is left alone, which
+  makes a second invocation add nothing. Terms that cannot hold a spot requirement are left as they are,
+  with a warning: an empty term (it matches no node) and a ``matchFields`` term (it names its nodes, which
+  need not be spot);
 * ``off``: nothing.
 
 Rules that keep it safe to run on every pod:
@@ -25,6 +29,9 @@ Rules that keep it safe to run on every pod:
 * idempotent: a toleration already covered by one of the pod's (the same, an ``Exists`` on the key, or a
   key-less ``Exists``) is not added again, and a preferred term equal, as a set of expressions, to one the
   pod has is not added again (so ``reinvocationPolicy: IfNeeded`` adds nothing the second time);
+* bounded: a pod over :data:`LIMITS` (selector terms, requirements, values, tolerations), or whose fields
+  have the wrong JSON types, is admitted unchanged with a warning, so the work per review is linear in a
+  size that is itself capped and every patch applies to the object it was computed from;
 * skipped, in this order: mode ``off``; not a CREATE; an excluded namespace (``kube-system`` and
   spotshift's own by default); mirror/static pods; DaemonSet pods (they must run on every node anyway);
   the opt-out label or annotation (``movability.opt_out_key: "true"``); pods pinned to on-demand by
@@ -44,6 +51,7 @@ import orjson
 
 from extender.errors import BadRequest
 from extender.patches import Op, Patch
+from extender.podcheck import LIMITS, SKIP_MALFORMED, SKIP_OVER_LIMITS, PodLimits, pod_problem
 from extender.reviews import ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, AdmissionReview
 from shared.classes import Selector, classifier
 from shared.config import Config, NodeClasses
@@ -68,6 +76,10 @@ __all__ = [
     "SKIP_OPT_OUT",
     "SKIP_PINNED_ON_DEMAND",
     "SKIP_ALREADY_PRESENT",
+    "SKIP_MALFORMED",
+    "SKIP_OVER_LIMITS",
+    "LIMITS",
+    "PodLimits",
     "PATCH_PREFERRED_AFFINITY",
     "PATCH_REQUIRED_AFFINITY",
     "PATCH_TOLERATIONS",
@@ -92,6 +104,7 @@ PATCH_TOLERATIONS = "tolerations"
 PATCH_SCHEDULER_NAME = "scheduler-name"
 
 ACCEPTED_API_VERSIONS = frozenset({ADMISSION_API_VERSION, "admission.k8s.io/v1beta1"})
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 DEFAULT_SCHEDULER = "default-scheduler"
 
 _NODE_AFFINITY = ("spec", "affinity", "nodeAffinity")
@@ -143,6 +156,7 @@ class MutationPolicy:
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     opt_out_key: str = "spotshift.io/exclude"
     scheduler_name: str = ""
+    limits: PodLimits = LIMITS
     spot_selectors: tuple[Selector, ...] = field(init=False)
     tolerations: tuple[Toleration, ...] = field(init=False)
     spot_terms: tuple[dict[str, Any], ...] = field(init=False)
@@ -188,6 +202,15 @@ class Mutation:
 # --- review decoding ------------------------------------------------------------------------------
 
 
+def _describe(value: Any) -> str:
+    """A short, safe rendering of a client's value for an error message (never a deep ``repr``)."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 64 else value[:64] + "...")
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    return "a JSON " + ("object" if isinstance(value, dict) else "array" if isinstance(value, list) else "value")
+
+
 def parse_review(body: bytes) -> AdmissionReview:
     """Decode and validate an AdmissionReview carrying a Pod; anything else is a :class:`BadRequest`."""
     try:
@@ -196,10 +219,12 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise BadRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(review, dict):
         raise BadRequest("request body must be a JSON object (an AdmissionReview)")
-    if review.get("kind") != "AdmissionReview":
-        raise BadRequest(f"kind must be AdmissionReview, got {review.get('kind')!r}")
-    if review.get("apiVersion") not in ACCEPTED_API_VERSIONS:
-        raise BadRequest(f"apiVersion must be {ADMISSION_API_VERSION}, got {review.get('apiVersion')!r}")
+    kind = review.get("kind")
+    if kind != "AdmissionReview":
+        raise BadRequest(f"kind must be AdmissionReview, got {_describe(kind)}")
+    api_version = review.get("apiVersion")
+    if not isinstance(api_version, str) or api_version not in ACCEPTED_API_VERSIONS:
+        raise BadRequest(f"apiVersion must be {ADMISSION_API_VERSION}, got {_describe(api_version)}")
     request = review.get("request")
     if not isinstance(request, dict):
         raise BadRequest("AdmissionReview has no request object")
@@ -208,13 +233,22 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise BadRequest("request.uid is missing: the API server could not match the answer to its request")
     gvk = request.get("kind")
     if not isinstance(gvk, dict) or gvk.get("kind") != "Pod" or gvk.get("group", "") != "":
-        raise BadRequest(f"request.kind must be the core Pod kind, got {gvk!r}")
+        raise BadRequest(f"request.kind must be the core Pod kind, got {_describe(gvk)}")
+    operation = request.get("operation")
+    if not isinstance(operation, str) or operation not in OPERATIONS:
+        raise BadRequest(f"request.operation must be one of {', '.join(OPERATIONS)}, got {_describe(operation)}")
+    namespace = request.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise BadRequest(f"request.namespace must be a string, got {_describe(namespace)}")
     obj = request.get("object")
-    if request.get("operation", "CREATE") in ("CREATE", "UPDATE"):
+    if operation in ("CREATE", "UPDATE"):
         if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
             raise BadRequest("request.object must be a Pod object")
         if not isinstance(obj.get("spec"), dict) or not isinstance(obj.get("metadata", {}), dict):
             raise BadRequest("request.object is not a Pod: it has no spec object")
+        obj_namespace = obj.get("metadata", {}).get("namespace")
+        if obj_namespace is not None and not isinstance(obj_namespace, str):
+            raise BadRequest(f"request.object.metadata.namespace must be a string, got {_describe(obj_namespace)}")
     return review  # type: ignore[return-value]
 
 
@@ -318,31 +352,37 @@ def _add_preferred(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy)
 
 
 def _add_required(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy) -> tuple[bool, str | None]:
-    """Returns (added, warning). See the module docstring for why existing terms are extended, not joined."""
+    """Returns (added, warning): each term T becomes T AND spot (see the module docstring)."""
     terms = _get(pod, _REQUIRED_TERMS)
     if not terms:
         if _get(pod, _REQUIRED) is not None and terms is not None:
             return False, None  # an explicit empty term list matches nothing: leave the user's choice alone
         patch.append(_REQUIRED_TERMS, *policy.spot_terms)
         return bool(policy.spot_terms), None
-    if not isinstance(terms, list):
+    if not policy.spot_terms:
         return False, None
-    if any(all(_term_requires(sel, t) for t in terms) for sel in policy.spot_selectors):
-        return False, None  # every term already requires spot
-    if len(policy.spot_selectors) != 1:
-        warning = (
-            "spotshift: webhook.mode require needs exactly one spot selector to combine with the pod's own "
-            "required node affinity; added a preferred spot term instead"
-        )
-        return False, warning
-    (selector,) = policy.spot_selectors
+    first, *rest = (t["matchExpressions"] for t in policy.spot_terms)
+    left_alone = 0
     added = False
+    appended: list[dict[str, Any]] = []
     for i, t in enumerate(terms):
-        if not isinstance(t, Mapping) or _term_requires(selector, t):
+        if any(_term_requires(sel, t) for sel in policy.spot_selectors):
+            continue  # already spot only: ours from an earlier invocation, or the user's own
+        expressions = t.get("matchExpressions") or []
+        if t.get("matchFields") or not expressions:
+            left_alone += 1
             continue
-        patch.append((*_REQUIRED_TERMS, i, "matchExpressions"), *map(_expression, selector.requirements))
+        patch.append((*_REQUIRED_TERMS, i, "matchExpressions"), *first)
         added = True
-    return added, None
+        appended.extend({"matchExpressions": [*expressions, *more]} for more in rest)
+    patch.append(_REQUIRED_TERMS, *appended)
+    warning = None
+    if left_alone:
+        warning = (
+            f"spotshift: webhook.mode require left {left_alone} required node-affinity term(s) as they are: "
+            "an empty term matches no node and a matchFields term names its nodes"
+        )
+    return added, warning
 
 
 def _add_tolerations(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy) -> bool:
@@ -363,6 +403,10 @@ def mutate_pod(pod: Mapping[str, Any], namespace: str, policy: MutationPolicy, o
         return Mutation(skipped=SKIP_NOT_CREATE)
     if namespace in policy.excluded_namespaces:
         return Mutation(skipped=SKIP_EXCLUDED_NAMESPACE)
+    problem = pod_problem(pod, policy.limits)
+    if problem is not None:
+        reason, why = problem
+        return Mutation(skipped=reason, warnings=(f"spotshift: pod admitted unchanged: {why}",))
     # The rescheduler's own movability checks: the two parts agree on which pods are left alone.
     lean = lean_pod(pod, namespace)
     if is_mirror_pod(lean):
@@ -386,8 +430,6 @@ def mutate_pod(pod: Mapping[str, Any], namespace: str, policy: MutationPolicy, o
             kinds.append(PATCH_REQUIRED_AFFINITY)
         if warning:
             warnings.append(warning)
-            if _add_preferred(pod, patch, policy):
-                kinds.append(PATCH_PREFERRED_AFFINITY)
     if _add_tolerations(pod, patch, policy):
         kinds.append(PATCH_TOLERATIONS)
     if not kinds and not warnings:
@@ -436,11 +478,14 @@ class MutationMemo:
     def key(pod: Mapping[str, Any], namespace: str, operation: str) -> bytes | None:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+            return None
         try:
             return orjson.dumps(
                 (
                     namespace,
                     operation,
+                    "spec" in pod,
                     meta.get("labels"),
                     meta.get("annotations"),
                     meta.get("ownerReferences"),
@@ -474,7 +519,9 @@ def build_response(
     ``memo`` (optional) caches the mutation and its encoded patch for pods that read alike.
     """
     request: AdmissionRequest = review["request"]
-    pod = request.get("object") or {}
+    pod = request.get("object")
+    if not isinstance(pod, Mapping):
+        pod = {}  # DELETE and CONNECT carry no object (or, forged, anything): nothing to mutate
     namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or ""
     operation = request.get("operation") or "CREATE"
     key = memo.key(pod, namespace, operation) if memo is not None else None

@@ -4,10 +4,19 @@ A thin layer: decode, call the pure functions of :mod:`extender.admission` and :
 encode with orjson, count. Built by :func:`create_app` (no module-global app), so tests make as many as
 they like with their own configuration and caches.
 
-Error policy. A request we cannot read (bad JSON, wrong kind, no uid, not a Pod, too large) is answered
-with a 4xx and a JSON message, and the worker carries on. A bug of ours never blocks a pod: ``/mutate``
-admits it unchanged with a warning, ``/filter`` answers with its ``Error`` field (the scheduler skips an
-``ignorable`` extender), ``/prioritize`` answers an empty list (no opinion).
+Error policy. A request we cannot read (bad JSON, wrong kind, no uid, not a Pod, too large, a body that
+stops arriving or breaks off) is answered with a 4xx and a JSON message, and the worker carries on. A bug
+of ours never blocks a pod: ``/mutate`` admits it unchanged with a warning, ``/filter`` answers with its
+``Error`` field (the scheduler skips an ``ignorable`` extender), ``/prioritize`` answers an empty list (no
+opinion).
+
+Limits (documented in the README, with what a caller gets past them): request bodies of
+:data:`DEFAULT_MAX_ADMISSION_BYTES` and :data:`DEFAULT_MAX_EXTENDER_BYTES` (a larger one is refused with
+413 and ``Connection: close`` before its body is read), :data:`DEFAULT_MAX_NODES` node names or Node
+objects per extender call (400), and a deadline per request below its caller's timeout
+(:data:`MUTATE_DEADLINE`, :data:`EXTENDER_DEADLINE`), counted from the request's first byte when the
+worker records it: a request still unanswered by then gets the no-opinion answer, since its caller is
+about to give up on it.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import msgspec
 import orjson
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
@@ -33,6 +43,8 @@ from extender.scheduling import (
     ceilings,
     filter_names,
     filter_nodes,
+    node_problem,
+    pod_problem,
     prioritize_names,
     prioritize_nodes,
     share_of,
@@ -41,17 +53,34 @@ from extender.scheduling import (
 )
 from shared.config import Config
 
-__all__ = ["create_app", "NodeSource", "DEFAULT_MAX_ADMISSION_BYTES", "DEFAULT_MAX_EXTENDER_BYTES"]
+__all__ = [
+    "create_app",
+    "NodeSource",
+    "DEFAULT_MAX_ADMISSION_BYTES",
+    "DEFAULT_MAX_EXTENDER_BYTES",
+    "DEFAULT_MAX_NODES",
+    "MUTATE_DEADLINE",
+    "EXTENDER_DEADLINE",
+    "ARRIVED_ENVIRON_KEY",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ADMISSION_BYTES = 4 * 1024 * 1024
 """An AdmissionReview carries the object (etcd caps it at 1.5 MiB) and, on UPDATE, the old one too."""
-DEFAULT_MAX_EXTENDER_BYTES = 256 * 1024 * 1024
-"""Full Node objects run ~4.3 KB each: 5,000 nodes are 21.6 MB; this allows ~60,000."""
+DEFAULT_MAX_EXTENDER_BYTES = 32 * 1024 * 1024
+"""Full Node objects run ~4.3 KB each: 5,000 nodes (Kubernetes' largest supported cluster) are ~22-25 MB.
+A NodeNames request is far smaller (5,000 names are ~100 KB)."""
+DEFAULT_MAX_NODES = 15_000
+"""Node names or Node objects per extender call: the largest cluster a managed provider supports. The
+scheduler sends at most the cluster's node count."""
 
-DRAIN_CAP = 64 * 1024 * 1024
-"""How much of an oversized body is read and dropped before answering 413 on a kept-alive connection."""
+MUTATE_DEADLINE = 2.5
+"""Seconds from a review's first byte to its answer: below the webhook's ``timeoutSeconds: 3`` (deploy/)."""
+EXTENDER_DEADLINE = 4.5
+"""Seconds from an extender call's first byte to its answer: below the scheduler's ``httpTimeout: 5s``."""
+ARRIVED_ENVIRON_KEY = "spotshift.arrived"
+"""WSGI environ key: ``time.monotonic()`` when the request's first byte arrived (set by the worker)."""
 
 _JSON = "application/json"
 
@@ -76,62 +105,71 @@ def _raw_json(body: bytes) -> Response:
     return Response(body, mimetype=_JSON)
 
 
-def _drain(cap: int) -> None:
-    """Read and drop the rest of an oversized body, so the client sees our 413 instead of a reset while it is
-    still sending. Past ``cap`` the connection is closed after the answer rather than read any further."""
-    left = cap
-    while left > 0:
-        chunk = request.stream.read(min(65536, left))
-        if not chunk:
-            return
-        left -= len(chunk)
-    g.close_connection = True
-
-
 def _read_body(limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes. Past the limit the answer is 413 and the connection is
+    closed: the rest of the body is never read (reading it to keep the connection would cost as much as
+    serving it)."""
+    length = request.content_length
+    if length is not None and length > limit:
+        g.close_connection = True
+        raise PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes")
     try:
-        return _read_body_within(limit)
+        data = request.stream.read(limit + 1)
     except TimeoutError:
         g.close_connection = True
         raise RequestTimeout("the request body stopped arriving before it was complete") from None
-
-
-def _read_body_within(limit: int) -> bytes:
-    length = request.content_length
-    if length is not None and length > limit:
-        _drain(DRAIN_CAP)
-        raise PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes")
-    data = request.stream.read(limit + 1)
+    except Exception as e:  # a malformed chunked body, a client gone mid-body: the stream cannot go on
+        g.close_connection = True
+        raise BadRequest(f"the request body could not be read: {type(e).__name__}") from None
     if len(data) > limit:
-        _drain(DRAIN_CAP)
+        g.close_connection = True
         raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+    if length is not None and len(data) < length:
+        g.close_connection = True
+        raise BadRequest(f"the request body ended after {len(data)} of its {length} bytes")
+    g.body_read = True
     return data
 
 
+_DECODER = msgspec.json.Decoder()
+
+
 def _decode_object(body: bytes) -> dict[str, Any]:
+    """Decode an extender body. msgspec builds the objects straight from the bytes: orjson's parser first
+    builds a document of its own, whose peak was ~15 times the body (336 MB for 5,000 full Nodes)."""
     try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
+        value = _DECODER.decode(body)
+    except (msgspec.DecodeError, RecursionError) as e:
         raise BadRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(value, dict):
         raise BadRequest("request body must be a JSON object")
     return value
 
 
-def _extender_args(body: bytes) -> tuple[Mapping[str, Any], list[str] | None, Mapping[str, Any] | None]:
+def _extender_args(body: bytes, max_nodes: int) -> tuple[Mapping[str, Any], list[str] | None, Mapping[str, Any] | None]:
     """Decode ``ExtenderArgs``: ``(pod, node names, NodeList)`` with exactly one of the last two set."""
     args = fold_keys(_decode_object(body))
     pod = args.get("Pod")
-    if not isinstance(pod, dict):
-        raise BadRequest("ExtenderArgs.Pod must be a Pod object")
+    problem = pod_problem(pod)
+    if problem is not None:
+        raise BadRequest(f"ExtenderArgs.Pod {problem}")
     names, nodes = args.get("NodeNames"), args.get("Nodes")
     if names is not None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise BadRequest("ExtenderArgs.NodeNames must be a list of node names")
+        if len(names) > max_nodes:
+            raise BadRequest(f"ExtenderArgs.NodeNames has {len(names)} names, over the limit of {max_nodes}")
         return pod, names, None
     if nodes is not None:
-        if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
+        items = nodes.get("items") if isinstance(nodes, dict) else None
+        if not isinstance(nodes, dict) or not isinstance(items or [], list):
             raise BadRequest("ExtenderArgs.Nodes must be a NodeList object")
+        if len(items or ()) > max_nodes:
+            raise BadRequest(f"ExtenderArgs.Nodes has {len(items or ())} items, over the limit of {max_nodes}")
+        for i, item in enumerate(items or ()):
+            problem = node_problem(item)
+            if problem is not None:
+                raise BadRequest(f"ExtenderArgs.Nodes.items[{i}] {problem}")
         return pod, None, nodes
     raise BadRequest("ExtenderArgs has neither NodeNames nor Nodes")
 
@@ -154,6 +192,7 @@ def create_app(
     *,
     max_admission_bytes: int = DEFAULT_MAX_ADMISSION_BYTES,
     max_extender_bytes: int = DEFAULT_MAX_EXTENDER_BYTES,
+    max_nodes: int = DEFAULT_MAX_NODES,
     echo: bool = False,
 ) -> Flask:
     """Build the server.
@@ -161,6 +200,9 @@ def create_app(
     ``cache`` is the watch-backed node (and pod) cache; without one, NodeNames requests cannot be answered
     (``nodeCacheCapable: false`` still works) and ``/readyz`` is ready at once. ``echo`` adds ``POST /echo``,
     which returns its body: the benchmark's baseline for "the same stack doing nothing".
+
+    ``app.spotshift_body_limit(path)`` tells the worker the body limit of a path, so it can refuse an
+    oversized request from its head alone.
     """
     config = config or Config()
     policy = MutationPolicy.from_config(config)
@@ -168,6 +210,11 @@ def create_app(
     ext = ExtenderPolicy.from_config(config)
     app = Flask("spotshift")
     app.config["SPOTSHIFT_CONFIG"] = config
+    body_limits = {"/mutate": max_admission_bytes, "/filter": max_extender_bytes, "/prioritize": max_extender_bytes}
+    if echo:
+        body_limits["/echo"] = max_admission_bytes
+    other_paths = 64 * 1024  # answered 404/405 without being read; the connection then closes
+    app.spotshift_body_limit = lambda path: body_limits.get(path, other_paths)  # type: ignore[attr-defined]
     synced: Callable[[], bool] = cache.synced if cache is not None else (lambda: True)
 
     empty_index = NodeIndex()
@@ -181,6 +228,12 @@ def create_app(
     @app.before_request
     def _start_timer() -> None:
         g.started = time.perf_counter()
+        arrived = request.environ.get(ARRIVED_ENVIRON_KEY)
+        g.arrived = arrived if isinstance(arrived, float) else time.monotonic()
+
+    def late(budget: float) -> bool:
+        """Whether the request's caller has (nearly) given up on it: past ``budget`` s since its first byte."""
+        return time.monotonic() - g.arrived > budget
 
     # Labelled children resolved once: ``labels()`` validates and locks on every call.
     requests_by: dict[tuple[str, int], Any] = {}
@@ -190,6 +243,8 @@ def create_app(
 
     @app.after_request
     def _count(response: Response) -> Response:
+        if request.content_length and not g.get("body_read"):
+            g.close_connection = True  # a body left unread would have to be drained to keep the connection
         if g.get("close_connection"):
             response.headers["Connection"] = "close"
         endpoint = request.endpoint or "unknown"
@@ -218,6 +273,9 @@ def create_app(
     @app.post("/mutate")
     def mutate() -> Response:
         review = parse_review(_read_body(max_admission_bytes))
+        if late(MUTATE_DEADLINE):
+            _child(skips_by, metrics.SKIPS, "deadline").inc()
+            return _json(allow_unchanged(review, "spotshift: the review arrived too slowly, pod admitted unchanged"))
         try:
             answer, mutation = build_response(review, policy, memo)
         except Exception:
@@ -247,8 +305,10 @@ def create_app(
 
     @app.post("/filter", endpoint="filter")
     def filter_() -> Response:
-        _, names, nodes = _extender_args(_read_body(max_extender_bytes))
+        _, names, nodes = _extender_args(_read_body(max_extender_bytes), max_nodes)
         try:
+            if late(EXTENDER_DEADLINE):
+                raise NotReady("spotshift: the request arrived too slowly to be answered in time")
             if names is not None:
                 if not synced():
                     raise NotReady("spotshift node cache has not synced yet")
@@ -268,12 +328,17 @@ def create_app(
             for name in result["FailedNodes"]:
                 entry = entries.get(name)
                 metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
-        return _json(result)
+        try:
+            return _json(result)
+        except orjson.JSONEncodeError as e:  # nested past 254 levels, an integer past 64 bits: no real Node
+            raise BadRequest(f"ExtenderArgs.Nodes items cannot be echoed back: {e}") from None
 
     @app.post("/prioritize")
     def prioritize() -> Response:
-        pod, names, nodes = _extender_args(_read_body(max_extender_bytes))
+        pod, names, nodes = _extender_args(_read_body(max_extender_bytes), max_nodes)
         try:
+            if late(EXTENDER_DEADLINE):
+                return _raw_json(b"[]")
             entries = node_entries()
             if names is not None:
                 if not synced():

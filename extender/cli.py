@@ -8,9 +8,10 @@ above Go's 90 s idle timeout, so the client, not the server, closes an idle conn
 a server-side close. Stock gthread hands every new connection to a pool thread that blocks on its first
 read, and Go parks spare connections without a request: with few threads one parked connection stalls a
 worker, with many the threads contend for the GIL. The poller worker handshakes and gathers requests on the
-poller and answers complete requests there, so idle and slow connections hold no thread; its pool
-(``--threads``, default 4) only reads chunked bodies and requests over 8 MiB. The worker models are compared
-by ``bench/webhook_load.py --compare-workers`` (figures in ``bench/README.md``).
+poller and answers complete requests there, so idle and slow connections hold no thread. Requests over 1 MiB
+are decided on a thread of their own; ``--threads`` sizes the pool of the stock ``gthread`` worker class (a
+benchmark comparison), which the poller worker does not use. The worker models are compared by
+``bench/webhook_load.py --compare-workers`` (figures in ``bench/README.md``).
 
 TLS: gunicorn asks its ``ssl_context`` hook for a context on *every* accepted connection and by default
 builds a new one each time, reading and parsing the key and chain again. :class:`ReloadingSSLContext`
@@ -187,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=DEFAULT_THREADS,
-        help=f"threads per worker for chunked or very large requests (default: {DEFAULT_THREADS})",
+        help=f"threads per worker of the gthread worker class (default: {DEFAULT_THREADS})",
     )
     p.add_argument(
         "--worker-class", default=DEFAULT_WORKER_CLASS, choices=tuple(WORKER_CLASSES), help=argparse.SUPPRESS
@@ -195,6 +196,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-node-cache", action="store_true", help="serve without watching the API (Nodes-only extender)")
     p.add_argument("--no-pod-cache", action="store_true", help="do not watch pods (per-workload spot ceilings off)")
     p.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)  # benchmark baseline endpoint
+    # Connections per worker; at the cap the oldest idle one is closed for a new one (extender/worker.py).
+    p.add_argument("--worker-connections", type=int, default=1000, help=argparse.SUPPRESS)
     p.add_argument("--switch-interval", type=float, default=DEFAULT_SWITCH_INTERVAL, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     p.add_argument("--access-log", action="store_true", help="log every request (costly at high rates)")
@@ -222,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workers": args.workers,
         "worker_class": WORKER_CLASSES[args.worker_class],
         "threads": args.threads,
+        "worker_connections": args.worker_connections,
         "keepalive": KEEPALIVE_SECONDS,
         "timeout": 30,
         "graceful_timeout": 20,
@@ -252,8 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     master_pid = os.getpid()
 
     def load_app() -> Any:
-        # Requests run on the poller thread next to the node cache's watch threads (and the pool, for chunked
-        # or huge bodies); a thread waiting for the GIL waits up to the switch interval (5 ms by default) while
+        # Requests run on the poller thread next to the node cache's watch threads (and one thread for
+        # requests over 1 MiB); a thread waiting for the GIL waits up to the switch interval (5 ms by default) while
         # another runs Python, which shows up directly in tail latency. A request takes well under 1 ms.
         sys.setswitchinterval(args.switch_interval)
         # Imported in the worker, after PROMETHEUS_MULTIPROC_DIR is set: prometheus-client reads it at import.

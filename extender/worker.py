@@ -11,15 +11,25 @@ one GIL, which costs tail latency. :class:`PollerHandshakeWorker` changes three 
    on a non-blocking socket, one step per readable or writable event; closed after :data:`HANDSHAKE_TIMEOUT`),
    then the connection waits for its first request like a kept-alive one. An idle connection, new or kept
    alive, costs one poller registration and no thread.
-2. Requests are gathered on the poller too (non-blocking reads into gunicorn's parser buffer) and answered on
-   the poller thread once complete, without the two thread hand-offs of the pool. A slow client holds no
-   thread; one whose request is not complete :data:`IO_TIMEOUT` seconds after its first bytes is cut off.
-   Only chunked bodies and requests over :data:`READ_AHEAD_LIMIT` are read by a pool thread (each blocking
-   read at most :data:`IO_TIMEOUT` seconds). The answer is collected in memory and written without blocking:
-   a client that does not take it waits on the poller and is cut off after :data:`IO_TIMEOUT` seconds, so
-   nothing a client does (or fails to do) blocks the poller thread.
+2. Requests are gathered on the poller too (non-blocking reads into gunicorn's parser buffer; the end of a
+   ``Content-Length`` or chunked body is found by :class:`Framing`) and answered on the poller thread once
+   complete, without the two thread hand-offs of the pool. A slow client holds no thread; one whose request
+   is not complete :data:`IO_TIMEOUT` seconds after its first bytes gets 408 and is closed. Memory is
+   bounded: a body over the path's limit (asked of the app, ``spotshift_body_limit``) is refused with 413
+   from its head, unread; malformed chunking is a 400; a connection may buffer
+   :data:`CONNECTION_ALLOWANCE` bytes and beyond that shares :data:`READ_AHEAD_BUDGET` with the others (a
+   connection finding it spent is not read until it frees up). The answer is collected in memory and written
+   without blocking: a client that does not take it waits on the poller and is cut off after
+   :data:`IO_TIMEOUT` seconds; a connection ending after an error lingers on the poller to drain what the
+   client still sends, never blocking on it. Nothing a client does (or fails to do) blocks the poller.
 3. Workers spread new connections: a worker holding k connections lets the others take a new one for k ms
    (at most 5), so a client's few long-lived connections do not all land on one worker.
+
+4. Connections are bounded: a new connection has :data:`HANDSHAKE_TIMEOUT` seconds for its TLS handshake and
+   then :data:`FIRST_REQUEST_TIMEOUT` seconds for its first request (kept-alive connections keep gunicorn's
+   ``keepalive``). A worker holds at most gunicorn's ``worker_connections``; at the cap it closes its oldest
+   idle connection (never used, then handshaking, then kept alive) to take a new one, so a flood of idle
+   connections cannot lock out the API server, the scheduler or the kubelet's probes.
 
 A stopping worker closes connections that have not sent a request within gunicorn's keep-alive linger
 instead of waiting for them. This extends gunicorn's ``ThreadWorker`` internals (``enqueue_req``,
@@ -31,11 +41,14 @@ sockets.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import io
+import multiprocessing
 import selectors
 import socket
 import ssl
+import threading
 import time
 from collections import deque
 from concurrent import futures
@@ -46,7 +59,16 @@ from gunicorn import http
 from gunicorn import sock as gsock
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
-__all__ = ["HANDSHAKE_TIMEOUT", "IO_TIMEOUT", "READ_AHEAD_LIMIT", "PollerHandshakeWorker"]
+from extender.framing import COMPLETE, PARTIAL, Framing, Refusal
+
+__all__ = [
+    "HANDSHAKE_TIMEOUT",
+    "FIRST_REQUEST_TIMEOUT",
+    "IO_TIMEOUT",
+    "READ_AHEAD_BUDGET",
+    "CONNECTION_ALLOWANCE",
+    "PollerHandshakeWorker",
+]
 
 # A client that opened a connection has this long to finish the TLS handshake (Go's default TLS handshake
 # timeout is 10 s; a slow client gets as long as it would give itself).
@@ -64,15 +86,36 @@ ACCEPT_DELAY_MAX = 0.005
 _ACCEPT_RETRY = (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK)
 
 # A request must arrive within this many seconds of its first bytes, and a blocking socket read or write
-# (a pool thread reading a chunked or huge body, a response the client does not take) gives up after as
+# (the large-request thread writing an answer the client does not take) gives up after as
 # long: a client that stalls mid-request must not hold a thread, or the poller, indefinitely.
 # kube-apiserver's webhook timeout is 3 s (deploy/) and 30 s at most; kube-scheduler's extender httpTimeout
 # is 5 s, so neither is still waiting by then.
 IO_TIMEOUT = 10.0
 
-# A request up to this size is gathered on the poller; a larger one (5,000 full Node objects to /prioritize)
-# is read by a pool thread.
-READ_AHEAD_LIMIT = 8 * 1024 * 1024
+# A connection that finished its handshake has this long to send its first request. Go parks spare
+# connections idle (up to its 90 s idle timeout); closing one early costs the client a new handshake later,
+# while keeping thousands a client opened and never used locked callers out.
+FIRST_REQUEST_TIMEOUT = 10.0
+
+# Request bytes a worker holds for requests still arriving: each connection may hold CONNECTION_ALLOWANCE
+# (a whole admission review, almost always), and beyond that all of them share READ_AHEAD_BUDGET (one
+# 5,000-Node extender call is ~25 MB).
+CONNECTION_ALLOWANCE = 64 * 1024
+READ_AHEAD_BUDGET = 64 * 1024 * 1024
+
+
+# A complete request larger than this (a Nodes call: up to ~25 MB, hundreds of milliseconds to parse and
+# decide) is answered by a thread of its own, one at a time per worker, so the poller keeps answering
+# /mutate meanwhile. Its bytes stay counted against READ_AHEAD_BUDGET until it is answered. Across the
+# workers, one large request is decided at a time (a semaphore made in the master, before the workers are
+# forked): each takes a few hundred MB at its peak, and two at once went over the container's 512 Mi. A
+# worker that cannot get it within LARGE_WAIT seconds (its holder died) goes ahead anyway.
+LARGE_REQUEST = 1024 * 1024
+LARGE_WAIT = 4.0
+_large_lock: Any = None
+
+# How long a closing connection is drained (what the client still sends) before it is closed outright.
+CLOSE_LINGER = 2.0
 
 
 def _with_io_timeout(cls: type) -> type:
@@ -106,66 +149,24 @@ class _CollectedWrites:
         self.chunks: list[bytes] = []
 
     def sendall(self, data: Any) -> None:
-        self.chunks.append(bytes(data))
+        self.chunks.append(data if type(data) is bytes else bytes(data))
+
+    def setblocking(self, flag: bool) -> None:
+        # The request is all buffered: a read that would need the socket fails at once instead of blocking
+        # the poller (the app answers such a body with 400).
+        self._sock.setblocking(False)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
 
 
-COMPLETE, PARTIAL, TO_POOL = "complete", "partial", "pool"
-_HEAD_LIMIT = 64 * 1024  # gunicorn refuses larger request heads anyway
+CLOSED, PAUSED = "closed", "paused"
 
 
-def _read_ahead(conn: Any) -> str:
-    """Read what the socket holds, without blocking, into ``conn``'s parser buffer, and say what is there:
-    ``COMPLETE`` (a whole request with a ``Content-Length`` body, or the end of the stream), ``PARTIAL`` (more
-    to come) or ``TO_POOL`` (a chunked body, or a request larger than :data:`READ_AHEAD_LIMIT`)."""
-    conn.init()
-    buf = conn.parser.unreader.buf
-    buf.seek(0, io.SEEK_END)
-    have = buf.tell()
-    conn.sock.setblocking(False)
-    try:
-        while have < READ_AHEAD_LIMIT:
-            try:
-                data = conn.sock.recv(256 * 1024)
-            except _NOT_YET:
-                break
-            if not data:
-                return COMPLETE  # the parser meets the end of the stream at once
-            buf.write(data)
-            have += len(data)
-    finally:
-        conn.sock.setblocking(True)
-    with buf.getbuffer() as view:
-        head = bytes(view[:_HEAD_LIMIT])
-    total = _request_size(head)
-    if total is None:
-        return PARTIAL if have < _HEAD_LIMIT else TO_POOL
-    if total < 0:
-        return TO_POOL
-    if have >= total:
-        return COMPLETE
-    return PARTIAL if total <= READ_AHEAD_LIMIT else TO_POOL
-
-
-def _request_size(data: bytes) -> int | None:
-    """Bytes of the request starting ``data``: None while its head is incomplete, -1 for a chunked body."""
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return None
-    length = 0
-    for line in data[:end].split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name == b"transfer-encoding":
-            return -1
-        if name == b"content-length":
-            try:
-                length = int(value.strip())
-            except ValueError:
-                return end + 4  # malformed: gunicorn's parser answers 400 without reading a body
-    return end + 4 + length
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the system after a large request (glibc only; else nothing)."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 class PolledConn(TConn):  # type: ignore[misc]
@@ -176,6 +177,11 @@ class PolledConn(TConn):  # type: ignore[misc]
         self.handshaken = False
         self.request_deadline: float | None = None  # set while a request is partly received
         self.write_deadline: float | None = None  # set while an answer waits for the client to take it
+        self.close_deadline: float | None = None  # set while a closing connection drains
+        self.framing: Framing | None = None  # the request being gathered
+        self.arrived = 0.0  # time.monotonic() at the request's first bytes
+        self.held = 0  # bytes of a partly received request counted against the worker's budget
+        self.lingered = 0
 
     def init(self) -> None:
         if self.initialized:
@@ -195,19 +201,33 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        global _large_lock
+        if _large_lock is None:  # gunicorn builds every worker in the master, then forks: one for all
+            _large_lock = multiprocessing.Lock()
         self.handshaking: deque[PolledConn] = deque()
         self.reading: deque[PolledConn] = deque()  # requests partly received, oldest first
         self._serving = False  # a request is being answered on the poller thread
         self.writing: deque[PolledConn] = deque()  # answers waiting for the client to take them, oldest first
+        self.closing: deque[PolledConn] = deque()  # connections draining before they close, oldest first
+        self.paused: list[PolledConn] = []  # partial requests waiting for read-ahead budget
+        self.buffered = 0  # bytes held by partial requests beyond... all of them (see CONNECTION_ALLOWANCE)
+        self.max_connections = self.cfg.worker_connections
+        self.worker_connections = 1 << 30  # gunicorn's own cap stops accepting; ours closes idle ones instead
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
+        self._body_limit: Any = None
+        self._local = threading.local()  # the arrival time of the request a thread is answering
+        self._large = futures.ThreadPoolExecutor(1, thread_name_prefix="large-request")
 
     def load_wsgi(self) -> None:
         """gunicorn drops a ``Connection: close`` header set by the application and keeps the connection; the
         app sets it when the connection must end (a body past the drain cap, a body that stopped arriving)."""
         super().load_wsgi()
         app = self.wsgi
+        self._body_limit = getattr(app, "spotshift_body_limit", None)
 
         def closing_app(environ: dict[str, Any], start_response: Any) -> Any:
+            environ["spotshift.arrived"] = getattr(self._local, "arrived", time.monotonic())
+
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
                 if any(k.lower() == "connection" and v.lower() == "close" for k, v in headers):
                     start_response.__self__.force_close()  # gunicorn's Response: sends "Connection: close"
@@ -246,30 +266,46 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
     # -- requests -------------------------------------------------------------------------------------------
 
     def enqueue_req(self, conn: Any) -> None:
-        """Serve a request once it is all here, on the poller thread; hand only chunked or huge ones to the pool.
+        """Serve a request once it is all here, on the poller thread.
 
         kube-apiserver and kube-scheduler write a request in one go, so it is usually complete by the time
         its connection turns readable. Answering it right here skips two thread hand-offs (pool queue, then the
         pipe back to the poller), each a wake-up and a GIL hand-over: measured ~15% less CPU per request and a
         lower tail. A request still arriving waits on the poller, without a thread, until the rest is there;
-        one not complete within :data:`IO_TIMEOUT` seconds of its first bytes has its connection closed.
+        one not complete within :data:`IO_TIMEOUT` seconds of its first bytes gets 408 and is closed.
         """
         try:
-            state = _read_ahead(conn)
+            state = self._read_ahead(conn)
+        except Refusal as refusal:
+            self._forget_reading(conn)
+            self._refuse(conn, refusal)
+            return
         except (OSError, ValueError) as e:  # reset, TLS alert: the connection is gone
             self.log.debug("Reading a request failed: %s", e)
             self._forget_reading(conn)
             self._drop(conn)
             return
-        if state == PARTIAL:
+        if state == COMPLETE and conn.held > LARGE_REQUEST:
+            # Complete and large: a thread of its own; the bytes stay counted until finish_request.
+            if conn.request_deadline is not None:
+                self.reading.remove(conn)
+                conn.request_deadline = None
+            conn.framing = None
+            done = self._large.submit(self._handle_large, conn)
+            done.add_done_callback(lambda fut: self.method_queue.defer(self.finish_request, conn, fut))
+            return
+        if state in (PARTIAL, PAUSED):
             if conn.request_deadline is None:
-                conn.request_deadline = time.monotonic() + IO_TIMEOUT
+                conn.request_deadline = conn.arrived + IO_TIMEOUT
                 self.reading.append(conn)
-            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_more_request, conn))
+            if state == PAUSED:
+                self.paused.append(conn)
+            else:
+                self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_more_request, conn))
             return
         self._forget_reading(conn)
-        if state == TO_POOL:
-            super().enqueue_req(conn)
+        if state == CLOSED:  # the client left mid-request: nobody to answer
+            self._drop(conn)
             return
         if self._serving:
             # finish_request found the next request already buffered (pipelining): serve it on the next poller
@@ -278,9 +314,49 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             return
         self._serving = True
         try:
+            conn.framing = None
             self._answer(conn)
         finally:
             self._serving = False
+
+    def _read_ahead(self, conn: PolledConn) -> str:
+        """Read what the socket holds, without blocking and within the budget, into ``conn``'s parser buffer,
+        and say what is there: ``COMPLETE``, ``PARTIAL`` (more to come), ``PAUSED`` (more to come, no budget
+        to read it now) or ``CLOSED`` (the client left before its request was complete)."""
+        conn.init()
+        buf = conn.parser.unreader.buf
+        buf.seek(0, io.SEEK_END)
+        have = buf.tell()
+        if conn.framing is None:
+            conn.framing = Framing()
+            conn.arrived = time.monotonic()
+        room = max(CONNECTION_ALLOWANCE, READ_AHEAD_BUDGET - (self.buffered - conn.held)) - have
+        eof = False
+        conn.sock.setblocking(False)
+        try:
+            while room > 0:
+                try:
+                    data = conn.sock.recv(min(256 * 1024, room))
+                except _NOT_YET:
+                    break
+                if not data:
+                    eof = True
+                    break
+                buf.write(data)
+                have += len(data)
+                room -= len(data)
+        finally:
+            conn.sock.setblocking(True)
+        if have == 0 and eof:
+            return COMPLETE  # closed between requests: the parser meets the end of the stream at once
+        state = conn.framing.scan(buf, have, self._body_limit)
+        if state != COMPLETE and eof:
+            return CLOSED
+        self.buffered += have - conn.held
+        conn.held = have
+        if state == COMPLETE:
+            return COMPLETE
+        return PAUSED if room <= 0 else PARTIAL
 
     def _answer(self, conn: Any) -> None:
         """Run the request with the answer collected in memory, then write it without blocking the poller."""
@@ -290,13 +366,23 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             keepalive = self.handle(conn)
         finally:
             conn.sock = sock
-        self._write(conn, memoryview(b"".join(collected.chunks)), keepalive)
+        chunks = collected.chunks
+        # Small answers go out as one piece (one TLS record); a large one is not copied into a second buffer.
+        pieces = [b"".join(chunks)] if sum(map(len, chunks)) <= _WRITE_CHUNK else chunks
+        self._write(conn, deque(memoryview(c) for c in pieces if c), keepalive)
 
-    def _write(self, conn: Any, data: memoryview, keepalive: Any) -> None:
+    def _refuse(self, conn: Any, refusal: Refusal) -> None:
+        """Answer a request the worker cannot hand to the app (its body cannot be read), then close."""
+        self.log.info("Refusing a request from %s: %d %s", conn.client, refusal.status, refusal.message)
+        conn.framing = None
+        self._write(conn, deque([memoryview(refusal.response())]), False)
+
+    def _write(self, conn: Any, pieces: deque[memoryview], keepalive: Any) -> None:
         sock = conn.sock
         try:
             sock.setblocking(False)
-            while data:
+            while pieces:
+                data = pieces[0]
                 try:
                     sent = sock.send(data[:_WRITE_CHUNK])
                 except _NOT_YET:  # the client is not taking it yet: wait for room, holding nothing
@@ -304,9 +390,12 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
                         conn.write_deadline = time.monotonic() + IO_TIMEOUT
                         self.writing.append(conn)
                     events = selectors.EVENT_READ | selectors.EVENT_WRITE
-                    self.poller.register(sock, events, partial(self._on_writable, conn, data, keepalive))
+                    self.poller.register(sock, events, partial(self._on_writable, conn, pieces, keepalive))
                     return
-                data = data[sent:]
+                if sent == len(data):
+                    pieces.popleft()
+                else:
+                    pieces[0] = data[sent:]
         except OSError as e:  # reset, closed by handle() after an error
             self.log.debug("Writing an answer failed: %s", e)
             self._forget_writing(conn)
@@ -317,9 +406,63 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         done.set_result(keepalive)
         self.finish_request(conn, done)
 
-    def _on_writable(self, conn: Any, data: memoryview, keepalive: Any, _fileobj: Any) -> None:
+    def _on_writable(self, conn: Any, pieces: deque[memoryview], keepalive: Any, _fileobj: Any) -> None:
         self.poller.unregister(conn.sock)
-        self._write(conn, data, keepalive)
+        self._write(conn, pieces, keepalive)
+
+    def handle(self, conn: Any) -> Any:
+        self._local.arrived = conn.arrived
+        return super().handle(conn)
+
+    def _handle_large(self, conn: Any) -> Any:
+        held = _large_lock.acquire(timeout=LARGE_WAIT)
+        try:
+            return self.handle(conn)
+        finally:
+            if held:
+                _large_lock.release()
+            _trim_heap()
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        """gunicorn's, except that a connection ending here drains on the poller instead of blocking it (gunicorn
+        lingers up to 2 s in a blocking read for what the client still sends)."""
+        self._release(conn)
+        try:
+            keep = fs.result() if not fs.cancelled() else False
+        except Exception:
+            keep = False
+        if keep:
+            super().finish_request(conn, fs)
+            return
+        self._close_gracefully(conn)
+
+    def _close_gracefully(self, conn: Any) -> None:
+        """Send FIN, then read and drop what the client still sends (so our last answer is not lost to a reset)
+        until it closes, :data:`CLOSE_LINGER` seconds pass or 64 KiB arrived; then close."""
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+            conn.sock.setblocking(False)
+        except OSError:
+            self._drop(conn)
+            return
+        conn.close_deadline = time.monotonic() + CLOSE_LINGER
+        self.closing.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_linger, conn))
+
+    def _on_linger(self, conn: Any, _fileobj: Any) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except _NOT_YET:
+            return
+        except OSError:
+            data = b""
+        conn.lingered += len(data)
+        if data and conn.lingered < 65536:
+            return
+        self.poller.unregister(conn.sock)
+        self.closing.remove(conn)
+        conn.close_deadline = None
+        self._drop(conn)
 
     def _forget_writing(self, conn: Any) -> None:
         if conn.write_deadline is not None:
@@ -334,6 +477,23 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         if conn.request_deadline is not None:
             self.reading.remove(conn)
             conn.request_deadline = None
+        if conn in self.paused:
+            self.paused.remove(conn)
+        self._release(conn)
+
+    def _release(self, conn: Any) -> None:
+        """Give the bytes of ``conn``'s request back to the read-ahead budget, and wake who waits for it."""
+        if conn.held:
+            self.buffered -= conn.held
+            conn.held = 0
+            if self.paused:  # budget freed: the waiting connections read again, on the next poller turn
+                waiting, self.paused = self.paused, []
+                for other in waiting:
+                    self.method_queue.defer(self._resume_reading, other)
+
+    def _resume_reading(self, conn: Any) -> None:
+        if conn.request_deadline is not None:  # still waiting (not expired meanwhile)
+            self.enqueue_req(conn)
 
     # -- new connections -----------------------------------------------------------------------------------
 
@@ -347,6 +507,13 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self._accept_now(listener)
 
     def _accept_now(self, listener: Any) -> None:
+        if self.nr_conns >= self.max_connections and not self._close_oldest_idle():
+            # Every connection is busy with a request: let the kernel queue new ones for a moment.
+            for sock in self.sockets:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.poller.unregister(sock)
+            self._resume_accepting_at = time.monotonic() + 0.05
+            return
         try:
             client_sock, client_addr = listener.accept()
         except OSError as e:
@@ -376,6 +543,19 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         self.handshaking.append(conn)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_handshake_io, conn))
 
+    def _close_oldest_idle(self) -> bool:
+        """Make room at the connection cap: close the connection that has waited longest without a request
+        (never used, then mid-handshake, then kept alive). False when every connection is in a request."""
+        for conns in (self.pending_conns, self.handshaking, self.keepalived_conns):
+            if conns:
+                conn = conns.popleft()
+                with contextlib.suppress(OSError, KeyError, ValueError):
+                    self.poller.unregister(conn.sock)
+                self.log.debug("At %d connections: closing an idle one from %s", self.max_connections, conn.client)
+                self._drop(conn)
+                return True
+        return False
+
     def _on_handshake_io(self, conn: PolledConn, _fileobj: Any) -> None:
         try:
             conn.sock.do_handshake()
@@ -399,7 +579,7 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
 
     def _wait_for_request(self, conn: PolledConn) -> None:
         """Park ``conn`` on the poller until its first request arrives (gunicorn's pending connections)."""
-        conn.timeout = time.monotonic() + self.cfg.keepalive
+        conn.timeout = time.monotonic() + min(FIRST_REQUEST_TIMEOUT, self.cfg.keepalive)
         if not self.alive:
             conn.timeout = min(conn.timeout, time.monotonic() + STOP_KEEPALIVE_LINGER)
         self.pending_conns.append(conn)
@@ -423,15 +603,23 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self._drop(conn)
-        self._expire(self.reading, "request_deadline", now, "its request did not arrive")
-        self._expire(self.writing, "write_deadline", now, "its answer was not taken")
+        while self.reading and self.reading[0].request_deadline <= now:  # type: ignore[operator]
+            conn = self.reading[0]
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                self.poller.unregister(conn.sock)
+            self._forget_reading(conn)
+            why = f"the request did not arrive within {IO_TIMEOUT:g} s of its first bytes"
+            self._refuse(conn, Refusal(408, "Request Timeout", why))
+        self._expire(self.writing, "write_deadline", now, f"its answer was not taken within {IO_TIMEOUT:g} s")
+        self._expire(self.closing, "close_deadline", now, None)
 
-    def _expire(self, conns: deque[PolledConn], deadline: str, now: float, what: str) -> None:
+    def _expire(self, conns: deque[PolledConn], deadline: str, now: float, why: str | None) -> None:
         """Close the connections of ``conns`` (oldest first) whose ``deadline`` attribute has passed."""
         while conns and getattr(conns[0], deadline) <= now:
             conn = conns.popleft()
             setattr(conn, deadline, None)
-            self.log.info("Closing the connection of %s: %s within %g s", conn.client, what, IO_TIMEOUT)
+            if why:
+                self.log.info("Closing the connection of %s: %s", conn.client, why)
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self._drop(conn)

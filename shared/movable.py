@@ -225,26 +225,52 @@ def _implies(a: Requirement, b: Requirement) -> bool:
     return all(b.matches({key: v}) for v in _witnesses((a, b)) if a.matches({key: v}))
 
 
-def _implies_selector(conj: Sequence[Requirement], requirements: Sequence[Requirement]) -> bool:
-    return bool(requirements) and all(any(r.key == s.key and _implies(r, s) for r in conj) for s in requirements)
+def _implied(conj: Iterable[Requirement], wanted: Iterable[Requirement]) -> frozenset[Requirement]:
+    """The requirements of ``wanted`` that some requirement of ``conj`` (on the same key) implies."""
+    by_key: dict[str, list[Requirement]] = {}
+    for r in conj:
+        by_key.setdefault(r.key, []).append(r)
+    return frozenset(s for s in wanted if any(_implies(r, s) for r in by_key.get(s.key, ())))
+
+
+class _Pinning:
+    """What one AND of requirements says about spot, kept in parts so a shared part is evaluated once.
+
+    A pod's nodeSelector is ANDed into every required term: evaluating it per term made the check
+    quadratic (thousands of selector keys times thousands of terms). Here the nodeSelector is reduced
+    once and each term only adds its own expressions, so the whole check is linear in the pod's size.
+    """
+
+    __slots__ = ("implied", "conflict")
+
+    def __init__(self, conj: Sequence[Requirement], classes: NodeClasses) -> None:
+        compiled = classifier(classes)
+        wanted = [s for sel in (*compiled.spot_selectors, *classes.on_demand_selectors) for s in sel.requirements]
+        self.implied = _implied(conj, wanted)
+        self.conflict = False  # a spot-class key with a non-spot value, or DoesNotExist
+        for r in conj:
+            spot_reqs = compiled.spot_keys.get(r.key)
+            if spot_reqs and not any(_compatible(r, s) for s in spot_reqs):
+                self.conflict = True
+                break
+
+    def pinned(self, other: _Pinning | None, classes: NodeClasses) -> bool:
+        """:func:`_conjunction_pinned` of the AND of this part and ``other``."""
+        implied = self.implied | other.implied if other is not None else self.implied
+        for s in classifier(classes).spot_selectors:
+            if s.requirements and all(r in implied for r in s.requirements):
+                return False  # it asks for spot outright
+        if self.conflict or (other is not None and other.conflict):
+            return True
+        for od in classes.on_demand_selectors:
+            if od.requirements and all(r in implied for r in od.requirements):
+                return True  # it requires a label the configuration reserves for on-demand nodes
+        return False
 
 
 def _conjunction_pinned(conj: Sequence[Requirement], classes: NodeClasses) -> bool:
     """One AND of requirements (nodeSelector plus one affinity term): can it only match non-spot nodes?"""
-    if not conj:
-        return False
-    compiled = classifier(classes)
-    for s in compiled.spot_selectors:
-        if _implies_selector(conj, s.requirements):
-            return False  # it asks for spot outright
-    for r in conj:
-        spot_reqs = compiled.spot_keys.get(r.key)
-        if spot_reqs and not any(_compatible(r, s) for s in spot_reqs):
-            return True  # a spot-class key with a non-spot value, or DoesNotExist
-    for od in classes.on_demand_selectors:
-        if _implies_selector(conj, od.requirements):
-            return True  # it requires a label the configuration reserves for on-demand nodes
-    return False
+    return bool(conj) and _Pinning(conj, classes).pinned(None, classes)
 
 
 def pinned_to_on_demand(pod: Pod, classes: NodeClasses) -> bool:
@@ -273,10 +299,13 @@ def pinned_to_on_demand(pod: Pod, classes: NodeClasses) -> bool:
     base = tuple(Requirement(k, IN, frozenset((v,))) for k, v in pod.node_selector.items())
     if required is None:
         return _conjunction_pinned(base, classes)
+    shared = _Pinning(base, classes)  # the nodeSelector, reduced once for every term
     for term in required.terms:
         if not term.valid or not (term.expressions or term.fields):
             continue  # matches no node
-        if not _conjunction_pinned(base + term.expressions, classes):
+        if not (base or term.expressions):
+            return False  # an empty conjunction (a matchFields-only term) can match spot nodes
+        if not shared.pinned(_Pinning(term.expressions, classes), classes):
             return False
     return True
 

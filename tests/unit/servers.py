@@ -53,10 +53,16 @@ def free_port() -> int:
 
 
 def start_server(
-    tmp: Path, *, tls: bool = True, workers: int = 1, threads: int | None = None, worker_class: str | None = None
+    tmp: Path,
+    *,
+    tls: bool = True,
+    workers: int = 1,
+    threads: int | None = None,
+    worker_class: str | None = None,
+    extra: list[str] | None = None,
 ) -> Server:
     """Started and answering /healthz; ``threads``/``worker_class`` None means spot-extender's defaults."""
-    args = ["--no-node-cache", "--workers", str(workers)]
+    args = ["--no-node-cache", "--workers", str(workers), *(extra or [])]
     if threads is not None:
         args += ["--threads", str(threads)]
     if worker_class is not None:

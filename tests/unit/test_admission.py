@@ -339,13 +339,78 @@ def test_require_mode_ands_the_spot_expression_into_every_existing_term() -> Non
     assert all(op["path"].endswith("/matchExpressions/-") for op in m.ops)
 
 
-def test_require_mode_with_several_spot_selectors_and_user_terms_falls_back_to_a_preference() -> None:
+def test_require_mode_with_several_spot_selectors_makes_each_term_its_spot_part() -> None:
     zone = term(expr("topology.kubernetes.io/zone", "In", "eu-west-1a"))
-    out, m = mutated(make_pod(with_required(zone)), policy(webhook={"mode": "require"}))
-    assert node_affinity(out)[REQUIRED] == {"nodeSelectorTerms": [zone]}, "the user's terms are kept as written"
-    assert len(node_affinity(out)[PREFERRED]) == 6
-    assert m.kinds[0] == PATCH_PREFERRED_AFFINITY
-    assert m.warnings and "exactly one spot selector" in m.warnings[0]
+    pol = policy(webhook={"mode": "require"})
+    out, m = mutated(make_pod(with_required(zone)), pol)
+    terms = node_affinity(out)[REQUIRED]["nodeSelectorTerms"]
+    spot_terms = [t["matchExpressions"] for t in pol.spot_terms]
+    assert len(spot_terms) == 6 and PREFERRED not in node_affinity(out)
+    assert terms == [term(*zone["matchExpressions"], *spot) for spot in spot_terms], "T becomes T AND spot, exactly"
+    assert terms[0] is not zone and m.kinds[0] == PATCH_REQUIRED_AFFINITY and not m.warnings
+
+
+def _allowed(pod: dict[str, Any], labels: dict[str, str]) -> bool:
+    from shared.selectors import parse_node_selector
+
+    required = node_affinity(pod).get(REQUIRED)
+    return required is None or parse_node_selector(required).matches("node", labels)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "pol",
+    [
+        pytest.param(policy(webhook={"mode": "require"}), id="every-preset"),
+        pytest.param(policy(node_classes={"presets": ["karpenter"]}, webhook={"mode": "require"}), id="one-preset"),
+    ],
+)
+def test_require_mode_allows_exactly_the_spot_nodes_each_term_allowed(pol: MutationPolicy) -> None:
+    zone_a = term(expr("topology.kubernetes.io/zone", "In", "a"))
+    gpu = term(expr("gpu", "Exists"), expr("topology.kubernetes.io/zone", "NotIn", "c"))
+    pod = make_pod(with_required(zone_a, gpu))
+    out, _ = mutated(pod, pol)
+    from shared.classes import classifier
+
+    is_spot = classifier(pol.classes).node_class
+    nodes = [
+        {"topology.kubernetes.io/zone": zone, **extra, **spot}
+        for zone in ("a", "b", "c")
+        for extra in ({}, {"gpu": "1"})
+        for spot in (
+            {},
+            {"karpenter.sh/capacity-type": "spot"},
+            {"karpenter.sh/capacity-type": "on-demand"},
+            {"cloud.google.com/gke-spot": "true"},
+            {"kubernetes.azure.com/scalesetpriority": "spot"},
+        )
+    ]
+    for labels in nodes:
+        assert _allowed(out, labels) == (_allowed(pod, labels) and is_spot(labels) == "spot"), labels
+    again = mutate_pod(out, "shop", pol)
+    assert again.skipped == SKIP_ALREADY_PRESENT and not again.warnings, "a second invocation adds nothing"
+
+
+@pytest.mark.parametrize(
+    "user_term",
+    [
+        pytest.param({}, id="empty-term-matches-nothing"),
+        pytest.param({"matchExpressions": []}, id="term-with-no-expressions"),
+        pytest.param(
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["on-demand-1"]}]},
+            id="match-fields-names-its-node",
+        ),
+    ],
+)
+def test_require_mode_leaves_terms_that_cannot_hold_spot_alone_with_a_warning(user_term: dict[str, Any]) -> None:
+    zone = term(expr("topology.kubernetes.io/zone", "In", "a"))
+    pol = policy(node_classes={"presets": ["karpenter"]}, webhook={"mode": "require"})
+    pod = make_pod(with_required(user_term, zone))
+    out, m = mutated(pod, pol)
+    terms = node_affinity(out)[REQUIRED]["nodeSelectorTerms"]
+    assert terms == [user_term, term(*zone["matchExpressions"], *KARPENTER_TERM["matchExpressions"])]
+    assert m.warnings and "left 1 required node-affinity term(s) as they are" in m.warnings[0]
+    again = mutate_pod(out, "shop", pol)
+    assert not again.ops, "a second invocation adds nothing"
 
 
 def test_off_mode_admits_unchanged() -> None:
@@ -628,8 +693,8 @@ def test_build_response_does_not_modify_the_review() -> None:
     assert rev == before
 
 
-def test_require_fallback_warning_reaches_the_response() -> None:
-    rev = review(make_pod(with_required(term(expr("zone", "In", "a")))))
+def test_require_warning_reaches_the_response() -> None:
+    rev = review(make_pod(with_required({}, term(expr("zone", "In", "a")))))
     answer, _ = build_response(rev, policy(webhook={"mode": "require"}))  # type: ignore[arg-type]
     assert answer["response"]["warnings"]
 
@@ -716,3 +781,124 @@ def test_memo_key_ignores_the_pod_name_but_not_what_the_mutation_reads() -> None
     assert MutationMemo.key(a, "shop", "CREATE") == MutationMemo.key(b, "shop", "CREATE")
     assert MutationMemo.key(a, "shop", "CREATE") != MutationMemo.key(a, "other", "CREATE")
     assert MutationMemo.key(a, "shop", "CREATE") != MutationMemo.key(make_pod(with_label("x", "y")), "shop", "CREATE")
+
+
+# --- hostile and malformed input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(
+            orjson.dumps({"kind": "AdmissionReview", "apiVersion": []}), "apiVersion", id="api-version-a-list"
+        ),
+        pytest.param(b'{"kind":' + b'{"k":' * 1000 + b"1" + b"}" * 1001, "kind", id="kind-nested-1000-deep"),
+        pytest.param(b'{"kind":' + b'{"k":' * 1100 + b"1" + b"}" * 1101, "not valid JSON", id="nested-past-1024"),
+        pytest.param(
+            orjson.dumps({**review(make_pod()), "request": {**review(make_pod())["request"], "operation": ""}}),
+            "operation",
+            id="empty-operation",
+        ),
+        pytest.param(
+            orjson.dumps(
+                {
+                    **review(make_pod()),
+                    "request": {k: v for k, v in review(make_pod())["request"].items() if k != "operation"},
+                }
+            ),
+            "operation",
+            id="missing-operation",
+        ),
+        pytest.param(
+            orjson.dumps({**review(make_pod()), "request": {**review(make_pod())["request"], "namespace": ["x"]}}),
+            "namespace",
+            id="namespace-not-a-string",
+        ),
+    ],
+)
+def test_parse_review_rejects_hostile_envelopes_with_a_sentence(body: bytes, message: str) -> None:
+    with pytest.raises(BadRequest, match=message) as caught:
+        parse_review(body)
+    assert len(caught.value.message) < 300
+
+
+def test_a_review_without_spec_never_poisons_the_memo() -> None:
+    """A review with no operation once skipped validation, and its patch (``add /spec``) was remembered for
+    every later pod that read alike: now it is refused before anything is computed or remembered."""
+    memo = MutationMemo()
+    forged = review({"metadata": {"labels": {"app": "web"}}})
+    del forged["request"]["operation"]
+    with pytest.raises(BadRequest):
+        parse_review(orjson.dumps(forged))
+    real = make_pod(without_tolerations)
+    real["spec"].pop("schedulerName")
+    answer, _ = build_response(review(real), DEFAULT, memo)  # type: ignore[arg-type]
+    ops = orjson.loads(base64.b64decode(answer["response"]["patch"]))
+    assert all(op["path"] != "/spec" for op in ops)
+    assert MutationMemo.key(real, "shop", "CREATE") != MutationMemo.key({"metadata": {}}, "shop", "CREATE")
+
+
+@pytest.mark.parametrize(
+    "mod",
+    [
+        pytest.param(lambda p: p["spec"].update(affinity="x"), id="affinity-a-string"),
+        pytest.param(lambda p: p["spec"].update(affinity={"nodeAffinity": []}), id="node-affinity-a-list"),
+        pytest.param(lambda p: p["spec"].update(tolerations={"key": "x"}), id="tolerations-an-object"),
+        pytest.param(lambda p: p["spec"].update(tolerations=[{"tolerationSeconds": "5"}]), id="seconds-a-string"),
+        pytest.param(lambda p: p["spec"].update(nodeSelector={"a": ["b"]}), id="node-selector-value-a-list"),
+        pytest.param(lambda p: p["spec"].update(schedulerName=7), id="scheduler-name-a-number"),
+        pytest.param(
+            with_required({"matchExpressions": [{"key": "zone", "operator": "In", "values": "a"}]}),
+            id="values-a-string",
+        ),
+        pytest.param(with_required("x"), id="term-a-string"),  # type: ignore[arg-type]
+        pytest.param(lambda p: p["metadata"].update(labels={"a": 1}), id="label-value-a-number"),
+    ],
+)
+@pytest.mark.parametrize("pol", [DEFAULT, policy(webhook={"mode": "require", "scheduler_name": "s"})])
+def test_wrongly_typed_fields_get_an_allow_with_a_warning_and_no_patch(mod: Mod, pol: MutationPolicy) -> None:
+    m = mutate_pod(make_pod(mod), "shop", pol)
+    assert m.ops == () and m.skipped == "malformed" and m.warnings
+
+
+@pytest.mark.parametrize(
+    ("pod", "what"),
+    [
+        pytest.param(make_pod(with_required(*[term(expr("zone", "In", "a"))] * 101)), "terms", id="terms"),
+        pytest.param(
+            make_pod(with_node_selector(**{f"k{i}": "v" for i in range(1001)})), "requirements", id="selector-keys"
+        ),
+        pytest.param(
+            make_pod(with_required(term(*[expr(f"k{i}", "Exists") for i in range(1001)]))),
+            "requirements",
+            id="expressions",
+        ),
+        pytest.param(
+            make_pod(with_required(term(expr("zone", "In", *[f"z{i}" for i in range(10001)])))), "values", id="values"
+        ),
+        pytest.param(make_pod(with_tolerations(*[AKS_TOLERATION] * 1001)), "tolerations", id="tolerations"),
+    ],
+)
+def test_a_pod_over_the_limits_is_admitted_unchanged_with_a_warning(pod: dict[str, Any], what: str) -> None:
+    m = mutate_pod(pod, "shop", DEFAULT)
+    assert m.ops == () and m.skipped == "over-limits"
+    assert m.warnings and what in m.warnings[0] and "over the limit" in m.warnings[0]
+
+
+def test_the_pinned_check_reduces_the_node_selector_once_not_once_per_term(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quadratic case: thousands of nodeSelector keys ANDed into thousands of terms. The check now
+    reduces the nodeSelector once and each term once: the number of reductions is terms + 1."""
+    import shared.movable as movable
+
+    sizes: list[int] = []
+    original = movable._Pinning.__init__
+
+    def counting(self: Any, conj: Any, classes: Any) -> None:
+        sizes.append(len(conj))
+        original(self, conj, classes)
+
+    monkeypatch.setattr(movable._Pinning, "__init__", counting)
+    on_demand = term(expr("karpenter.sh/capacity-type", "In", "on-demand"))
+    pod = make_pod(with_node_selector(**{f"k{i}": "v" for i in range(400)}), with_required(*[on_demand] * 100))
+    assert mutate_pod(pod, "shop", DEFAULT).skipped == SKIP_PINNED_ON_DEMAND
+    assert sorted(sizes) == [1] * 100 + [400]

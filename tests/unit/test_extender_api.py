@@ -296,6 +296,7 @@ def test_metrics_count_requests_patches_and_skips(client: FlaskClient) -> None:
             "uid": "u",
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
             "namespace": "kube-system",
+            "operation": "CREATE",
             "object": pod(),
         },
     }

@@ -43,6 +43,19 @@ def without_uid() -> dict[str, Any]:
     return r
 
 
+def without_operation() -> dict[str, Any]:
+    r = review()
+    del r["request"]["operation"]
+    return r
+
+
+def nested(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+DEEP_NODE = b'{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n"},"x":' + nested(300) + b"}]}}"
+
+
 BAD_REQUESTS: list[Any] = [
     pytest.param("/mutate", b'{"apiVersion": "admission.k8s.io/v1", "kind": ', 400, id="malformed-json"),
     pytest.param("/mutate", b"", 400, id="empty-body"),
@@ -63,6 +76,19 @@ BAD_REQUESTS: list[Any] = [
     pytest.param("/prioritize", orjson.dumps({"Pod": pod(), "NodeNames": [1, 2]}), 400, id="node-names-not-strings"),
     pytest.param("/prioritize", orjson.dumps({"Pod": pod(), "Nodes": ["a"]}), 400, id="nodes-not-a-node-list"),
     pytest.param("/nope", b"{}", 404, id="unknown-path"),
+    pytest.param("/mutate", b'{"kind":"AdmissionReview","apiVersion":[]}', 400, id="api-version-a-list"),
+    pytest.param("/mutate", b'{"kind":' + b'{"k":' * 1000 + b"1" + b"}" * 1001, 400, id="kind-nested-1000-deep"),
+    pytest.param("/mutate", orjson.dumps(without_operation()), 400, id="missing-operation"),
+    pytest.param("/mutate", orjson.dumps(review(operation="")), 400, id="empty-operation"),
+    pytest.param("/filter", DEEP_NODE, 400, id="filter-node-nested-300-deep"),
+    pytest.param("/filter", orjson.dumps({"Pod": pod(), "Nodes": {"items": ["a"]}}), 400, id="node-items-not-nodes"),
+    pytest.param(
+        "/prioritize",
+        orjson.dumps({"Pod": pod(), "NodeNames": [f"n{i}" for i in range(15_001)]}),
+        400,
+        id="node-names-over-the-cap",
+    ),
+    pytest.param("/prioritize", orjson.dumps({"Pod": [], "NodeNames": []}), 400, id="pod-not-an-object"),
 ]
 
 
@@ -74,6 +100,28 @@ def test_bad_request_gets_a_4xx_with_a_json_message(path: str, body: bytes, stat
     assert r.is_json and r.json["error"], r.data
     ok = client.post("/mutate", data=orjson.dumps(review()), content_type="application/json")
     assert ok.status_code == 200 and ok.json["response"]["allowed"] is True
+
+
+def test_a_body_over_the_limit_is_refused_unread_and_the_connection_closed() -> None:
+    app = create_app(max_admission_bytes=1000)
+    r = app.test_client().post("/mutate", data=b"x" * 1001, content_type="application/json")
+    assert r.status_code == 413 and r.headers["Connection"] == "close"
+
+
+def test_a_request_past_its_deadline_gets_the_no_opinion_answer() -> None:
+    """The caller (API server: 3 s, scheduler: 5 s) has given up on a request that took longer to arrive."""
+    import time
+
+    from extender.app import ARRIVED_ENVIRON_KEY
+
+    client = create_app().test_client()
+    old = {ARRIVED_ENVIRON_KEY: time.monotonic() - 10}
+    r = client.post("/mutate", data=orjson.dumps(review()), environ_base=old)
+    assert r.status_code == 200 and "patch" not in r.json["response"] and r.json["response"]["warnings"]
+    names = orjson.dumps({"Pod": pod(), "NodeNames": ["a"]})
+    assert client.post("/prioritize", data=names, environ_base=old).json == []
+    assert client.post("/filter", data=names, environ_base=old).json["Error"]
+    assert "patch" in client.post("/mutate", data=orjson.dumps(review())).json["response"], "a fresh one is served"
 
 
 def test_get_on_a_post_endpoint_is_405_with_a_message() -> None:
@@ -100,6 +148,19 @@ def test_an_internal_error_still_admits_the_pod(monkeypatch: pytest.MonkeyPatch)
 # --- the same against a real server --------------------------------------------------------------------------
 
 
+def _send_raw(base: str, ca: Path, path: str, part: bytes, length: int) -> bytes:
+    """Send a head announcing ``length`` bytes and only ``part`` of them; the answer's first bytes."""
+    import socket
+    import ssl
+
+    host, port = base.split("//")[1].split(":")
+    context = ssl.create_default_context(cafile=str(ca))
+    with context.wrap_socket(socket.create_connection((host, int(port)), timeout=10), server_hostname=host) as conn:
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+        conn.sendall(head.encode() + part)
+        return conn.recv(4096)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """spot-extender with its default worker model."""
@@ -116,6 +177,9 @@ def test_real_server_answers_every_bad_request_with_4xx_and_keeps_serving(server
     session.verify = str(ca)
     for param in BAD_REQUESTS:
         path, body, status = param.values
+        if status == 413:  # answered from the head, then closed: a client still sending sees a reset
+            assert _send_raw(base, ca, path, body[:65536], len(body)).startswith(b"HTTP/1.1 413 ")
+            continue
         r = session.post(base + path, data=body, headers={"Content-Type": "application/json"}, timeout=10)
         assert r.status_code == status, (param.id, r.text)
         assert r.json()["error"], param.id

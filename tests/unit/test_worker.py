@@ -255,45 +255,114 @@ def test_a_chunked_request_and_pipelined_requests_are_answered(tls_server: Serve
         conn.close()
 
 
+def _closed(conn: socket.socket, wait: float = 5) -> bool:
+    conn.settimeout(wait)
+    try:
+        return conn.recv(4096) == b""
+    except TimeoutError:
+        return False
+    except (ConnectionResetError, ssl.SSLError):
+        return True
+
+
 def test_a_client_that_stalls_mid_request_is_cut_off_after_the_io_timeout(tls_server: Server) -> None:
-    """A Content-Length request waits on the poller and is cut off without an answer; a chunked one is read by
-    the pool thread, whose read times out: 408 and the connection closed."""
-    from extender.worker import IO_TIMEOUT
+    """Content-Length and chunked requests alike wait on the poller, without a thread, and get 408 and a closed
+    connection once their first bytes are IO_TIMEOUT old; a connection that never sends a request is closed
+    after FIRST_REQUEST_TIMEOUT, while a kept-alive one stays."""
+    from extender.worker import FIRST_REQUEST_TIMEOUT, IO_TIMEOUT
 
     stalled = tls_server.tls_connection()
     chunked = tls_server.tls_connection()
+    trickling = tls_server.tls_connection()
+    never_used = tls_server.tls_connection()
+    kept_alive = tls_server.tls_connection()
     try:
+        assert _http_get(kept_alive, "/healthz").startswith(b"HTTP/1.1 200 ")
         stalled.sendall(_post_head("/mutate", 5000) + b'{"apiVersion"')  # and nothing more
         chunked.sendall(_post_head("/mutate", 0, chunked=True) + b'1388\r\n{"apiVersion"')
+        trickling.sendall(_post_head("/mutate", 0, chunked=True))
         start = time.monotonic()
         time.sleep(0.5)
         assert _mutate(tls_server) < STALL, "a stalled request held up a complete one"
-        stalled.settimeout(IO_TIMEOUT + 10)
-        try:
-            rest = stalled.recv(4096)
-        except ConnectionResetError:
-            rest = b""
+        while time.monotonic() - start < IO_TIMEOUT - 2:  # a chunk every second: each read is quick, the whole not
+            trickling.sendall(b"1\r\n \r\n")
+            time.sleep(1)
+        for conn in (stalled, chunked, trickling):
+            status, answer = _read_response(conn)
+            assert status == 408 and orjson.loads(answer)["error"], answer
+            assert _closed(conn), "the connection stays open after a 408"
         waited = time.monotonic() - start
-        assert rest == b"", f"expected the connection closed without an answer, got {rest!r}"
         assert IO_TIMEOUT - 1 < waited < IO_TIMEOUT + 5, f"cut off after {waited:.1f} s"
-        status, answer = _read_response(chunked)
-        assert status == 408 and orjson.loads(answer)["error"], answer
-        chunked.settimeout(5)
-        assert chunked.recv(4096) == b"", "the connection stays open after a 408"
+        assert _closed(never_used, max(0.1, start + FIRST_REQUEST_TIMEOUT + 5 - time.monotonic()))
+        assert _http_get(kept_alive, "/healthz").startswith(b"HTTP/1.1 200 "), "a kept-alive connection was closed"
         assert _mutate(tls_server) < STALL
     finally:
-        stalled.close()
-        chunked.close()
+        for conn in (stalled, chunked, trickling, never_used, kept_alive):
+            conn.close()
 
 
-def test_a_request_over_the_read_ahead_limit_is_read_by_the_pool(tls_server: Server) -> None:
-    from extender.worker import READ_AHEAD_LIMIT
-
-    body = b" " * (READ_AHEAD_LIMIT + 1024 * 1024)  # over the read-ahead and over /mutate's body limit
-    with tls_server.session() as session:
-        r = session.post(tls_server.base + "/mutate", data=body, timeout=30)
-    assert r.status_code == 413 and r.json()["error"]
+def test_a_body_over_the_limit_is_refused_from_its_head_unread(tls_server: Server) -> None:
+    """413 with Connection: close as soon as the head says the body is too large: nothing of it is read."""
+    conn = tls_server.tls_connection()
+    try:
+        conn.sendall(_post_head("/filter", 1 << 30))  # 1 GiB announced, none sent
+        status, answer = _read_response(conn)
+        assert status == 413 and b"over the limit" in answer
+        assert _closed(conn)
+    finally:
+        conn.close()
     assert _mutate(tls_server) < STALL
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        pytest.param(b"zz\r\n{}\r\n0\r\n\r\n", 400, id="chunk-size-not-hex"),
+        pytest.param(b"2\r\n{}XX0\r\n\r\n", 400, id="chunk-not-followed-by-crlf"),
+        pytest.param(b"%x\r\n" % (5 * 1024 * 1024), 413, id="chunked-body-over-the-limit"),
+    ],
+)
+def test_a_malformed_or_oversized_chunked_body_is_a_4xx_not_a_5xx(tls_server: Server, body: bytes, status: int) -> None:
+    conn = tls_server.tls_connection()
+    try:
+        conn.sendall(_post_head("/mutate", 0, chunked=True) + body)
+        got, answer = _read_response(conn)
+        assert got == status and orjson.loads(answer)["error"], answer
+        assert _closed(conn)
+    finally:
+        conn.close()
+    assert _mutate(tls_server) < STALL
+    assert "Traceback" not in tls_server.log.read_text()
+
+
+def test_a_client_leaving_mid_body_gets_no_answer_and_leaves_no_traceback(tls_server: Server) -> None:
+    for chunked in (False, True):
+        conn = tls_server.tls_connection()
+        conn.sendall(_post_head("/mutate", 5000, chunked=chunked) + (b"1388\r\n" if chunked else b"") + b'{"kind"')
+        time.sleep(0.2)
+        conn.close()
+    assert _mutate(tls_server) < STALL
+    assert "Traceback" not in tls_server.log.read_text()
+
+
+def test_idle_connections_past_the_cap_do_not_lock_callers_out(tmp_path: Path) -> None:
+    """At the connection cap the worker closes its oldest idle connection to take a new one: a fresh /mutate
+    and /healthz are answered at once behind twice the cap of idle TLS connections (without that, they waited
+    in the kernel's queue until idle ones timed out, FIRST_REQUEST_TIMEOUT = 10 s)."""
+    server = start_server(tmp_path, threads=1, extra=["--worker-connections", "20"])
+    idle = []
+    try:
+        for _ in range(40):
+            with contextlib.suppress(OSError):
+                idle.append(server.tls_connection())
+        assert _mutate(server) < STALL
+        with server.session() as session:
+            assert session.get(server.base + "/healthz", timeout=STALL).status_code == 200
+        assert sum(_closed(c, 0.05) for c in idle) >= 20, "the oldest idle connections were closed"
+    finally:
+        for conn in idle:
+            conn.close()
+        stop_server(server)
 
 
 def test_thousands_of_pipelined_requests_are_all_answered(tls_server: Server) -> None:
@@ -352,3 +421,55 @@ def test_a_client_that_does_not_read_its_answers_cannot_stall_the_worker(tls_ser
         assert _mutate(tls_server) < STALL
     finally:
         deaf.close()
+
+
+def _worker_rss(server: Server) -> int:
+    """RSS in bytes of the (only) worker process."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != server.proc.pid:
+                    continue
+            with open(f"/proc/{entry}/status") as f:
+                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        except OSError:
+            continue
+    raise AssertionError("no worker process")
+
+
+def test_partial_requests_share_one_read_ahead_budget(tmp_path: Path) -> None:
+    """Six connections each send 24 MiB of a 30 MiB body and stop: the worker holds at most its 64 MiB budget
+    of them (it stops reading the others), not 144 MiB; each still gets its 408 when its time is up."""
+    import threading
+
+    from extender.worker import READ_AHEAD_BUDGET
+
+    server = start_server(tmp_path, threads=1)
+    conns = [server.tls_connection() for _ in range(6)]
+    part = b" " * (24 * 1024 * 1024)
+
+    def send(conn: ssl.SSLSocket) -> None:
+        conn.settimeout(20)
+        with contextlib.suppress(OSError):
+            conn.sendall(_post_head("/filter", 30 * 1024 * 1024) + part)
+
+    try:
+        before = _worker_rss(server)
+        senders = [threading.Thread(target=send, args=(c,), daemon=True) for c in conns]
+        for t in senders:
+            t.start()
+        grown = 0
+        for _ in range(30):
+            time.sleep(0.2)
+            grown = max(grown, _worker_rss(server) - before)
+        assert grown < READ_AHEAD_BUDGET + 40 * 1024 * 1024, f"the worker grew by {grown >> 20} MiB"
+        assert _mutate(server) < STALL
+        for conn in conns:
+            status, _ = _read_response(conn)
+            assert status == 408
+    finally:
+        for conn in conns:
+            conn.close()
+        stop_server(server)
