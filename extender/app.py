@@ -151,8 +151,8 @@ def _extender_args(body: bytes, max_nodes: int) -> tuple[Mapping[str, Any], list
     args = fold_keys(_decode_object(body))
     pod = args.get("Pod")
     problem = pod_problem(pod)
-    if problem is not None:
-        raise BadRequest(f"ExtenderArgs.Pod {problem}")
+    if problem is not None or not isinstance(pod, dict):
+        raise BadRequest(f"ExtenderArgs.Pod {problem or 'must be an object'}")
     names, nodes = args.get("NodeNames"), args.get("Nodes")
     if names is not None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
