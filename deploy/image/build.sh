@@ -11,45 +11,53 @@
 # The machine's CA bundle (PIP_CERT, pip's configured cert, else the system bundle) is passed as the optional
 # build secret `cacert`, for networks where a TLS-intercepting proxy signs PyPI; it never enters the image.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-version=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' pyproject.toml | head -n 1)
-[ -n "$version" ] || { echo "build.sh: no version in pyproject.toml" >&2; exit 1; }
-base=""
-tag="ghcr.io/spotshift/spotshift:$version"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --base) base=${2:?--base needs an image}; shift 2 ;;
-    --base=*) base=${1#--base=}; shift ;;
-    --tag) tag=${2:?--tag needs a name}; shift 2 ;;
-    --tag=*) tag=${1#--tag=}; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
 
-cacert=""
-for candidate in "${PIP_CERT:-}" "$( (python3 -m pip config get global.cert || pip3 config get global.cert) 2>/dev/null || true)" \
-                 /etc/ssl/certs/ca-certificates.crt; do
-  if [ -n "$candidate" ] && [ -s "$candidate" ]; then cacert=$candidate; break; fi
-done
-args=(--build-arg "VERSION=$version" -t "$tag" -f Dockerfile)
-[ -z "$base" ] || args+=(--build-arg "BASE_IMAGE=$base")
-[ -z "$cacert" ] || args+=(--secret "id=cacert,src=$cacert")
+# The whole script is one function, read before anything runs: a child process that moves the offset of
+# the script's file descriptor (some docker client wrappers do) cannot make bash read the rest wrongly.
+main() {
+  cd "$(dirname "$0")/../.."
+  version=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' pyproject.toml | head -n 1)
+  [ -n "$version" ] || { echo "build.sh: no version in pyproject.toml" >&2; exit 1; }
+  base=""
+  local tag="ghcr.io/spotshift/spotshift:$version"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --base) base=${2:?--base needs an image}; shift 2 ;;
+      --base=*) base=${1#--base=}; shift ;;
+      --tag) tag=${2:?--tag needs a name}; shift 2 ;;
+      --tag=*) tag=${1#--tag=}; shift ;;
+      -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+  done
 
-started=$(date +%s)
-if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-  echo "build.sh: docker build -t $tag (base: ${base:-the Dockerfile's default})" >&2
-  DOCKER_BUILDKIT=1 docker build "${args[@]}" .
-else
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  if ! command -v buildah >/dev/null 2>&1; then
-    echo "build.sh: no Docker engine; installing buildah with apt" >&2
-    $sudo apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q buildah >/dev/null
+  cacert=""
+  for candidate in "${PIP_CERT:-}" "$( (python3 -m pip config get global.cert || pip3 config get global.cert) 2>/dev/null || true)" \
+                   /etc/ssl/certs/ca-certificates.crt; do
+    if [ -n "$candidate" ] && [ -s "$candidate" ]; then cacert=$candidate; break; fi
+  done
+  args=(--build-arg "VERSION=$version" -t "$tag" -f Dockerfile)
+  [ -z "$base" ] || args+=(--build-arg "BASE_IMAGE=$base")
+  [ -z "$cacert" ] || args+=(--secret "id=cacert,src=$cacert")
+
+  started=$(date +%s)
+  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+    echo "build.sh: docker build -t $tag (base: ${base:-the default of the Dockerfile})" >&2
+    DOCKER_BUILDKIT=1 docker build "${args[@]}" .
+  else
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    if ! command -v buildah >/dev/null 2>&1; then
+      echo "build.sh: no Docker engine; installing buildah with apt" >&2
+      $sudo apt-get update -q >/dev/null
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q buildah >/dev/null
+    fi
+    echo "build.sh: buildah bud -t $tag (no Docker engine; base: ${base:-the default of the Dockerfile})" >&2
+    $sudo env STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}" buildah bud --isolation chroot --layers \
+      --pull=false "${args[@]}" .
   fi
-  echo "build.sh: buildah bud -t $tag (no Docker engine; base: ${base:-the Dockerfile's default})" >&2
-  $sudo env STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}" buildah bud --isolation chroot --layers \
-    --pull=false "${args[@]}" .
-fi
-echo "build.sh: built $tag (version $version) in $(( $(date +%s) - started ))s" >&2
+  echo "build.sh: built $tag (version $version) in $(( $(date +%s) - started ))s" >&2
+}
+
+main "$@"
+exit

@@ -336,3 +336,18 @@ def test_the_cluster_wide_pod_watch_comes_only_with_spot_ceilings(tmp_path: Path
     rules = rules_of(with_ceilings, "spotshift-webhook")
     assert rule_allows(rules, "list", "", "pods", "") and rule_allows(rules, "watch", "", "pods", "")
     assert not rule_allows(rules, "get", "", "secrets", "")
+
+
+def test_nothing_imports_the_asyncio_kubernetes_client_the_image_leaves_out() -> None:
+    """The Dockerfile deletes kubernetes/aio from the image to stay small; an import of it would fail there."""
+    for package in ("shared", "extender", "rescheduler"):
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text()
+            assert "kubernetes.aio" not in text and "kubernetes import aio" not in text, path
+    assert "site-packages/kubernetes/aio" in (ROOT / "Dockerfile").read_text()
+
+
+@needs_kubectl
+def test_the_pre_1_23_scheduler_serves_no_plain_http() -> None:
+    (container,) = pod_specs(render(DEPLOY / "scheduler/v1beta1"))["spotshift-scheduler"]["containers"]
+    assert "--port=0" in container["command"] and "--profiling=false" in container["command"]
