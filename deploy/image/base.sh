@@ -10,7 +10,6 @@ set -euo pipefail
 IMAGE=localhost/spotshift-base:bookworm
 cache="${SPOTSHIFT_CACHE:-$HOME/.cache/spotshift}/image"
 tarball="$cache/base-bookworm.tar"
-export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
 
 say() { echo "base.sh: $*" >&2; }
 

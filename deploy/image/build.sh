@@ -6,8 +6,9 @@
 #     --tag TAG      image name (default: ghcr.io/spotshift/spotshift:VERSION, what deploy/ refers to)
 # VERSION is pyproject.toml's version, the one place it is set. With a Docker engine this runs `docker build`
 # (BuildKit); without one, `buildah bud` (daemonless; installed with apt when missing; as root with chroot
-# isolation and the vfs storage driver, which work in containers and on any filesystem). Layers are cached
-# (docker's or buildah's store), so a rebuild after a source change reuses the dependency layer.
+# isolation, which works inside containers; buildah's storage driver is its default, overlay where the kernel
+# allows it; storage.conf can choose vfs). Layers are cached (docker's or buildah's store), so a rebuild after a
+# source change reuses the dependency layer.
 # The machine's CA bundle (PIP_CERT, pip's configured cert, else the system bundle) is passed as the optional
 # build secret `cacert`, for networks where a TLS-intercepting proxy signs PyPI; it never enters the image.
 set -euo pipefail
@@ -26,7 +27,7 @@ main() {
       --base=*) base=${1#--base=}; shift ;;
       --tag) tag=${2:?--tag needs a name}; shift 2 ;;
       --tag=*) tag=${1#--tag=}; shift ;;
-      -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
       *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
   done
@@ -53,7 +54,7 @@ main() {
       DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q buildah >/dev/null
     fi
     echo "build.sh: buildah bud -t $tag (no Docker engine; base: ${base:-the default of the Dockerfile})" >&2
-    $sudo env STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}" buildah bud --isolation chroot --layers \
+    $sudo buildah bud --isolation chroot --layers \
       --pull=false "${args[@]}" .
   fi
   echo "build.sh: built $tag (version $version) in $(( $(date +%s) - started ))s" >&2

@@ -48,8 +48,7 @@ def image_name() -> str:
 
 
 def _buildah(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "STORAGE_DRIVER": os.environ.get("STORAGE_DRIVER", "vfs")}
-    return subprocess.run(["buildah", *args], capture_output=True, text=True, env=env, check=check, timeout=300)
+    return subprocess.run(["buildah", *args], capture_output=True, text=True, check=check, timeout=300)
 
 
 def image_size_bytes(name: str) -> float:
