@@ -51,6 +51,13 @@ def _buildah(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]
     return subprocess.run(["buildah", *args], capture_output=True, text=True, check=check, timeout=300)
 
 
+def base_image_name() -> str:
+    """The local base ``deploy/image/base.sh`` makes (its ``IMAGE=`` line: one place for the name)."""
+    found = re.search(r"^IMAGE=(\S+)$", (ROOT / "deploy/image/base.sh").read_text(), re.MULTILINE)
+    assert found, "deploy/image/base.sh names its image on an IMAGE= line"
+    return found[1]
+
+
 def image_size_bytes(name: str) -> float:
     """The image's size as buildah reports it ("409 MB": decimal units, 3-4 significant digits)."""
     for entry in json.loads(_buildah("images", "--json").stdout):
