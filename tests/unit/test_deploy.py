@@ -351,3 +351,17 @@ def test_nothing_imports_the_asyncio_kubernetes_client_the_image_leaves_out() ->
 def test_the_pre_1_23_scheduler_serves_no_plain_http() -> None:
     (container,) = pod_specs(render(DEPLOY / "scheduler/v1beta1"))["spotshift-scheduler"]["containers"]
     assert "--port=0" in container["command"] and "--profiling=false" in container["command"]
+
+
+def test_the_lease_names_granted_are_the_lease_names_used() -> None:
+    from shared.config import Config
+
+    def granted(path: Path) -> set[str]:
+        (role,) = [d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Role"]
+        return {n for r in role["rules"] if r["resources"] == ["leases"] for n in r.get("resourceNames", [])}
+
+    assert granted(DEPLOY / "base/rescheduler/rbac.yaml") == {Config().rescheduler.lease_name}
+    for path in SCHEDULER_CONFIGS.values():
+        election = load(path)["leaderElection"]
+        assert granted(DEPLOY / "scheduler/base/rbac.yaml") == {election["resourceName"]}
+        assert election["resourceNamespace"] == "spotshift"
