@@ -131,8 +131,14 @@ def deployment(w: Workload) -> dict[str, Any]:
 class Demo:
     """One run of the demo; :meth:`run` returns the process exit code."""
 
-    def __init__(self, options: Options, out: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        options: Options,
+        out: IO[str] | None = None,
+        stack_factory: Callable[[Path, dict[str, Any]], Stack] = Stack,
+    ) -> None:
         self.options = options
+        self.stack_factory = stack_factory
         self.out = out if out is not None else sys.stdout
         self.style = Style(tty=not options.plain)
         self.started = time.monotonic()
@@ -284,7 +290,7 @@ class Demo:
 
     def set_up(self, work: Path) -> None:
         self.set_phase("set-up: a local Kubernetes 1.20.2 control plane and spotshift's three parts")
-        self.stack = Stack(work, self.config_data)
+        self.stack = self.stack_factory(work, self.config_data)
         plane = self.stack.start_control_plane()
         self.say(
             "cluster",

@@ -33,6 +33,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_NAME = "spotshift-scheduler"
 WEBHOOK_NAME = "spotshift"
 SPOTSHIFT_NAMESPACE = "spotshift"
+DEMO_RESCHEDULER_FLAGS = (
+    "--housekeeping-interval=1s",
+    "--node-drain-delay=2s",
+    "--pod-eviction-timeout=30s",
+    "--max-graceful-termination=20s",
+    "--replacement-timeout=60s",
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=1s",
+    "--log-format=json",
+)
+"""The demo's short intervals (a drain every few seconds instead of every 10 minutes) and JSON logs, which
+the demo reads to tell the story."""
 
 
 def free_port() -> int:
@@ -150,24 +163,24 @@ class Stack:
         if done.returncode != 0:
             raise RuntimeError(f"spot-certs failed: {done.stderr.strip() or done.stdout.strip()}")
 
+    def extender_command(self) -> list[str]:
+        """How ``spot-extender`` is started (a subclass may start it another way, e.g. from the image)."""
+        return [
+            sys.executable,
+            "-m",
+            "extender.cli",
+            f"--bind=127.0.0.1:{self.extender_port}",
+            f"--certfile={self.certs / 'tls.crt'}",
+            f"--keyfile={self.certs / 'tls.key'}",
+            f"--config={self.config_path}",
+            f"--kubeconfig={self.kubeconfig}",
+            "--workers=1",
+        ]
+
     def start_extender(self, timeout: float = 60.0) -> None:
         """``spot-extender`` over TLS on loopback, its node cache fed by the control plane."""
         self.spot_certs()
-        self.extender = Process(
-            "spot-extender",
-            [
-                sys.executable,
-                "-m",
-                "extender.cli",
-                f"--bind=127.0.0.1:{self.extender_port}",
-                f"--certfile={self.certs / 'tls.crt'}",
-                f"--keyfile={self.certs / 'tls.key'}",
-                f"--config={self.config_path}",
-                f"--kubeconfig={self.kubeconfig}",
-                "--workers=1",
-            ],
-            self.logs / "spot-extender.log",
-        ).start()
+        self.extender = Process("spot-extender", self.extender_command(), self.logs / "spot-extender.log").start()
         session = requests.Session()
         session.trust_env = False  # these machines set REQUESTS_CA_BUNDLE; the demo's own CA is the one to trust
         session.verify = str(self.certs / "ca.crt")
@@ -216,29 +229,23 @@ class Stack:
         config["profiles"].append({"schedulerName": "default-scheduler"})
         self.plane.restart_scheduler(config)
 
+    def rescheduler_command(self) -> list[str]:
+        """How ``spot-rescheduler run`` is started: the pusher-style flags with :data:`DEMO_RESCHEDULER_FLAGS`."""
+        return [
+            sys.executable,
+            "-m",
+            "rescheduler.cli",
+            "run",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={self.config_path}",
+            f"--listen-address=127.0.0.1:{self.metrics_port}",
+            *DEMO_RESCHEDULER_FLAGS,
+        ]
+
     def start_rescheduler(self) -> None:
         """``spot-rescheduler run`` with the demo's short intervals (pusher-style flags), JSON logs to a file."""
         self.rescheduler = Process(
-            "spot-rescheduler",
-            [
-                sys.executable,
-                "-m",
-                "rescheduler.cli",
-                "run",
-                f"--kubeconfig={self.kubeconfig}",
-                f"--config={self.config_path}",
-                f"--listen-address=127.0.0.1:{self.metrics_port}",
-                "--housekeeping-interval=1s",
-                "--node-drain-delay=2s",
-                "--pod-eviction-timeout=30s",
-                "--max-graceful-termination=20s",
-                "--replacement-timeout=60s",
-                "--leader-elect-lease-duration=4s",
-                "--leader-elect-renew-deadline=3s",
-                "--leader-elect-retry-period=1s",
-                "--log-format=json",
-            ],
-            self.logs / "spot-rescheduler.log",
+            "spot-rescheduler", self.rescheduler_command(), self.logs / "spot-rescheduler.log"
         ).start()
 
     # ---- observe -------------------------------------------------------------------------------------------

@@ -89,6 +89,9 @@ class ReloadingSSLContext:
                 context.minimum_version = ssl.TLSVersion.TLSv1_2
                 self._context, self._stamp = context, stamp
                 self.loads += 1
+                from extender import metrics  # in the worker, after PROMETHEUS_MULTIPROC_DIR is set
+
+                metrics.observe_certificate(self.certfile)
                 if self.loads > 1:
                     log.info("TLS certificate reloaded from %s", self.certfile)
         return self._context

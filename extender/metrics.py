@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
@@ -20,6 +21,8 @@ __all__ = [
     "SKIPS",
     "FILTERED",
     "CACHED_NODES",
+    "CERT_EXPIRY",
+    "observe_certificate",
     "render",
     "mark_process_dead",
 ]
@@ -47,6 +50,26 @@ CACHED_NODES = Gauge(
     "Nodes in the watch-backed node cache (per worker; aggregated as the maximum).",
     multiprocess_mode="max",
 )
+
+CERT_EXPIRY = Gauge(
+    "spotshift_tls_certificate_expiry_timestamp_seconds",
+    "When the serving certificate in use expires (Unix time; the soonest of the live workers), so an alert can "
+    "fire before kube-apiserver and kube-scheduler start refusing the server.",
+    multiprocess_mode="livemin",
+)
+
+
+def observe_certificate(certfile: str) -> None:
+    """Record the expiry of the certificate just loaded for serving (called on every load and reload).
+
+    A file that cannot be parsed records nothing: the TLS context that loaded it already said what is wrong.
+    """
+    try:
+        with open(certfile, "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+    except (OSError, ValueError):
+        return
+    CERT_EXPIRY.set(cert.not_valid_after_utc.timestamp())
 
 
 def _multiproc_dir() -> str | None:

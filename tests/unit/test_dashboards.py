@@ -130,6 +130,8 @@ def test_the_prometheus_rule_alerts_on_a_failing_rescheduler_and_webhook() -> No
         "SpotshiftWebhookErrors",
         "SpotshiftWebhookSlow",
         "SpotshiftExtenderErrors",
+        "SpotshiftCertificateExpiresSoon",
+        "SpotshiftCertificateExpired",
     ):
         assert wanted in names
 
