@@ -184,7 +184,7 @@ class PolledConn(TConn):  # type: ignore[misc]
         self.lingered = 0
 
     def init(self) -> None:
-        if self.initialized:
+        if getattr(self, "initialized", False):  # set by gunicorn's TConn, which carries no type information
             return
         if not self.handshaken:  # plain HTTP: nothing was done on the poller
             super().init()
@@ -222,7 +222,7 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
         """gunicorn drops a ``Connection: close`` header set by the application and keeps the connection; the
         app sets it when the connection must end (a body past the drain cap, a body that stopped arriving)."""
         super().load_wsgi()
-        app = self.wsgi
+        app: Any = getattr(self, "wsgi")  # noqa: B009 - gunicorn's Worker attribute, untyped
         self._body_limit = getattr(app, "spotshift_body_limit", None)
 
         def closing_app(environ: dict[str, Any], start_response: Any) -> Any:

@@ -15,6 +15,7 @@ py="$venv/bin/python"
 unset SPOTSHIFT_VENV SPOTSHIFT_REBUILD_BASE
 "$py" -m ruff check shared extender rescheduler tests bench demo tools
 "$py" -m ruff format --check shared extender rescheduler tests bench demo tools
+"$py" -m mypy shared extender rescheduler
 # The HTML plan is rendered in headless Chromium by a unit test: Debian's chromium, installed once.
 if ! command -v chromium >/dev/null 2>&1; then
   sudo=""
