@@ -39,7 +39,7 @@ from typing import Any
 from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome, clean_leftovers
 from rescheduler.cluster.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
-from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
+from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.logs import fields, setup_logging
@@ -126,6 +126,7 @@ class Rescheduler:
             taint_key=config.rescheduler.drain_taint_key,
             mode=config.rescheduler.drain_taint,
             identity=self.identity,
+            retry=Retry(config.rescheduler.pod_eviction_timeout),
         )
         r = config.rescheduler
         self.evictor = Evictor(

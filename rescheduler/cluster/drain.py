@@ -44,7 +44,7 @@ from rescheduler.cluster.events import (
     Ref,
 )
 from rescheduler.cluster.evictor import Evictor, Result
-from rescheduler.cluster.kube import ApiError, Kube
+from rescheduler.cluster.kube import ApiError, Kube, Retry
 from rescheduler.cluster.marks import (
     BACKOFF_UNTIL_ANNOTATION,
     DRAINED,
@@ -210,10 +210,13 @@ class Drainer:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PLAN_STALE, why)
         live: list[PDB] = []
         raw_items: list[dict[str, Any]] = []
+        retry = Retry(self.config.rescheduler.pod_eviction_timeout, wait=self.stop.wait)
+        stop = self.should_abort
         try:
-            api_version = f"policy/{self.kube.pdb_version()}"
+            api_version = f"policy/{retry.call(self.kube.pdb_version, stop=stop)}"
             for ns in sorted({p.namespace for p in pods}):
-                items = self.kube.get(self.kube.pdb_path(ns)).get("items") or []
+                path = self.kube.pdb_path(ns)
+                items = retry.call(lambda path=path: self.kube.get(path), stop=stop).get("items") or []
                 raw_items.extend(items)
                 live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         except (ApiError, ValueError) as e:

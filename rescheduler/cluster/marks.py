@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rescheduler.cluster.events import NORMAL, TAINT_CLEANED, EventRecorder, Ref
-from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound, node_path
+from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound, Retry, node_path
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from shared.config import Config
@@ -51,6 +51,8 @@ FAILURES_ANNOTATION = "spotshift.io/drain-failures"
 DRAINING, DRAINED = "draining", "drained"
 
 MAX_BACKOFF = 7 * 24 * 3600.0
+DEFAULT_RETRY = Retry(timeout=30.0)
+"""How long a mark's write rides out API errors unless told otherwise (the run loop passes its own)."""
 
 
 def iso(ts: float) -> str:
@@ -76,21 +78,31 @@ class NodeMarker:
 
     A merge patch that carries ``metadata.resourceVersion`` is refused with 409 if the node changed since it
     was read (the kubelet updates nodes often), so a concurrent change to the node's taints is never lost;
-    the read-modify-write is retried a few times.
+    the read-modify-write is retried a few times. Transient errors (the API server or etcd restarting) are
+    retried by ``retry``: a mark that cannot be removed is a node the scheduler avoids for nothing.
     """
 
-    def __init__(self, kube: Kube, *, taint_key: str, mode: str, identity: str = "") -> None:
+    def __init__(
+        self, kube: Kube, *, taint_key: str, mode: str, identity: str = "", retry: Retry = DEFAULT_RETRY
+    ) -> None:
         self.kube = kube
         self.taint_key = taint_key
         self.mode = mode
         self.identity = identity
+        self.retry = retry
 
     @property
     def taint(self) -> Taint:
         return Taint(self.taint_key, TAINT_VALUE, PREFER_NO_SCHEDULE)
 
     def _update(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
-        """GET the node, ``change(node)`` → merge patch body (or None: nothing to do), PATCH; retry on 409."""
+        """GET the node, ``change(node)`` → merge patch body (or None: nothing to do), PATCH; retry on 409
+        at once, and on transient errors with backoff."""
+        return self.retry.call(lambda: self._update_once(name, change))
+
+    def _update_once(
+        self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
         for _ in range(6):
             node = self.kube.get(node_path(name))
             patch = change(node)

@@ -340,3 +340,54 @@ def test_a_concurrent_node_update_is_not_lost(cluster: Cluster) -> None:
     cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", 409)  # the kubelet wrote in between
     cluster.marker.mark("od-1", 0.0)
     assert any(t["key"] == KEY for t in taints(cluster, "od-1"))
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_a_transient_error_on_the_rollback_is_retried_so_no_mark_is_left(cluster: Cluster, status: int) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "od-2")  # the drain fails and rolls back
+    patches = [0]
+
+    def on_evict(evicted: dict[str, Any]) -> None:
+        patches[0] += 1
+        if patches[0] == len(keys):  # after the last eviction: the API server restarts
+            cluster.server.fail("GET", r"^/api/v1/nodes/od-1$", status, status)
+            cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", status)
+
+    replicate = cluster.server.on_evict
+    assert replicate is not None
+
+    def both(evicted: dict[str, Any]) -> None:
+        replicate(evicted)
+        on_evict(evicted)
+
+    cluster.server.on_evict = both
+    result = cluster.drainer.drain("od-1", keys)
+
+    assert result.reason == FAIL_REPLACED_ON_DEMAND
+    assert "could not remove the mark" not in result.message
+    assert taints(cluster, "od-1") == []
+    assert STATE_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
+
+
+def test_a_transient_error_on_the_mark_is_retried(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+    cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)
+    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+
+
+def test_a_transient_error_listing_the_budgets_is_retried(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+    cluster.server.fail("GET", r"poddisruptionbudgets$", 500)
+    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+
+
+def test_a_transient_error_on_a_pod_read_mid_drain_does_not_fail_the_drain(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+    cluster.server.fail("GET", r"/pods/web-1$", 500)  # "transport is closing" while etcd restarts
+    result = cluster.drainer.drain("od-1", keys)
+    assert result.outcome == Outcome.SUCCEEDED, result.message
+    assert BACKOFF_UNTIL_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
