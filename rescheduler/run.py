@@ -11,8 +11,10 @@ What runs, in one process:
 
 SIGTERM or SIGINT sets one stop event. Every wait in the loop, the drainer and the evictor watches it, so the
 node in progress is rolled back (its mark removed) within a second or two, then the lease is released so the
-other replica takes over at once. A replica that becomes leader first removes the marks that a crashed or
-killed predecessor left (:func:`~rescheduler.cluster.drain.clean_leftovers`).
+other replica takes over at once. Before every cycle, and once more on the way out while the lease is still
+ours, the leader puts right every node that carries spotshift's mark and is not being drained: a crashed or
+killed predecessor's drain, or a rollback that the API server did not let through
+(:class:`~rescheduler.cluster.marks.MarkReconciler`).
 
 Command-line flags use pusher/k8s-spot-rescheduler's names where the concept is the same, and override the
 configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a bad value is one
@@ -36,11 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome, clean_leftovers
+from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome
 from rescheduler.cluster.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.marks import MarkReconciler
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
@@ -152,8 +155,17 @@ class Rescheduler:
             stop=self.stop,
             heartbeat=self.heartbeat.beat,
         )
+        # Its own marker: a cleanup rides out API errors for a shorter while than a drain's own rollback,
+        # then waits for a later cycle (the reconciler's backoff) instead of holding up the loop.
+        cleanup_marker = NodeMarker(
+            self.kube,
+            taint_key=config.rescheduler.drain_taint_key,
+            mode=config.rescheduler.drain_taint,
+            identity=self.identity,
+            retry=Retry(min(10.0, config.rescheduler.pod_eviction_timeout)),
+        )
+        self.reconciler = MarkReconciler(self.state, cleanup_marker, config, self.events, dry_run=self.dry_run)
         self.informers: list[Informer] = []
-        self._needs_cleanup = not config.rescheduler.leader_elect
         self._next_drain_at = 0.0
         self.last_decision: Decision | None = None
         self.results: list[Any] = []
@@ -168,8 +180,6 @@ class Rescheduler:
 
     def _leadership_changed(self, leader: bool) -> None:
         self.metrics.leader.set(1 if leader else 0)
-        if leader:
-            self._needs_cleanup = True
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -251,10 +261,8 @@ class Rescheduler:
                         )
                         return 3
                     continue
-            if self._needs_cleanup:
-                self._needs_cleanup = False
-                clean_leftovers(self.state, self.marker, self.config, self.events, dry_run=self.dry_run)
             try:
+                self.reconciler.reconcile()  # no drain is in progress between cycles
                 self.cycle()
             except ApiError as e:
                 log.warning("cycle failed: %s", e)
@@ -264,7 +272,13 @@ class Rescheduler:
         return 0
 
     def shutdown(self) -> None:
-        """Release the lease (the successor takes over at once) and stop the informers."""
+        """Put our marks right while the lease is still ours, release it (the successor takes over at once),
+        and stop the informers."""
+        if self.state.is_synced() and self.is_leader():
+            try:
+                self.reconciler.reconcile(force=True)
+            except Exception:
+                log.exception("could not put the drain marks right on the way out")
         if self.elector is not None:
             self.elector.stop(release=True)
         self.metrics.leader.set(0)

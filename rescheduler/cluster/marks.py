@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from rescheduler.cluster.events import NORMAL, TAINT_CLEANED, EventRecorder, Ref
@@ -36,6 +37,11 @@ __all__ = [
     "backoff_until",
     "is_marked",
     "clean_leftovers",
+    "MarkReconciler",
+    "verdict",
+    "KEEP",
+    "FINISH",
+    "ROLL_BACK",
     "iso",
 ]
 
@@ -137,8 +143,23 @@ class NodeMarker:
 
         self._update(name, change)
 
-    def mark_drained(self, name: str) -> None:
-        self._update(name, lambda node: {"metadata": {"annotations": {STATE_ANNOTATION: DRAINED}}})
+    def mark_drained(self, name: str) -> bool:
+        """Record the drain as finished; returns whether the node was not recorded so already."""
+        changed = False
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal changed
+            annotations = (node.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(STATE_ANNOTATION) == DRAINED:
+                return None
+            changed = True
+            return {"metadata": {"annotations": {STATE_ANNOTATION: DRAINED}}}
+
+        try:
+            self._update(name, change)
+        except NotFound:
+            return False
+        return changed
 
     def unmark(self, name: str) -> bool:
         """Remove our taint/cordon and state annotations; returns whether there was anything to remove."""
@@ -193,18 +214,128 @@ def _is_our_taint(taint: dict[str, Any], key: str) -> bool:
     return taint.get("key") == key and taint.get("value") == TAINT_VALUE
 
 
-def _kept_drained(node: Node, state: ClusterState, config: Config, pdbs: list[PDB]) -> bool:
-    """A drained node keeps its mark for the autoscaler while configured so and empty of movable pods."""
-    if not config.rescheduler.keep_drained_tainted:
-        return False
-    return not any(movability(p, config, pdbs).moves for p in state.pods_on(node.name))
-
-
 def is_marked(node: Node, taint_key: str) -> bool:
     """Whether the node carries the rescheduler's mark (taint with our value, or our state annotation)."""
     if STATE_ANNOTATION in node.annotations:
         return True
     return any(t.key == taint_key and t.value == TAINT_VALUE for t in node.taints)
+
+
+KEEP = "keep"
+"""A ``drained`` node still empty: the mark stays for the autoscaler."""
+FINISH = "finish"
+"""A drain that emptied the node but stopped before recording it: the node is marked ``drained``."""
+ROLL_BACK = "roll-back"
+"""A drain that did not finish, or a drained node that work landed on again: the mark is removed."""
+
+
+def verdict(node: Node, state: ClusterState, config: Config, pdbs: Sequence[PDB]) -> tuple[str, str]:
+    """What to do with a marked node nobody is draining, and why (the Event's words).
+
+    A node that still holds a pod to move is rolled back: the drain did not finish (or, for a ``drained``
+    node, work landed on it again), and the mark would keep the scheduler away for nothing. An empty node
+    with no pod anywhere waiting to be scheduled is a drain that finished: its pods' replacements run
+    elsewhere, and the taint kept them off this node. With ``keep_drained_tainted`` off, both end unmarked.
+    """
+    status = node.annotations.get(STATE_ANNOTATION, DRAINING)
+    with state.cond:
+        holds = any(movability(p, config, pdbs).moves for p in state.pods_on(node.name))
+        waiting = sum(1 for p in state.pods.values() if not p.node_name and not p.terminating)
+    if holds:
+        if status == DRAINED:
+            return ROLL_BACK, "Removed the drain mark: pods run on this drained node again"
+        return ROLL_BACK, f"Removed the drain mark: the drain stopped before the node was empty (state {status})"
+    if waiting:
+        return ROLL_BACK, f"Removed the drain mark: the node is empty but {waiting} pods wait to be scheduled"
+    if status == DRAINED and config.rescheduler.keep_drained_tainted:
+        return KEEP, ""
+    return FINISH, "Finished a drain that stopped after emptying the node: its pods run elsewhere"
+
+
+class MarkReconciler:
+    """Puts right every node that carries spotshift's mark but is not being drained: called every cycle.
+
+    Why every cycle and not only at start-up: a drain that fails while the API server restarts may not be
+    able to remove its mark even after its retries, and the node would then stay marked (avoided by the
+    scheduler, skipped by every later plan) for good. A node whose mark cannot be put right now is tried
+    again in a later cycle, ``backoff`` × 2^(failures-1) seconds later at the earliest (``max_backoff`` at
+    most), so an API server that is down is not hammered. ``force`` (shutdown) ignores that wait.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        marker: NodeMarker,
+        config: Config,
+        events: EventRecorder,
+        *,
+        dry_run: bool,
+        backoff: float = 2.0,
+        max_backoff: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state = state
+        self.marker = marker
+        self.config = config
+        self.events = events
+        self.dry_run = dry_run
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.clock = clock
+        self.failures: dict[str, int] = {}
+        self.retry_at: dict[str, float] = {}
+
+    def reconcile(self, *, busy: Collection[str] = (), force: bool = False) -> list[str]:
+        """Roll back or finish every marked node not in ``busy``; returns the names of the nodes changed."""
+        with self.state.cond:
+            nodes = [n for n in self.state.nodes.values() if is_marked(n, self.marker.taint_key)]
+            pdbs = list(self.state.pdbs.values())
+        now = self.clock()
+        for name in set(self.failures) - {n.name for n in nodes}:
+            self.failures.pop(name, None)
+            self.retry_at.pop(name, None)
+        changed = []
+        for node in nodes:
+            if node.name in busy or (not force and self.retry_at.get(node.name, 0.0) > now):
+                continue
+            action, why = verdict(node, self.state, self.config, pdbs)
+            if action == KEEP:
+                continue
+            log.info(
+                "%s the mark on node %s: %s",
+                ("would " if self.dry_run else "") + ("finish" if action == FINISH else "remove"),
+                node.name,
+                why,
+                extra=fields(node=node.name, action=action, dry_run=self.dry_run),
+            )
+            if self.dry_run:
+                continue
+            try:
+                done = self._apply(node.name, action)
+            except ApiError as e:
+                failures = self.failures[node.name] = self.failures.get(node.name, 0) + 1
+                wait = min(self.backoff * 2 ** (failures - 1), self.max_backoff)
+                self.retry_at[node.name] = self.clock() + wait
+                log.warning(
+                    "could not put the mark on node %s right (failure %d, next try in %.0fs): %s",
+                    node.name,
+                    failures,
+                    wait,
+                    e,
+                    extra=fields(node=node.name, failures=failures),
+                )
+                continue
+            self.failures.pop(node.name, None)
+            self.retry_at.pop(node.name, None)
+            if done:
+                changed.append(node.name)
+                self.events.record(Ref.node(node.name, node.uid), NORMAL, TAINT_CLEANED, why)
+        return changed
+
+    def _apply(self, name: str, action: str) -> bool:
+        if action == FINISH and self.config.rescheduler.keep_drained_tainted:
+            return self.marker.mark_drained(name)
+        return self.marker.unmark(name)
 
 
 def clean_leftovers(
@@ -215,37 +346,5 @@ def clean_leftovers(
     *,
     dry_run: bool,
 ) -> list[str]:
-    """Remove the marks a previous run left: drains in progress when it stopped, and drained nodes that
-    are no longer empty (pods came back, or the autoscaler never removed them and work landed there).
-
-    Returns the names of the nodes cleaned. A ``drained`` node that is still empty keeps its mark.
-    """
-    cleaned = []
-    with state.cond:
-        nodes = [n for n in state.nodes.values() if is_marked(n, marker.taint_key)]
-        pdbs = list(state.pdbs.values())
-    for node in nodes:
-        status = node.annotations.get(STATE_ANNOTATION, DRAINING)
-        if status == DRAINED and _kept_drained(node, state, config, pdbs):
-            continue
-        log.info(
-            "%s the mark left on node %s (state %s)",
-            "would remove" if dry_run else "removing",
-            node.name,
-            status,
-            extra=fields(node=node.name, state=status, dry_run=dry_run),
-        )
-        if dry_run:
-            continue
-        try:
-            if marker.unmark(node.name):
-                cleaned.append(node.name)
-                events.record(
-                    Ref.node(node.name, node.uid),
-                    NORMAL,
-                    TAINT_CLEANED,
-                    f"Removed the drain mark left by an earlier run (state {status})",
-                )
-        except ApiError as e:
-            log.warning("could not clean node %s: %s", node.name, e, extra=fields(node=node.name))
-    return cleaned
+    """One :meth:`MarkReconciler.reconcile` pass over every marked node; returns the names changed."""
+    return MarkReconciler(state, marker, config, events, dry_run=dry_run).reconcile(force=True)

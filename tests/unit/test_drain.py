@@ -319,6 +319,7 @@ def test_leftover_marks_are_cleaned_but_an_empty_drained_node_keeps_its_mark(clu
     cluster.server.put(
         "nodes", node("od-left", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
     )
+    cluster.server.put("pods", pod("web-0", "od-left", app="web", owner="rs-web"))  # the drain stopped short
     drained = node("od-empty", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
     drained["metadata"]["annotations"] = {STATE_ANNOTATION: DRAINED}
     cluster.server.put("nodes", drained)
@@ -391,3 +392,24 @@ def test_a_transient_error_on_a_pod_read_mid_drain_does_not_fail_the_drain(clust
     result = cluster.drainer.drain("od-1", keys)
     assert result.outcome == Outcome.SUCCEEDED, result.message
     assert BACKOFF_UNTIL_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
+
+
+def test_a_marked_node_left_empty_with_nothing_pending_is_finished_not_rolled_back(cluster: Cluster) -> None:
+    cluster.server.put("nodes", node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}]))
+    cluster.server.put("nodes", node("spot-1", spot=True))
+    cluster.server.put("pods", pod("web-0-r1", "spot-1", app="web", owner="rs-web"))  # the replacement
+    cluster.start()
+
+    assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == ["od-1"]
+
+    assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+    assert taints(cluster, "od-1") != []
+    assert "SpotshiftTaintRemoved" in reasons(cluster)
+
+
+def test_a_marked_empty_node_is_rolled_back_while_pods_wait_to_be_scheduled(cluster: Cluster) -> None:
+    cluster.server.put("nodes", node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}]))
+    cluster.server.put("pods", pod("web-0-r1", phase="Pending", app="web", owner="rs-web"))
+    cluster.start()
+    assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == ["od-1"]
+    assert taints(cluster, "od-1") == []

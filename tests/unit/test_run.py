@@ -186,6 +186,103 @@ def test_stop_during_the_wait_for_replacements_rolls_the_node_back() -> None:
     assert STATE_ANNOTATION not in (od["metadata"].get("annotations") or {})
 
 
+OUR_TAINT = {"key": "spotshift.io/draining", "value": "spotshift-rescheduler", "effect": "PreferNoSchedule"}
+
+
+def mark(server: FakeApiServer, name: str) -> None:
+    """A mark left behind: the node as a drain that could not roll back (API server down) leaves it."""
+    obj = server.get_obj("nodes", name)
+    assert obj is not None
+    obj["spec"]["taints"] = [OUR_TAINT]
+    obj["metadata"].setdefault("annotations", {})[STATE_ANNOTATION] = "draining"
+    server.put("nodes", obj)
+
+
+def marked(server: FakeApiServer, name: str) -> bool:
+    obj = server.get_obj("nodes", name) or {}
+    return bool(obj["spec"].get("taints")) or STATE_ANNOTATION in (obj["metadata"].get("annotations") or {})
+
+
+def wait_for(condition: Any, timeout: float = 30.0) -> bool:
+    done = threading.Event()
+    deadline = threading.Timer(timeout, done.set)
+    deadline.start()
+    try:
+        while not done.is_set():
+            if condition():
+                return True
+            done.wait(0.05)
+        return condition()
+    finally:
+        deadline.cancel()
+
+
+def test_a_mark_that_appears_while_running_is_rolled_back_by_the_next_cycle() -> None:
+    server = cluster()
+    cycles: list[int] = []
+
+    def plan(snapshot: Any, config: Any) -> list[Any]:
+        cycles.append(1)
+        return []
+
+    r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
+    runner = threading.Thread(target=r.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: len(cycles) >= 1), "the loop did not plan"
+        mark(server, "od-1")  # long after start-up and leadership
+        assert wait_for(lambda: not marked(server, "od-1")), "the mark was never removed"
+        why = [e["message"] for e in server.store["events"].values() if e["reason"] == "SpotshiftTaintRemoved"]
+        assert why and "before the node was empty" in why[0]
+    finally:
+        r.stop.set()
+        runner.join(30)
+        server.close()
+
+
+def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
+    from rescheduler.cluster.kube import Retry
+
+    server = cluster()
+    cycles: list[int] = []
+
+    def plan(snapshot: Any, config: Any) -> list[Any]:
+        cycles.append(1)
+        return []
+
+    r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
+    r.reconciler.backoff = 0.1
+    r.reconciler.marker.retry = Retry(0.0)  # one attempt per cycle: the later cycles must do the retrying
+    runner = threading.Thread(target=r.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: len(cycles) >= 1)
+        server.fail("GET", r"^/api/v1/nodes/od-1$", 503, 500)  # refused twice, in two cycles
+        server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)  # and the write once more
+        mark(server, "od-1")
+        assert wait_for(lambda: not marked(server, "od-1")), "the mark was never removed"
+        assert r.reconciler.failures == {}
+    finally:
+        r.stop.set()
+        runner.join(30)
+        server.close()
+
+
+def test_shutdown_removes_a_leftover_mark_while_the_lease_is_still_held() -> None:
+    server = cluster()
+    r = Rescheduler(server, fast(("--leader-elect=false",)), RunOptions(identity="me", sync_timeout=5))
+    try:
+        r.start_informers()
+        assert r.state.wait_synced(5)
+        mark(server, "od-1")
+        assert r.state.wait_until(lambda: STATE_ANNOTATION in r.state.nodes["od-1"].annotations, 5)
+        server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)  # the API server still settling
+        r.shutdown()
+    finally:
+        server.close()
+    assert not marked(server, "od-1")
+
+
 # --- the parts -------------------------------------------------------------------------------------------------
 
 
