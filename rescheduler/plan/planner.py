@@ -433,9 +433,16 @@ class _Planner:
     """The simulation: set up once per :func:`plan` call, then one :meth:`run` per strategy."""
 
     def __init__(
-        self, snapshot: ClusterSnapshot, config: Config, *, verify: bool, cache: PlanCache | None = None
+        self,
+        snapshot: ClusterSnapshot,
+        config: Config,
+        *,
+        verify: bool,
+        cache: PlanCache | None = None,
+        exclude: Mapping[str, str] | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.exclude = exclude or {}
         self.cache = cache if cache is not None else PlanCache()
         self.config = config
         self.verify = verify
@@ -497,6 +504,9 @@ class _Planner:
         self._memos = self.cache.begin(snapshot, self.config, self.pdbs)
         self._index_pdbs()
         self.work = [self._analyse(info) for info in self.candidates]
+        for w in self.work:  # left alone by the caller: no PDB budget or spot room is spent on them
+            if w.blocker is None and w.info.name in self.exclude:
+                w.blocker = self.exclude[w.info.name]
         self.work_by_name = {w.info.name: w for w in self.work}
         self.search_left = _SEARCH_TOTAL
         self.shares = self._shares()
@@ -1508,6 +1518,7 @@ def plan(
     time_budget: float | None = None,
     improve: bool = True,
     cache: PlanCache | None = None,
+    exclude: Mapping[str, str] | None = None,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -1521,11 +1532,13 @@ def plan(
     every move with :func:`shared.fit.fits` and refuses any it rejects; ``summary["verify_rejections"]`` counts
     them (a disagreement is a planner bug: tests require zero). ``cache``, kept by the caller from one call
     to the next (the run loop's cycles), spares re-deriving what depends only on pods that did not change
-    (:class:`PlanCache`); the plan is the same with or without it.
+    (:class:`PlanCache`); the plan is the same with or without it. ``exclude`` maps on-demand nodes the
+    caller will not drain now (backing off, marked, cordoned) to the reason: they are not candidates, so the
+    PodDisruptionBudget allowances and spot room they would take go to the nodes that can be drained.
     """
     config = config if config is not None else Config()
     started = time.perf_counter()
-    planner = _Planner(snapshot, config, verify=verify, cache=cache)
+    planner = _Planner(snapshot, config, verify=verify, cache=cache, exclude=exclude)
     best: _Result | None = None
     ran: list[str] = []
     slowest = 0.0

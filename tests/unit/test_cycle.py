@@ -126,3 +126,24 @@ def test_plan_nodes_groups_the_planners_moves_by_node() -> None:
     assert sorted(planned[0].pods) == ["default/a", "default/b"]
     assert set(planned[0].targets.values()) == {"spot-1"}
     assert sorted(p.key for p in snapshot["od-1"].pods) == ["default/a", "default/b"], "the snapshot is restored"
+
+
+def two_nodes_one_budget() -> ClusterState:
+    """od-a and od-b each hold one pod of ``web``, whose budget allows one disruption: only one can go now."""
+    return state(
+        node("od-a", cpu="2"),
+        node("od-b", cpu="2"),
+        node("spot-1", spot=True, cpu="8"),
+        pods=[pod("a", "od-a", app="web", cpu="100m"), pod("b", "od-b", app="web", cpu="200m")],
+        pdbs=[pdb("web", "web", allowed=1)],
+    )
+
+
+def test_the_planner_spends_no_budget_or_room_on_an_excluded_node() -> None:
+    from rescheduler.plan.planner import plan
+
+    snapshot = two_nodes_one_budget().snapshot()
+    assert plan(snapshot, Config()).drained == ("od-a",), "the smaller node goes first"
+    result = plan(snapshot, Config(), exclude={"od-a": "backing off"})
+    assert result.drained == ("od-b",)
+    assert result.undrainable["od-a"] == "backing off"
