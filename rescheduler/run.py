@@ -47,7 +47,7 @@ from rescheduler.cluster.marks import MarkReconciler
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
-from rescheduler.plan.cycle import Decision, NodeMoves, decide, plan_nodes
+from rescheduler.plan.cycle import Decision, NodeMoves, decide, excluded_nodes, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError, env_names, load_config
 from shared.snapshot import ClusterSnapshot
@@ -67,8 +67,9 @@ log = logging.getLogger("spotshift.rescheduler")
 DEFAULT_PLAN_TIME_BUDGET = 0.5
 """The run loop's planner time budget (see :attr:`RunOptions.plan_time_budget`)."""
 
-PlanFunction = Callable[[ClusterSnapshot, Config], Sequence[NodeMoves]]
-"""The planner as the loop sees it: a snapshot and the config in, the nodes to empty (in order) out."""
+PlanFunction = Callable[[ClusterSnapshot, Config, Mapping[str, str]], Sequence[NodeMoves]]
+"""The planner as the loop sees it: a snapshot, the config and the nodes to leave alone this cycle (with the
+reason) in, the nodes to empty (in order) out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,16 +340,21 @@ class Rescheduler:
         cfg = self.config
         t0 = time.perf_counter()
         snapshot = self.state.snapshot()
-        planned = self.plan_fn(snapshot, cfg)
+        now, broken = time.time(), self.state.broken_nodes()
+        backoff = self.drainer.memory_backoff
+        # Nodes this cycle will not drain are kept out of the plan, so they take no PDB allowance or spot room.
+        excluded = excluded_nodes(snapshot, cfg, now=now, memory_backoff=backoff, broken_nodes=broken)
+        planned = self.plan_fn(snapshot, cfg, excluded)
         self.metrics.plan_duration.observe(time.perf_counter() - t0)
         decision = decide(
             snapshot,
             planned,
             cfg,
-            now=time.time(),
+            now=now,
             own_node=self.options.node_name,
-            memory_backoff=self.drainer.memory_backoff,
-            broken_nodes=self.state.broken_nodes(),
+            memory_backoff=backoff,
+            broken_nodes=broken,
+            excluded=excluded,
         )
         self.last_decision = decision
         for cls, n in decision.nodes_by_class.items():
@@ -379,8 +385,8 @@ def default_planner(time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET) -> Pla
 
     cache = PlanCache()
 
-    def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
-        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache)
+    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str]) -> Sequence[NodeMoves]:
+        return plan_nodes(snapshot, config, time_budget=time_budget, cache=cache, exclude=exclude)
 
     return plan
 

@@ -17,6 +17,7 @@ from rescheduler.plan.cycle import (
     SKIP_UNREADABLE_POD,
     NodeMoves,
     decide,
+    excluded_nodes,
     plan_nodes,
 )
 from shared.config import Config
@@ -147,3 +148,36 @@ def test_the_planner_spends_no_budget_or_room_on_an_excluded_node() -> None:
     result = plan(snapshot, Config(), exclude={"od-a": "backing off"})
     assert result.drained == ("od-b",)
     assert result.undrainable["od-a"] == "backing off"
+
+
+@pytest.mark.parametrize(
+    ("the_node", "reason"),
+    [
+        pytest.param(annotated("od-a", **{BACKOFF_UNTIL_ANNOTATION: iso(NOW + 60)}), SKIP_BACKOFF, id="backing-off"),
+        pytest.param(annotated("od-a", **{STATE_ANNOTATION: "draining"}), SKIP_MARKED, id="marked"),
+        pytest.param(node("od-a", cpu="2", unschedulable=True), SKIP_CORDONED, id="cordoned"),
+    ],
+)
+def test_a_node_the_cycle_leaves_alone_does_not_hold_back_another(the_node: dict, reason: str) -> None:
+    s = two_nodes_one_budget()
+    s.replace(NODES, [the_node, node("od-b", cpu="2"), node("spot-1", spot=True, cpu="8")])
+    snapshot = s.snapshot()
+    excluded = excluded_nodes(snapshot, Config(), now=NOW)
+    assert excluded == {"od-a": reason}
+
+    d = decide(snapshot, plan_nodes(snapshot, Config(), exclude=excluded), Config(), now=NOW, excluded=excluded)
+
+    assert [nm.node for nm in d.drains] == ["od-b"]
+    assert d.skipped == (("od-a", reason),)
+
+
+def test_only_on_demand_nodes_are_excluded() -> None:
+    spot = node("spot-1", spot=True, unschedulable=True)
+    s = state(node("od-1", unschedulable=True), spot)
+    assert excluded_nodes(s.snapshot(), Config(), now=NOW) == {"od-1": SKIP_CORDONED}
+
+
+def test_an_unreadable_pod_or_a_backoff_in_memory_excludes_too() -> None:
+    s = state(node("od-1"), node("od-2"))
+    got = excluded_nodes(s.snapshot(), Config(), now=NOW, memory_backoff={"od-1": NOW + 1}, broken_nodes={"od-2"})
+    assert got == {"od-1": SKIP_BACKOFF, "od-2": SKIP_UNREADABLE_POD}

@@ -29,7 +29,7 @@ from rescheduler.logs import JsonFormatter, fields
 from rescheduler.metrics import Metrics, MetricsServer
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
 from shared.config import ConfigError, load_config
-from tests.unit.fake_api import FakeApiServer, namespace, node, pod
+from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 # --- the command line ------------------------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ def test_unschedulable_pods_pause_the_loop_before_planning() -> None:
     server.put("pods", pod("stuck", phase="Pending"))
     planned: list[int] = []
 
-    def plan(snapshot: Any, config: Any) -> list[Any]:
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
         planned.append(1)
         return []
 
@@ -186,6 +186,26 @@ def test_stop_during_the_wait_for_replacements_rolls_the_node_back() -> None:
     assert STATE_ANNOTATION not in (od["metadata"].get("annotations") or {})
 
 
+def test_a_node_in_backoff_leaves_the_shared_budget_to_another_node() -> None:
+    server = cluster()
+    backing_off = server.get_obj("nodes", "od-1")
+    assert backing_off is not None
+    backing_off["metadata"]["annotations"] = {"spotshift.io/drain-backoff-until": "2999-01-01T00:00:00Z"}
+    server.put("nodes", backing_off)
+    server.put("nodes", node("od-2", cpu="2"))
+    server.remove("pods", "default/web-1")
+    server.put("pods", pod("web-big", "od-2", app="web0", owner="rs-0", cpu="500m"))  # od-1 is smaller: first
+    server.put("pdbs", pdb("web0", "web0", allowed=1))  # one disruption for the two nodes
+
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5))
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    assert [(res.node, res.outcome) for res in r.results] == [("od-2", "succeeded")]
+    assert r.last_decision is not None and ("od-1", "backoff") in r.last_decision.skipped
+
+
 OUR_TAINT = {"key": "spotshift.io/draining", "value": "spotshift-rescheduler", "effect": "PreferNoSchedule"}
 
 
@@ -221,7 +241,7 @@ def test_a_mark_that_appears_while_running_is_rolled_back_by_the_next_cycle() ->
     server = cluster()
     cycles: list[int] = []
 
-    def plan(snapshot: Any, config: Any) -> list[Any]:
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
         cycles.append(1)
         return []
 
@@ -246,7 +266,7 @@ def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
     server = cluster()
     cycles: list[int] = []
 
-    def plan(snapshot: Any, config: Any) -> list[Any]:
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
         cycles.append(1)
         return []
 
