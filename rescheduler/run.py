@@ -586,7 +586,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
             rescheduler.metrics,
             config.rescheduler.metrics_bind,
             healthy=rescheduler.heartbeat.alive,
-            ready=rescheduler.cluster.state.is_synced,
+            ready=rescheduler.state.is_synced,
         ).start()
     except OSError as e:
         print(
