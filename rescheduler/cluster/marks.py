@@ -301,9 +301,10 @@ class MarkReconciler:
             action, why = verdict(node, self.state, self.config, pdbs)
             if action == KEEP:
                 continue
+            verbs = ("would finish", "finishing") if action == FINISH else ("would remove", "removing")
             log.info(
-                "%s the mark on node %s: %s",
-                ("would " if self.dry_run else "") + ("finish" if action == FINISH else "remove"),
+                "%s the mark left on node %s: %s",
+                verbs[0] if self.dry_run else verbs[1],
                 node.name,
                 why,
                 extra=fields(node=node.name, action=action, dry_run=self.dry_run),
