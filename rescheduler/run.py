@@ -156,16 +156,10 @@ class Rescheduler:
             stop=self.stop,
             heartbeat=self.heartbeat.beat,
         )
-        # Its own marker: a cleanup rides out API errors for a shorter while than a drain's own rollback,
-        # then waits for a later cycle (the reconciler's backoff) instead of holding up the loop.
-        cleanup_marker = NodeMarker(
-            self.kube,
-            taint_key=config.rescheduler.drain_taint_key,
-            mode=config.rescheduler.drain_taint,
-            identity=self.identity,
-            retry=Retry(min(10.0, config.rescheduler.pod_eviction_timeout)),
-        )
-        self.reconciler = MarkReconciler(self.state, cleanup_marker, config, self.events, dry_run=self.dry_run)
+        # A clean-up rides out API errors for a shorter while than a drain's own rollback, then waits for a
+        # later cycle (the reconciler's backoff) instead of holding up the loop.
+        cleanup = self.marker.with_retry(Retry(min(10.0, r.pod_eviction_timeout)))
+        self.reconciler = MarkReconciler(self.state, cleanup, config, self.events, dry_run=self.dry_run)
         self.informers: list[Informer] = []
         self._next_drain_at = 0.0
         self.last_decision: Decision | None = None

@@ -97,6 +97,10 @@ class NodeMarker:
         self.identity = identity
         self.retry = retry
 
+    def with_retry(self, retry: Retry) -> NodeMarker:
+        """The same marker, riding out API errors for another while."""
+        return NodeMarker(self.kube, taint_key=self.taint_key, mode=self.mode, identity=self.identity, retry=retry)
+
     @property
     def taint(self) -> Taint:
         return Taint(self.taint_key, TAINT_VALUE, PREFER_NO_SCHEDULE)
@@ -301,15 +305,9 @@ class MarkReconciler:
             action, why = verdict(node, self.state, self.config, pdbs)
             if action == KEEP:
                 continue
-            verbs = ("would finish", "finishing") if action == FINISH else ("would remove", "removing")
-            log.info(
-                "%s the mark left on node %s: %s",
-                verbs[0] if self.dry_run else verbs[1],
-                node.name,
-                why,
-                extra=fields(node=node.name, action=action, dry_run=self.dry_run),
-            )
             if self.dry_run:
+                verb = "would finish the drain left on" if action == FINISH else "would remove the mark left on"
+                log.info("%s node %s: %s", verb, node.name, why, extra=fields(node=node.name, dry_run=True))
                 continue
             try:
                 done = self._apply(node.name, action)
@@ -328,8 +326,10 @@ class MarkReconciler:
                 continue
             self.failures.pop(node.name, None)
             self.retry_at.pop(node.name, None)
-            if done:
+            if done:  # else the watch was behind: the node is already right
                 changed.append(node.name)
+                verb = "finished the drain left on" if action == FINISH else "removed the mark left on"
+                log.info("%s node %s: %s", verb, node.name, why, extra=fields(node=node.name, action=action))
                 self.events.record(Ref.node(node.name, node.uid), NORMAL, TAINT_CLEANED, why)
         return changed
 
