@@ -237,9 +237,11 @@ def verdict(node: Node, state: ClusterState, config: Config, pdbs: Sequence[PDB]
     """What to do with a marked node nobody is draining, and why (the Event's words).
 
     A node that still holds a pod to move is rolled back: the drain did not finish (or, for a ``drained``
-    node, work landed on it again), and the mark would keep the scheduler away for nothing. An empty node
-    with no pod anywhere waiting to be scheduled is a drain that finished: its pods' replacements run
-    elsewhere, and the taint kept them off this node. With ``keep_drained_tainted`` off, both end unmarked.
+    node, work landed on it again), and the mark would keep the scheduler away for nothing. An empty
+    ``drained`` node keeps its mark (``keep_drained_tainted``). An empty ``draining`` node with no pod
+    anywhere waiting to be scheduled is a drain that stopped after its work was done: its pods' replacements
+    run elsewhere, and it is recorded as drained; with pods waiting, it is rolled back (they may need it).
+    With ``keep_drained_tainted`` off, a finished node ends unmarked too.
     """
     status = node.annotations.get(STATE_ANNOTATION, DRAINING)
     with state.cond:
@@ -249,10 +251,12 @@ def verdict(node: Node, state: ClusterState, config: Config, pdbs: Sequence[PDB]
         if status == DRAINED:
             return ROLL_BACK, "Removed the drain mark: pods run on this drained node again"
         return ROLL_BACK, f"Removed the drain mark: the drain stopped before the node was empty (state {status})"
+    if status == DRAINED:
+        if config.rescheduler.keep_drained_tainted:
+            return KEEP, ""
+        return FINISH, "Removed the mark of a drained node: keep_drained_tainted is off"
     if waiting:
         return ROLL_BACK, f"Removed the drain mark: the node is empty but {waiting} pods wait to be scheduled"
-    if status == DRAINED and config.rescheduler.keep_drained_tainted:
-        return KEEP, ""
     return FINISH, "Finished a drain that stopped after emptying the node: its pods run elsewhere"
 
 
@@ -310,7 +314,12 @@ class MarkReconciler:
                 log.info("%s node %s: %s", verb, node.name, why, extra=fields(node=node.name, dry_run=True))
                 continue
             try:
-                done = self._apply(node.name, action)
+                # The watch may be behind (a drain that just finished): decide again on the node as it is now.
+                live = self._live(node.name)
+                if live is None:
+                    continue
+                action, why = verdict(live, self.state, self.config, pdbs)
+                done = action != KEEP and self._apply(node.name, action)
             except ApiError as e:
                 failures = self.failures[node.name] = self.failures.get(node.name, 0) + 1
                 wait = min(self.backoff * 2 ** (failures - 1), self.max_backoff)
@@ -332,6 +341,15 @@ class MarkReconciler:
                 log.info("%s node %s: %s", verb, node.name, why, extra=fields(node=node.name, action=action))
                 self.events.record(Ref.node(node.name, node.uid), NORMAL, TAINT_CLEANED, why)
         return changed
+
+    def _live(self, name: str) -> Node | None:
+        """The node as the API server has it now, if it still carries the mark."""
+        try:
+            raw = self.marker.retry.call(lambda: self.marker.kube.get(node_path(name)))
+        except NotFound:
+            return None
+        node = Node.from_api(raw)
+        return node if is_marked(node, self.marker.taint_key) else None
 
     def _apply(self, name: str, action: str) -> bool:
         if action == FINISH and self.config.rescheduler.keep_drained_tainted:

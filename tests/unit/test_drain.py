@@ -413,3 +413,36 @@ def test_a_marked_empty_node_is_rolled_back_while_pods_wait_to_be_scheduled(clus
     cluster.start()
     assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == ["od-1"]
     assert taints(cluster, "od-1") == []
+
+
+def test_an_empty_drained_node_keeps_its_mark_while_other_pods_wait_to_be_scheduled(cluster: Cluster) -> None:
+    drained = node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
+    drained["metadata"]["annotations"] = {STATE_ANNOTATION: DRAINED}
+    cluster.server.put("nodes", drained)
+    cluster.server.put("pods", pod("elsewhere", phase="Pending", app="other", owner="rs-other"))
+    cluster.start()
+    assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == []
+    assert taints(cluster, "od-1") != []
+    assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+
+
+def test_the_node_as_it_is_now_decides_not_the_watch_that_is_behind(cluster: Cluster) -> None:
+    from rescheduler.cluster.marks import MarkReconciler
+
+    marked = node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
+    marked["metadata"]["annotations"] = {STATE_ANNOTATION: "draining"}
+    cluster.server.put("nodes", marked)
+    cluster.server.put("pods", pod("elsewhere", phase="Pending", app="other", owner="rs-other"))
+    cluster.start()
+    # The drain has just recorded the node as drained; the watch has not delivered that yet.
+    cluster.informers[0].close()
+    cluster.informers[0].join(5)
+    now = cluster.node_obj("od-1")
+    now["metadata"]["annotations"][STATE_ANNOTATION] = DRAINED
+    cluster.server.put("nodes", now)
+    assert cluster.state.nodes["od-1"].annotations[STATE_ANNOTATION] == "draining"
+
+    reconciler = MarkReconciler(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False)
+    assert reconciler.reconcile() == []
+    assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+    assert taints(cluster, "od-1") != []
