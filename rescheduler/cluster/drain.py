@@ -21,6 +21,9 @@ The steps, each a place where the drain may stop safely:
 
 Any failure after step 2 unmarks the node (rollback). A shutdown (SIGTERM) or a lost lease stops at the
 next step: no further eviction, the mark removed; pods already evicted are replaced by their controllers.
+Every API call of a drain rides out transient errors (an API server or etcd restarting) within
+``pod_eviction_timeout``; a mark that still cannot be removed is put right by a later cycle
+(:class:`~rescheduler.cluster.marks.MarkReconciler`).
 """
 
 from __future__ import annotations

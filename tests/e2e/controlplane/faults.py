@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 
@@ -23,20 +24,19 @@ __all__ = ["Fault", "kill", "restart", "pause", "resume", "inject", "restore"]
 KINDS = ("kill", "stop")
 
 
-def _process(plane: ControlPlane, name: str) -> tuple[int, object]:
-    component = plane.components[name]
-    process = component.process
+def _process(plane: ControlPlane, name: str) -> subprocess.Popen[bytes]:
+    process = plane.components[name].process
     if process is None or process.poll() is not None:
         raise RuntimeError(f"{name} is not running")
-    return process.pid, process
+    return process
 
 
 def kill(plane: ControlPlane, name: str) -> None:
     """SIGKILL the component's process group and wait for it to be gone (no clean shutdown)."""
-    pid, process = _process(plane, name)
+    process = _process(plane, name)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    process.wait(30)  # type: ignore[attr-defined]
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
 
 
 def restart(plane: ControlPlane, name: str, timeout: float = 120.0) -> None:
@@ -48,13 +48,11 @@ def restart(plane: ControlPlane, name: str, timeout: float = 120.0) -> None:
 
 def pause(plane: ControlPlane, name: str) -> None:
     """SIGSTOP the component: its sockets stay open, nothing answers."""
-    pid, _ = _process(plane, name)
-    os.killpg(pid, signal.SIGSTOP)
+    os.killpg(_process(plane, name).pid, signal.SIGSTOP)
 
 
 def resume(plane: ControlPlane, name: str) -> None:
-    pid, _ = _process(plane, name)
-    os.killpg(pid, signal.SIGCONT)
+    os.killpg(_process(plane, name).pid, signal.SIGCONT)
 
 
 @dataclass(frozen=True, slots=True)
