@@ -13,8 +13,10 @@ What runs, in one process:
 
 SIGTERM or SIGINT sets one stop event. Every wait in the loop, the drainer and the evictor watches it, so the
 node in progress is rolled back (its mark removed) within a second or two, then the lease is released so the
-other replica takes over at once. A replica that becomes leader first removes the marks that a crashed or
-killed predecessor left (:func:`~rescheduler.cluster.drain.clean_leftovers`).
+other replica takes over at once. Before every cycle, and once more on the way out while the lease is still
+ours, the leader puts right every node that carries spotshift's mark and is not being drained: a crashed or
+killed predecessor's drain, or a rollback that the API server did not let through
+(:class:`~rescheduler.cluster.marks.MarkReconciler`).
 
 Command-line flags (:mod:`rescheduler.flags`) use pusher/k8s-spot-rescheduler's names where the concept is the
 same, and override the configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a
@@ -36,17 +38,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome, clean_leftovers
+from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome
 from rescheduler.cluster.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
-from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Transport, transport_from_kubeconfig
+from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.marks import MarkReconciler
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
-from rescheduler.plan.cycle import Decision, NodeMoves, decide, plan_nodes
+from rescheduler.plan.cycle import Decision, NodeMoves, decide, excluded_nodes, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
@@ -64,8 +67,9 @@ __all__ = [
 
 log = logging.getLogger("spotshift.rescheduler")
 
-PlanFunction = Callable[[ClusterSnapshot, Config], Sequence[NodeMoves]]
-"""The planner as the loop sees it: a snapshot and the config in, the nodes to empty (in order) out."""
+PlanFunction = Callable[[ClusterSnapshot, Config, Mapping[str, str]], Sequence[NodeMoves]]
+"""The planner as the loop sees it: a snapshot, the config and the nodes to leave alone this cycle (with the
+reason) in, the nodes to empty (in order) out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,7 @@ class Rescheduler:
             taint_key=config.rescheduler.drain_taint_key,
             mode=config.rescheduler.drain_taint,
             identity=self.identity,
+            retry=Retry(config.rescheduler.pod_eviction_timeout),
         )
         r = config.rescheduler
         self.evictor = Evictor(
@@ -153,8 +158,11 @@ class Rescheduler:
             stop=self.stop,
             heartbeat=self.heartbeat.beat,
         )
+        # A clean-up rides out API errors for a shorter while than a drain's own rollback, then waits for a
+        # later cycle (the reconciler's backoff) instead of holding up the loop.
+        cleanup = self.marker.with_retry(Retry(min(10.0, r.pod_eviction_timeout)))
+        self.reconciler = MarkReconciler(self.state, cleanup, config, self.events, dry_run=self.dry_run)
         self.informers: list[Informer] = []
-        self._needs_cleanup = not config.rescheduler.leader_elect
         self._next_drain_at = 0.0
         self.last_decision: Decision | None = None
         self.results: list[Any] = []
@@ -173,8 +181,6 @@ class Rescheduler:
 
     def _leadership_changed(self, leader: bool) -> None:
         self.metrics.leader.set(1 if leader else 0)
-        if leader:
-            self._needs_cleanup = True
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -257,10 +263,8 @@ class Rescheduler:
                         )
                         return 3
                     continue
-            if self._needs_cleanup:
-                self._needs_cleanup = False
-                clean_leftovers(self.state, self.marker, self.config, self.events, dry_run=self.dry_run)
             try:
+                self.reconciler.reconcile()  # no drain is in progress between cycles
                 self.cycle()
             except ApiError as e:
                 log.warning("cycle failed: %s", e)
@@ -270,7 +274,13 @@ class Rescheduler:
         return 0
 
     def shutdown(self) -> None:
-        """Release the lease (the successor takes over at once) and stop the informers."""
+        """Put our marks right while the lease is still ours, release it (the successor takes over at once),
+        and stop the informers."""
+        if self.state.is_synced() and self.is_leader():
+            try:
+                self.reconciler.reconcile(force=True)
+            except Exception:
+                log.exception("could not put the drain marks right on the way out")
         if self.elector is not None:
             self.elector.stop(release=True)
         self.metrics.leader.set(0)
@@ -331,16 +341,21 @@ class Rescheduler:
         cfg = self.config
         t0 = time.perf_counter()
         snapshot = self.state.snapshot()
-        planned = self.plan_fn(snapshot, cfg)
+        now, broken = time.time(), self.state.broken_nodes()
+        backoff = self.drainer.memory_backoff
+        # Nodes this cycle will not drain are kept out of the plan, so they take no PDB allowance or spot room.
+        excluded = excluded_nodes(snapshot, cfg, now=now, memory_backoff=backoff, broken_nodes=broken)
+        planned = self.plan_fn(snapshot, cfg, excluded)
         self.metrics.plan_duration.observe(time.perf_counter() - t0)
         decision = decide(
             snapshot,
             planned,
             cfg,
-            now=time.time(),
+            now=now,
             own_node=self.options.node_name,
-            memory_backoff=self.drainer.memory_backoff,
-            broken_nodes=self.state.broken_nodes(),
+            memory_backoff=backoff,
+            broken_nodes=broken,
+            excluded=excluded,
         )
         self.last_decision = decision
         for cls, n in decision.nodes_by_class.items():
@@ -375,9 +390,15 @@ def default_planner(
 
     cache = PlanCache()
 
-    def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
+    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str]) -> Sequence[NodeMoves]:
         return plan_nodes(
-            snapshot, config, time_budget=time_budget, clock=time.monotonic, cache=cache, switches=switches()
+            snapshot,
+            config,
+            time_budget=time_budget,
+            clock=time.monotonic,
+            cache=cache,
+            switches=switches(),
+            exclude=exclude,
         )
 
     return plan

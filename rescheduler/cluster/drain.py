@@ -7,7 +7,7 @@ The steps, each a place where the drain may stop safely:
    those evictions together (:func:`rescheduler.plan.safety.pdb_refusals`). A refusal skips the node untouched.
 2. **Mark** the node so evicted pods do not come back: a ``PreferNoSchedule`` taint ``<drain_taint_key>=
    spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The
-   mark names spotshift, so a restarted rescheduler finds and removes what it left (:func:`clean_leftovers`)
+   mark names spotshift, so a restarted rescheduler finds and removes what it left (:mod:`rescheduler.cluster.marks`)
    and never touches a cordon or taint set by someone else.
 3. **Evict** each pod through :class:`~rescheduler.cluster.evictor.Evictor`.
 4. **Wait** for the evicted pods to be gone (``max_graceful_termination`` plus headroom) and for as many new
@@ -21,11 +21,14 @@ The steps, each a place where the drain may stop safely:
 
 Any failure after step 2 unmarks the node (rollback). A shutdown (SIGTERM) or a lost lease stops at the
 next step: no further eviction, the mark removed; pods already evicted are replaced by their controllers.
+Every API call of a drain rides out transient errors (an API server or etcd restarting) within
+``pod_eviction_timeout``; a mark that still cannot be removed is put right by a later cycle
+(:class:`~rescheduler.cluster.marks.MarkReconciler`).
 """
 
 from __future__ import annotations
 
-import datetime
+import functools
 import logging
 import threading
 import time
@@ -40,13 +43,22 @@ from rescheduler.cluster.events import (
     DRAIN_SUCCEEDED,
     NODE_BACKOFF,
     NORMAL,
-    TAINT_CLEANED,
     WARNING,
     EventRecorder,
     Ref,
 )
 from rescheduler.cluster.evictor import Evictor, Result
-from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound, node_path
+from rescheduler.cluster.kube import ApiError, Kube, Retry
+from rescheduler.cluster.marks import (
+    DRAINED,
+    DRAINING,
+    FAILURES_ANNOTATION,
+    MODE_ANNOTATION,
+    STARTED_ANNOTATION,
+    NodeMarker,
+    clean_leftovers,
+    iso,
+)
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
@@ -54,7 +66,7 @@ from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, T
 from rescheduler.plan.safety import Refusal, pdb_refusals, stale_pdbs
 from shared.classes import node_class
 from shared.config import Config
-from shared.model import PDB, PREFER_NO_SCHEDULE, Pod, Taint
+from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import movability
 
 __all__ = [
@@ -73,6 +85,7 @@ __all__ = [
     "backoff_until",
     "movable_pods",
     "clean_leftovers",
+    "is_marked",
     "SKIP_PDB",
     "SKIP_PLAN_STALE",
     "SKIP_NODE_CHANGED",
@@ -87,11 +100,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.drain")
-
-MODE_ANNOTATION = "spotshift.io/drain-mode"
-STARTED_ANNOTATION = "spotshift.io/drain-started"
-FAILURES_ANNOTATION = "spotshift.io/drain-failures"
-DRAINING, DRAINED = "draining", "drained"
 
 # Why a planned drain was not started (metric label values, also in logs and Events).
 SKIP_PDB = "pdb-precheck"
@@ -109,7 +117,6 @@ FAIL_INTERRUPTED = "interrupted"
 
 TERMINATION_HEADROOM = 30.0
 """Added to ``max_graceful_termination`` when waiting for evicted pods to be gone (pusher's podEvictionHeadroom)."""
-MAX_BACKOFF = 7 * 24 * 3600.0
 
 
 class Outcome:
@@ -135,10 +142,6 @@ class DrainResult:
         return self.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
 
 
-def _iso(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tuple[list[Pod], list[Pod]]:
     """``(to move, blocking)`` among a node's pods, by :func:`shared.movable.movability`."""
     move, block = [], []
@@ -149,162 +152,6 @@ def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tu
         elif m.blocks:
             block.append(p)
     return move, block
-
-
-class NodeMarker:
-    """Puts and removes the rescheduler's mark on a node: read, modify, write with the ``resourceVersion``.
-
-    A merge patch that carries ``metadata.resourceVersion`` is refused with 409 if the node changed since it
-    was read (the kubelet updates nodes often), so a concurrent change to the node's taints is never lost;
-    the read-modify-write is retried a few times.
-    """
-
-    def __init__(self, kube: Kube, *, taint_key: str, mode: str, identity: str = "") -> None:
-        self.kube = kube
-        self.taint_key = taint_key
-        self.mode = mode
-        self.identity = identity
-
-    @property
-    def taint(self) -> Taint:
-        return Taint(self.taint_key, TAINT_VALUE, PREFER_NO_SCHEDULE)
-
-    def _update(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
-        """GET the node, ``change(node)`` → merge patch body (or None: nothing to do), PATCH; retry on 409."""
-        for _ in range(6):
-            node = self.kube.get(node_path(name))
-            patch = change(node)
-            if patch is None:
-                return node
-            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
-            try:
-                return self.kube.patch(node_path(name), patch)
-            except Conflict:
-                continue
-        raise Conflict(f"node {name} kept changing while being updated", status=409)
-
-    def mark(self, name: str, now: float) -> None:
-        def change(node: dict[str, Any]) -> dict[str, Any] | None:
-            spec = node.get("spec") or {}
-            patch: dict[str, Any] = {
-                "metadata": {
-                    "annotations": {
-                        STATE_ANNOTATION: DRAINING,
-                        MODE_ANNOTATION: self.mode,
-                        STARTED_ANNOTATION: _iso(now),
-                    }
-                }
-            }
-            if self.mode == "cordon":
-                patch["spec"] = {"unschedulable": True}
-            else:
-                taints = [t for t in spec.get("taints") or () if t.get("key") != self.taint_key]
-                taints.append(self.taint.to_api())
-                patch["spec"] = {"taints": taints}
-            return patch
-
-        self._update(name, change)
-
-    def mark_drained(self, name: str) -> None:
-        self._update(name, lambda node: {"metadata": {"annotations": {STATE_ANNOTATION: DRAINED}}})
-
-    def unmark(self, name: str) -> bool:
-        """Remove our taint/cordon and state annotations; returns whether there was anything to remove."""
-        removed = False
-
-        def change(node: dict[str, Any]) -> dict[str, Any] | None:
-            nonlocal removed
-            meta = node.get("metadata") or {}
-            spec = node.get("spec") or {}
-            annotations = meta.get("annotations") or {}
-            patch: dict[str, Any] = {}
-            taints = spec.get("taints") or []
-            kept = [t for t in taints if not _is_our_taint(t, self.taint_key)]
-            if len(kept) != len(taints):
-                patch.setdefault("spec", {})["taints"] = kept
-            if annotations.get(MODE_ANNOTATION) == "cordon" and spec.get("unschedulable"):
-                patch.setdefault("spec", {})["unschedulable"] = None
-            gone = {k: None for k in (STATE_ANNOTATION, MODE_ANNOTATION, STARTED_ANNOTATION) if k in annotations}
-            if gone:
-                patch["metadata"] = {"annotations": gone}
-            removed = bool(patch)
-            return patch or None
-
-        try:
-            self._update(name, change)
-        except NotFound:
-            return False
-        return removed
-
-    def back_off(self, name: str, now: float, base: float) -> tuple[float, int]:
-        """Record one more failure and the time until which the node is left alone; returns both."""
-        result: tuple[float, int] = (now, 0)
-
-        def change(node: dict[str, Any]) -> dict[str, Any]:
-            nonlocal result
-            annotations = (node.get("metadata") or {}).get("annotations") or {}
-            try:
-                failures = int(annotations.get(FAILURES_ANNOTATION, "0")) + 1
-            except ValueError:
-                failures = 1
-            until = now + min(base * 2 ** (failures - 1), MAX_BACKOFF)
-            result = (until, failures)
-            return {
-                "metadata": {"annotations": {BACKOFF_UNTIL_ANNOTATION: _iso(until), FAILURES_ANNOTATION: str(failures)}}
-            }
-
-        self._update(name, change)
-        return result
-
-
-def _is_our_taint(taint: dict[str, Any], key: str) -> bool:
-    return taint.get("key") == key and taint.get("value") == TAINT_VALUE
-
-
-def clean_leftovers(
-    state: ClusterState,
-    marker: NodeMarker,
-    config: Config,
-    events: EventRecorder,
-    *,
-    dry_run: bool,
-) -> list[str]:
-    """Remove the marks a previous run left: drains in progress when it stopped, and drained nodes that
-    are no longer empty (pods came back, or the autoscaler never removed them and work landed there).
-
-    Returns the names of the nodes cleaned. A ``drained`` node that is still empty keeps its mark.
-    """
-    cleaned = []
-    with state.cond:
-        nodes = [n for n in state.nodes.values() if is_marked(n, marker.taint_key)]
-        pdbs = list(state.pdbs.values())
-    for node in nodes:
-        status = node.annotations.get(STATE_ANNOTATION, DRAINING)
-        if status == DRAINED and config.rescheduler.keep_drained_tainted:
-            still, _ = movable_pods(state.pods_on(node.name), config, pdbs)
-            if not still:
-                continue
-        log.info(
-            "%s the mark left on node %s (state %s)",
-            "would remove" if dry_run else "removing",
-            node.name,
-            status,
-            extra=fields(node=node.name, state=status, dry_run=dry_run),
-        )
-        if dry_run:
-            continue
-        try:
-            if marker.unmark(node.name):
-                cleaned.append(node.name)
-                events.record(
-                    Ref.node(node.name, node.uid),
-                    NORMAL,
-                    TAINT_CLEANED,
-                    f"Removed the drain mark left by an earlier run (state {status})",
-                )
-        except ApiError as e:
-            log.warning("could not clean node %s: %s", node.name, e, extra=fields(node=node.name))
-    return cleaned
 
 
 class Drainer:
@@ -363,10 +210,13 @@ class Drainer:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PLAN_STALE, why)
         live: list[PDB] = []
         raw_items: list[dict[str, Any]] = []
+        retry = Retry(self.config.rescheduler.pod_eviction_timeout, wait=self.stop.wait)
+        stop = self.should_abort
         try:
-            api_version = f"policy/{self.kube.pdb_version()}"
+            api_version = f"policy/{retry.call(self.kube.pdb_version, stop=stop)}"
             for ns in sorted({p.namespace for p in pods}):
-                items = self.kube.get(self.kube.pdb_path(ns)).get("items") or []
+                path = self.kube.pdb_path(ns)
+                items = retry.call(functools.partial(self.kube.get, path), stop=stop).get("items") or []
                 raw_items.extend(items)
                 live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         except (ApiError, ValueError) as e:
@@ -581,7 +431,7 @@ class Drainer:
                 ref,
                 WARNING,
                 NODE_BACKOFF,
-                f"Not draining this node again before {_iso(until)} (failure {failures}): {reason}",
+                f"Not draining this node again before {iso(until)} (failure {failures}): {reason}",
             )
         self.metrics.drains_failed.labels(reason).inc()
         self.events.record(ref, WARNING, DRAIN_FAILED, f"{reason}: {message}"[:1000])

@@ -4,7 +4,8 @@ Why the Eviction subresource and never DELETE: the API server checks PodDisrupti
 the eviction, so even a stale plan cannot break a budget. Why a component: the guards belong together —
 
 * the subresource's version by discovery (``policy/v1``; ``policy/v1beta1`` on servers without it, like 1.20);
-* a fresh read of the pod first: it may be gone already (done), replaced by a pod of the same name (a
+* a fresh read of the pod first (retried on transient errors, such as a 500 while etcd restarts, within
+  ``pod_eviction_timeout``): it may be gone already (done), replaced by a pod of the same name (a
   StatefulSet: done, and never evict the new one — the eviction carries a UID precondition), and its
   ``terminationGracePeriodSeconds`` caps the grace period we ask for at ``max_graceful_termination``;
 * 429 (a budget refuses now) is retried with backoff until ``pod_eviction_timeout``, honouring
@@ -29,6 +30,7 @@ from rescheduler.cluster.kube import (
     Forbidden,
     Kube,
     NotFound,
+    Retry,
     ServerError,
     TooManyRequests,
     Unavailable,
@@ -121,11 +123,16 @@ class Evictor:
         if self.dry_run:
             return Eviction(pod.key, Result.DRY_RUN, why)
         path = pod_path(pod.namespace, pod.name)
+        deadline = self.clock() + self.timeout
+        retry = Retry(self.timeout, self.backoff, self.max_backoff, self._wait, self.clock)
         try:
-            live = self.kube.get(path)
+            live = retry.call(lambda: self.kube.get(path), stop=self.should_abort)
+            version = retry.call(self.kube.eviction_version, stop=self.should_abort)
         except NotFound:
             return Eviction(pod.key, Result.GONE, "not found")
         except ApiError as e:
+            if self.should_abort():
+                return Eviction(pod.key, Result.ABORTED, f"cannot read the pod: {e}")
             return Eviction(pod.key, Result.FAILED, f"cannot read the pod: {e}")
         meta = live.get("metadata") or {}
         if pod.uid and meta.get("uid") != pod.uid:
@@ -135,7 +142,6 @@ class Evictor:
         grace = (live.get("spec") or {}).get("terminationGracePeriodSeconds")
         grace = DEFAULT_GRACE_SECONDS if grace is None else int(grace)
         grace = max(0, min(grace, int(self.max_grace)))
-        version = self.kube.eviction_version()
         body = {
             "apiVersion": f"policy/{version}",
             "kind": "Eviction",
@@ -148,7 +154,6 @@ class Evictor:
             },
         }
         self.events.record(Ref.pod(pod.namespace, pod.name, pod.uid), NORMAL, EVICTING, why)
-        deadline = self.clock() + self.timeout
         delay = self.backoff
         attempts = 0
         last = ""

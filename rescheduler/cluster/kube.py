@@ -17,8 +17,10 @@ Errors are mapped once, here, from the status code to a class (kopf's ``errors.p
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
 import orjson
@@ -39,6 +41,8 @@ __all__ = [
     "TooManyRequests",
     "ServerError",
     "error_for",
+    "is_transient",
+    "Retry",
     "LineStream",
     "Transport",
     "Kube",
@@ -185,6 +189,47 @@ def error_for(
         path=path,
         retry_after=retry_after,
     )
+
+
+def is_transient(error: ApiError) -> bool:
+    """Whether ``error`` may go away by itself: no answer (connection refused or reset, a timeout), 5xx, or
+    429 (API priority and fairness; for an eviction the caller handles 429 itself, as a PodDisruptionBudget's
+    answer). Everything else (400, 401, 403, 404, 409, 410, 422) is a definite answer: retrying changes nothing.
+    """
+    return isinstance(error, Unavailable | ServerError | TooManyRequests)
+
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Retry a call on :func:`is_transient` errors with doubling backoff, for at most ``timeout`` seconds.
+
+    Why: an API server or etcd restart answers for some seconds with refused connections, 500 ("transport is
+    closing") or 503, then recovers. A drain, a rollback or a cleanup must ride that out rather than fail
+    on the first such answer and leave a node half done. ``Retry-After`` is honoured; ``stop()`` true ends
+    the retries early (the last error is raised). ``timeout`` 0 means one attempt.
+    """
+
+    timeout: float
+    backoff: float = 0.5
+    max_backoff: float = 5.0
+    wait: Callable[[float], Any] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+
+    def call(self, fn: Callable[[], _T], *, stop: Callable[[], bool] = lambda: False) -> _T:
+        deadline = self.clock() + self.timeout
+        delay = self.backoff
+        while True:
+            try:
+                return fn()
+            except ApiError as e:
+                left = deadline - self.clock()
+                if not is_transient(e) or left <= 0 or stop():
+                    raise
+                self.wait(min(max(delay, e.retry_after or 0.0), left))
+                delay = min(delay * 2, self.max_backoff)
 
 
 # --- the boundary -----------------------------------------------------------------------------------------------

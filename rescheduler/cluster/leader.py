@@ -11,6 +11,12 @@ The algorithm is client-go's ``leaderelection`` (``tryAcquireOrRenew``):
 * a leader that cannot renew for ``renew_deadline`` stops acting (it may have been partitioned away, and the
   other replica will take over once ``lease_duration`` has passed on *its* clock: renew_deadline <
   lease_duration leaves the margin);
+* the renewal time is when the write *succeeded* (an API server that is restarting may answer many seconds
+  late: timing from the request would make a fresh lease look old). A renewal still in flight when
+  ``renew_deadline`` passes keeps leadership while the lease is surely still ours: another replica cannot
+  take it before ``lease_duration`` after our last successful write was *sent* (it has to see that write,
+  then wait the duration on its clock); ``retry_period`` is kept as a margin. So a drain is not stopped by
+  a renewal that is merely late, and never runs past the point where the lease may have passed on;
 * on shutdown the leader releases the lease (empty holder), so its successor takes over at once instead of
   waiting out the duration.
 
@@ -80,7 +86,12 @@ class LeaderElector:
         self._leader = False
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
-        self._last_renew = 0.0
+        self._renewed_at = 0.0
+        """Our clock when the last successful write came back."""
+        self._sent_at = 0.0
+        """Our clock when the last successful write was sent: the lease is ours until ``lease_duration`` after."""
+        self._writing_since: float | None = None
+        """Our clock when the write in flight was sent (``None``: none in flight)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()  # on_change may ask is_leader()
@@ -93,10 +104,16 @@ class LeaderElector:
         return f"/apis/coordination.k8s.io/v1/namespaces/{quote(c.namespace)}/leases/{quote(c.name)}"
 
     def is_leader(self) -> bool:
-        """Whether we hold the lease and renewed it within ``renew_deadline``."""
+        """Whether we hold the lease: renewed within ``renew_deadline``, or a renewal is in flight while the
+        lease is surely still ours (see the module docstring)."""
+        c = self.config
         with self._lock:
-            if self._leader and self.clock() - self._last_renew > self.config.renew_deadline:
-                self._set_leader(False)
+            if self._leader:
+                now = self.clock()
+                surely_ours = now < self._sent_at + c.lease_duration - c.retry_period
+                lapsed = now - self._renewed_at > c.renew_deadline
+                if not surely_ours or (lapsed and self._writing_since is None):
+                    self._set_leader(False)
             return self._leader
 
     def _set_leader(self, leader: bool) -> None:
@@ -131,11 +148,12 @@ class LeaderElector:
                 "spec": self._spec(now_wall, acquire=now_wall, transitions=0),
             }
             try:
+                sent = self._writing()
                 self.kube.post(f"/apis/coordination.k8s.io/v1/namespaces/{quote(c.namespace)}/leases", body)
             except ApiError as e:
                 log.debug("lease create failed: %s", e)
                 return self._renew_failed()
-            return self._renewed(now, c.identity)
+            return self._renewed(sent, c.identity)
         except ApiError as e:
             log.warning("cannot read lease %s: %s", self.path, e)
             return self._renew_failed()
@@ -170,6 +188,7 @@ class LeaderElector:
             "spec": self._spec(now_wall, acquire=acquire or now_wall, transitions=transitions),
         }
         try:
+            sent = self._writing()
             self.kube.put(self.path, new)
         except Conflict:
             log.debug("lease update lost a race (409)")
@@ -177,7 +196,7 @@ class LeaderElector:
         except ApiError as e:
             log.warning("cannot update lease %s: %s", self.path, e)
             return self._renew_failed()
-        return self._renewed(now, c.identity)
+        return self._renewed(sent, c.identity)
 
     def _spec(self, now_wall: float, *, acquire: float | str, transitions: int) -> dict[str, Any]:
         c = self.config
@@ -189,14 +208,24 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    def _renewed(self, now: float, holder: str) -> bool:
+    def _writing(self) -> float:
+        """Note a write about to be sent; returns our clock at sending."""
         with self._lock:
-            self._last_renew = now
+            self._writing_since = self.clock()
+            return self._writing_since
+
+    def _renewed(self, sent: float, holder: str) -> bool:
+        with self._lock:
+            self._writing_since = None
+            self._sent_at = sent
+            self._renewed_at = self.clock()
             self.holder = holder
             self._set_leader(True)
         return True
 
     def _renew_failed(self) -> bool:
+        with self._lock:
+            self._writing_since = None
         return self.is_leader()  # still leader until renew_deadline passes without a renewal
 
     def release(self) -> bool:

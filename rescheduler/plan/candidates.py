@@ -14,7 +14,7 @@ so a cycle re-derives only what changed; a plan is the same with or without it.
 from __future__ import annotations
 
 import operator
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.reasons import NODE_NOT_READY_TEXT, Kind, StayReason
@@ -56,6 +56,8 @@ class Candidate:
     """Other candidates competing with this one for a scarce PodDisruptionBudget budget."""
     cost: float = 0.0
     """Size weighted by the scarcity of the room its pods can use (:meth:`Candidates.scarcity`)."""
+    left_alone: StayReason | None = None
+    """Set when the caller leaves the node alone this cycle (:data:`~rescheduler.plan.reasons.Kind.LEFT_ALONE`)."""
 
     @property
     def name(self) -> str:
@@ -63,7 +65,7 @@ class Candidate:
 
     @property
     def blocker(self) -> StayReason | None:
-        return self.analysis.blocker
+        return self.analysis.blocker or self.left_alone
 
     @property
     def movable(self) -> tuple[Pod, ...]:
@@ -134,7 +136,7 @@ class PlanCache:
 class Candidates:
     """Every candidate of one plan, analysed, with the PodDisruptionBudgets they draw on."""
 
-    def __init__(self, sim: Simulation, cache: PlanCache) -> None:
+    def __init__(self, sim: Simulation, cache: PlanCache, exclude: Mapping[str, str] | None = None) -> None:
         self.sim = sim
         self.config = sim.config
         self.pdbs: list[PDB] = list(sim.snapshot.pdbs)
@@ -145,6 +147,9 @@ class Candidates:
         self.pdb_index = cache.pdb_index
         self.epoch = cache.epoch
         self.work = [self._candidate(info) for info in sim.candidates]
+        for w in self.work:  # left alone by the caller: no PDB budget or spot room is spent on them
+            if exclude and w.name in exclude:
+                w.left_alone = StayReason(Kind.LEFT_ALONE, exclude[w.name])
         self.by_name = {w.name: w for w in self.work}
         self._group_demand: list[int] | None = None
         self._scarcity_done = False

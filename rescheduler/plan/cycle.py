@@ -9,6 +9,11 @@ The order of the checks is the order a person would ask: is the cluster short of
 is this node resting after a failed drain (backoff), is something already being done to it (our mark, a
 cordon), can we read every pod on it, and would the PodDisruptionBudgets allow all of its evictions now.
 The node this process runs on goes last, so a drain never starts by evicting the rescheduler itself.
+
+The per-node checks that do not depend on the plan (:func:`exclusion`) run twice: before planning
+(:func:`excluded_nodes`, handed to the planner, so a node that will not be drained now does not take the
+PodDisruptionBudget allowances and spot room another node needs), and again in :func:`decide` for any node
+a plan made without them still names.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from rescheduler.plan.marks import backoff_until, is_marked
 from rescheduler.plan.safety import pdb_refusals, unschedulable_pods
 from shared.classes import classifier
 from shared.config import Config
+from shared.model import Node
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, Switches
@@ -30,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NodeMoves",
+    "exclusion",
+    "excluded_nodes",
     "plan_nodes",
     "Decision",
     "decide",
@@ -81,6 +89,49 @@ def count_classes(snapshot: ClusterSnapshot, config: Config) -> dict[str, int]:
     return out
 
 
+def exclusion(
+    node: Node,
+    taint_key: str,
+    *,
+    now: float,
+    memory_backoff: Mapping[str, float],
+    broken_nodes: Collection[str],
+) -> str | None:
+    """Why this cycle leaves ``node`` alone whatever a plan says (``None``: it may be drained)."""
+    until = max(backoff_until(node) or 0.0, memory_backoff.get(node.name, 0.0))
+    if until > now:
+        return SKIP_BACKOFF
+    if is_marked(node, taint_key):
+        return SKIP_MARKED
+    if node.unschedulable:
+        return SKIP_CORDONED
+    if node.name in broken_nodes:
+        return SKIP_UNREADABLE_POD
+    return None
+
+
+def excluded_nodes(
+    snapshot: ClusterSnapshot,
+    config: Config,
+    *,
+    now: float,
+    memory_backoff: Mapping[str, float] | None = None,
+    broken_nodes: Collection[str] = (),
+) -> dict[str, str]:
+    """The on-demand nodes this cycle leaves alone, with the reason: to be kept out of the plan."""
+    c = classifier(config.node_classes)
+    taint_key = config.rescheduler.drain_taint_key
+    out = {}
+    for info in snapshot:
+        node = info.node
+        if c.node_class(node.labels) != "on-demand":
+            continue
+        why = exclusion(node, taint_key, now=now, memory_backoff=memory_backoff or {}, broken_nodes=broken_nodes)
+        if why is not None:
+            out[node.name] = why
+    return out
+
+
 def decide(
     snapshot: ClusterSnapshot,
     planned: Iterable[NodeMoves],
@@ -91,8 +142,10 @@ def decide(
     memory_backoff: Mapping[str, float] | None = None,
     broken_nodes: Collection[str] = (),
     unschedulable: int | None = None,
+    excluded: Mapping[str, str] | None = None,
 ) -> Decision:
-    """Filter and order the planned nodes. ``now`` is Unix time (backoffs are wall-clock annotations)."""
+    """Filter and order the planned nodes. ``now`` is Unix time (backoffs are wall-clock annotations).
+    ``excluded`` (:func:`excluded_nodes`, kept out of the plan) are reported as skipped first."""
     classes = count_classes(snapshot, config)
     if unschedulable is None:
         unschedulable = len(unschedulable_pods(snapshot.pending))
@@ -103,24 +156,14 @@ def decide(
     pdbs = PdbIndex(snapshot.pdbs)
     chosen: list[NodeMoves] = []
     last: list[NodeMoves] = []
-    skipped: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str]] = list((excluded or {}).items())
     for nm in planned:
         info = snapshot.nodes.get(nm.node)
         if info is None:
             continue
-        node = info.node
-        until = max(backoff_until(node) or 0.0, memory_backoff.get(nm.node, 0.0))
-        if until > now:
-            skipped.append((nm.node, SKIP_BACKOFF))
-            continue
-        if is_marked(node, taint_key):
-            skipped.append((nm.node, SKIP_MARKED))
-            continue
-        if node.unschedulable:
-            skipped.append((nm.node, SKIP_CORDONED))
-            continue
-        if nm.node in broken_nodes:
-            skipped.append((nm.node, SKIP_UNREADABLE_POD))
+        why = exclusion(info.node, taint_key, now=now, memory_backoff=memory_backoff, broken_nodes=broken_nodes)
+        if why is not None:
+            skipped.append((nm.node, why))
             continue
         if not nm.pods:
             skipped.append((nm.node, SKIP_NOTHING_TO_MOVE))
@@ -142,15 +185,19 @@ def plan_nodes(
     clock: Callable[[], float] | None = None,
     cache: PlanCache | None = None,
     switches: Switches = CURRENT,
+    exclude: Mapping[str, str] | None = None,
 ) -> list[NodeMoves]:
     """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
     with its moves. The planner leaves the snapshot as it found it. ``time_budget`` is read on ``clock`` (both
     or neither). ``cache`` is a :class:`rescheduler.plan.candidates.PlanCache` the caller keeps from one cycle
     to the next (see :func:`rescheduler.run.default_planner`); the result is the same without it, only slower.
-    ``switches``: the cluster's kube-scheduler rules (:mod:`shared.switches`)."""
+    ``switches``: the cluster's kube-scheduler rules (:mod:`shared.switches`). ``exclude``
+    (:func:`excluded_nodes`) are not candidates."""
     from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
-    result = plan(snapshot, config, time_budget=time_budget, clock=clock, cache=cache, switches=switches)
+    result = plan(
+        snapshot, config, time_budget=time_budget, clock=clock, cache=cache, switches=switches, exclude=exclude
+    )
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
         by_node.setdefault(m.source, []).append((m.pod, m.target))

@@ -27,7 +27,7 @@ is, is measured by ``bench/plan_quality.py`` and ``bench/plan_scale.py`` (figure
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rescheduler.plan.candidates import Candidates, PlanCache
@@ -74,6 +74,7 @@ def plan(
     improve: bool = True,
     cache: PlanCache | None = None,
     switches: Switches = CURRENT,
+    exclude: Mapping[str, str] | None = None,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -89,7 +90,9 @@ def plan(
     tests require zero). ``cache``, kept by the caller from one call to the next (the run loop's cycles),
     spares re-deriving what depends only on pods that did not change; the plan is the same with or without.
     ``switches`` are the rules of the cluster's kube-scheduler release (:mod:`shared.switches`; default: the
-    current scheduler's).
+    current scheduler's). ``exclude`` maps on-demand nodes the caller will not drain now (backing off,
+    marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
+    room they would take go to the nodes that can be drained.
     """
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
@@ -100,7 +103,7 @@ def plan(
     best: Result | None = None
     ran: list[str] = []
     try:
-        planner = Planner(sim, Candidates(sim, cache), search_steps=SEARCH_TOTAL)
+        planner = Planner(sim, Candidates(sim, cache, exclude), search_steps=SEARCH_TOTAL)
         if strategies is None:
             strategies = LARGE_PORTFOLIO if planner.cands.open_count() > IMPROVE_MAX_CANDIDATES else PORTFOLIO
         strategies = tuple(strategies)

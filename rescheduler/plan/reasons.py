@@ -38,6 +38,9 @@ class Kind(enum.Enum):
     NO_FIT = "no-fit"
     """A pod fits no spot node; ``cause`` is the scheduler's most frequent reason."""
     HELD_BACK = "held-back"
+    LEFT_ALONE = "left-alone"
+    """The caller leaves the node alone this cycle (backing off, already marked, cordoned): it is not a
+    candidate, so the PodDisruptionBudget allowances and spot room it would take go to other nodes."""
 
 
 _LABELS = {

@@ -632,7 +632,7 @@ def test_a_restart_after_a_crash_cleans_the_left_over_taint_and_resumes(
 
     second = start(world.config(), name="second")
     # Once it holds the lease (the killed process's lease expires first), it removes what the first one left.
-    second.wait_logged("removing the mark left on node", timeout=60)
+    second.wait_logged("removed the mark left on node", timeout=60)
     wait_for(lambda: world.events("SpotshiftTaintRemoved"), timeout=10, what="the TaintRemoved Event on the node")
 
     # Then it resumes: whatever is left on the node is drained again, and every replacement ends on spot.

@@ -16,6 +16,7 @@ from rescheduler.plan.cycle import (
     SKIP_UNREADABLE_POD,
     NodeMoves,
     decide,
+    excluded_nodes,
     plan_nodes,
 )
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
@@ -126,3 +127,57 @@ def test_plan_nodes_groups_the_planners_moves_by_node() -> None:
     assert sorted(planned[0].pods) == ["default/a", "default/b"]
     assert set(planned[0].targets.values()) == {"spot-1"}
     assert sorted(p.key for p in snapshot["od-1"].pods) == ["default/a", "default/b"], "the snapshot is restored"
+
+
+def two_nodes_one_budget() -> ClusterState:
+    """od-a and od-b each hold one pod of ``web``, whose budget allows one disruption: only one can go now."""
+    return state(
+        node("od-a", cpu="2"),
+        node("od-b", cpu="2"),
+        node("spot-1", spot=True, cpu="8"),
+        pods=[pod("a", "od-a", app="web", cpu="100m"), pod("b", "od-b", app="web", cpu="200m")],
+        pdbs=[pdb("web", "web", allowed=1)],
+    )
+
+
+def test_the_planner_spends_no_budget_or_room_on_an_excluded_node() -> None:
+    from rescheduler.plan.planner import plan
+
+    snapshot = two_nodes_one_budget().snapshot()
+    assert plan(snapshot, Config()).drained == ("od-a",), "the smaller node goes first"
+    result = plan(snapshot, Config(), exclude={"od-a": "backing off"})
+    assert result.drained == ("od-b",)
+    assert result.undrainable["od-a"] == "backing off"
+
+
+@pytest.mark.parametrize(
+    ("the_node", "reason"),
+    [
+        pytest.param(annotated("od-a", **{BACKOFF_UNTIL_ANNOTATION: iso(NOW + 60)}), SKIP_BACKOFF, id="backing-off"),
+        pytest.param(annotated("od-a", **{STATE_ANNOTATION: "draining"}), SKIP_MARKED, id="marked"),
+        pytest.param(node("od-a", cpu="2", unschedulable=True), SKIP_CORDONED, id="cordoned"),
+    ],
+)
+def test_a_node_the_cycle_leaves_alone_does_not_hold_back_another(the_node: dict, reason: str) -> None:
+    s = two_nodes_one_budget()
+    s.replace(NODES, [the_node, node("od-b", cpu="2"), node("spot-1", spot=True, cpu="8")])
+    snapshot = s.snapshot()
+    excluded = excluded_nodes(snapshot, Config(), now=NOW)
+    assert excluded == {"od-a": reason}
+
+    d = decide(snapshot, plan_nodes(snapshot, Config(), exclude=excluded), Config(), now=NOW, excluded=excluded)
+
+    assert [nm.node for nm in d.drains] == ["od-b"]
+    assert d.skipped == (("od-a", reason),)
+
+
+def test_only_on_demand_nodes_are_excluded() -> None:
+    spot = node("spot-1", spot=True, unschedulable=True)
+    s = state(node("od-1", unschedulable=True), spot)
+    assert excluded_nodes(s.snapshot(), Config(), now=NOW) == {"od-1": SKIP_CORDONED}
+
+
+def test_an_unreadable_pod_or_a_backoff_in_memory_excludes_too() -> None:
+    s = state(node("od-1"), node("od-2"))
+    got = excluded_nodes(s.snapshot(), Config(), now=NOW, memory_backoff={"od-1": NOW + 1}, broken_nodes={"od-2"})
+    assert got == {"od-1": SKIP_BACKOFF, "od-2": SKIP_UNREADABLE_POD}

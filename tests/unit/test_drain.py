@@ -319,6 +319,7 @@ def test_leftover_marks_are_cleaned_but_an_empty_drained_node_keeps_its_mark(clu
     cluster.server.put(
         "nodes", node("od-left", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
     )
+    cluster.server.put("pods", pod("web-0", "od-left", app="web", owner="rs-web"))  # the drain stopped short
     drained = node("od-empty", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
     drained["metadata"]["annotations"] = {STATE_ANNOTATION: DRAINED}
     cluster.server.put("nodes", drained)
@@ -340,3 +341,108 @@ def test_a_concurrent_node_update_is_not_lost(cluster: Cluster) -> None:
     cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", 409)  # the kubelet wrote in between
     cluster.marker.mark("od-1", 0.0)
     assert any(t["key"] == KEY for t in taints(cluster, "od-1"))
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_a_transient_error_on_the_rollback_is_retried_so_no_mark_is_left(cluster: Cluster, status: int) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "od-2")  # the drain fails and rolls back
+    patches = [0]
+
+    def on_evict(evicted: dict[str, Any]) -> None:
+        patches[0] += 1
+        if patches[0] == len(keys):  # after the last eviction: the API server restarts
+            cluster.server.fail("GET", r"^/api/v1/nodes/od-1$", status, status)
+            cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", status)
+
+    replicate = cluster.server.on_evict
+    assert replicate is not None
+
+    def both(evicted: dict[str, Any]) -> None:
+        replicate(evicted)
+        on_evict(evicted)
+
+    cluster.server.on_evict = both
+    result = cluster.drainer.drain("od-1", keys)
+
+    assert result.reason == FAIL_REPLACED_ON_DEMAND
+    assert "could not remove the mark" not in result.message
+    assert taints(cluster, "od-1") == []
+    assert STATE_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
+
+
+def test_a_transient_error_on_the_mark_is_retried(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+    cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)
+    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+
+
+def test_a_transient_error_listing_the_budgets_is_retried(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+    cluster.server.fail("GET", r"poddisruptionbudgets$", 500)
+    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+
+
+def test_a_transient_error_on_a_pod_read_mid_drain_does_not_fail_the_drain(cluster: Cluster) -> None:
+    keys = populate(cluster)
+    cluster.replicate_to(lambda p: "spot-1")
+    cluster.server.fail("GET", r"/pods/web-1$", 500)  # "transport is closing" while etcd restarts
+    result = cluster.drainer.drain("od-1", keys)
+    assert result.outcome == Outcome.SUCCEEDED, result.message
+    assert BACKOFF_UNTIL_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
+
+
+def test_a_marked_node_left_empty_with_nothing_pending_is_finished_not_rolled_back(cluster: Cluster) -> None:
+    cluster.server.put("nodes", node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}]))
+    cluster.server.put("nodes", node("spot-1", spot=True))
+    cluster.server.put("pods", pod("web-0-r1", "spot-1", app="web", owner="rs-web"))  # the replacement
+    cluster.start()
+
+    assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == ["od-1"]
+
+    assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+    assert taints(cluster, "od-1") != []
+    assert "SpotshiftTaintRemoved" in reasons(cluster)
+
+
+def test_a_marked_empty_node_is_rolled_back_while_pods_wait_to_be_scheduled(cluster: Cluster) -> None:
+    cluster.server.put("nodes", node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}]))
+    cluster.server.put("pods", pod("web-0-r1", phase="Pending", app="web", owner="rs-web"))
+    cluster.start()
+    assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == ["od-1"]
+    assert taints(cluster, "od-1") == []
+
+
+def test_an_empty_drained_node_keeps_its_mark_while_other_pods_wait_to_be_scheduled(cluster: Cluster) -> None:
+    drained = node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
+    drained["metadata"]["annotations"] = {STATE_ANNOTATION: DRAINED}
+    cluster.server.put("nodes", drained)
+    cluster.server.put("pods", pod("elsewhere", phase="Pending", app="other", owner="rs-other"))
+    cluster.start()
+    assert clean_leftovers(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False) == []
+    assert taints(cluster, "od-1") != []
+    assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+
+
+def test_the_node_as_it_is_now_decides_not_the_watch_that_is_behind(cluster: Cluster) -> None:
+    from rescheduler.cluster.marks import MarkReconciler
+
+    marked = node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
+    marked["metadata"]["annotations"] = {STATE_ANNOTATION: "draining"}
+    cluster.server.put("nodes", marked)
+    cluster.server.put("pods", pod("elsewhere", phase="Pending", app="other", owner="rs-other"))
+    cluster.start()
+    # The drain has just recorded the node as drained; the watch has not delivered that yet.
+    cluster.informers[0].close()
+    cluster.informers[0].join(5)
+    now = cluster.node_obj("od-1")
+    now["metadata"]["annotations"][STATE_ANNOTATION] = DRAINED
+    cluster.server.put("nodes", now)
+    assert cluster.state.nodes["od-1"].annotations[STATE_ANNOTATION] == "draining"
+
+    reconciler = MarkReconciler(cluster.state, cluster.marker, cluster.config, cluster.events, dry_run=False)
+    assert reconciler.reconcile() == []
+    assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
+    assert taints(cluster, "od-1") != []

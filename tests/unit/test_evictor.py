@@ -182,3 +182,47 @@ def test_forbidden_fails_with_the_missing_permission_named() -> None:
     result = evictor.evict(view(server, "default/web-0"), why="test")
     assert result.result is Result.FAILED
     assert "pods/eviction" in result.message
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param(500, id="etcd-restarting-transport-is-closing"),
+        pytest.param(503, id="api-server-starting"),
+        pytest.param(504, id="request-timeout"),
+        pytest.param(429, id="priority-and-fairness-throttling"),
+    ],
+)
+def test_a_transient_error_on_the_read_before_the_eviction_is_retried(status: int) -> None:
+    server = FakeApiServer()
+    server.put("pods", pod("web-0", "od-1"))
+    server.fail("GET", r"/pods/web-0$", status, status)
+    evictor, _, clock = make(server)
+
+    result = evictor.evict(view(server, "default/web-0"), why="test")
+
+    assert result.result is Result.EVICTED, result.message
+    assert len(clock.waits) == 2
+    assert len(server.evictions) == 1
+
+
+def test_a_read_that_keeps_failing_ends_at_the_eviction_timeout() -> None:
+    server = FakeApiServer()
+    server.put("pods", pod("web-0", "od-1"))
+    server.fail("GET", r"/pods/web-0$", *([500] * 100))
+    evictor, _, clock = make(server, timeout=20)
+
+    result = evictor.evict(view(server, "default/web-0"), why="test")
+
+    assert result.result is Result.FAILED
+    assert 20 <= clock.now < 30
+    assert server.evictions == []
+
+
+def test_a_definite_answer_on_the_read_is_not_retried() -> None:
+    server = FakeApiServer()
+    server.put("pods", pod("web-0", "od-1"))
+    server.fail("GET", r"/pods/web-0$", 403)
+    evictor, _, clock = make(server)
+    assert evictor.evict(view(server, "default/web-0"), why="test").result is Result.FAILED
+    assert clock.waits == []

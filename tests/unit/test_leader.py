@@ -103,3 +103,58 @@ def test_a_leader_that_cannot_renew_stops_leading_after_the_renew_deadline() -> 
 def test_lease_timings_must_nest() -> None:
     with pytest.raises(ValueError, match="retry period < renew deadline < lease duration"):
         LeaseConfig("ns", "name", "id", lease_duration=10, renew_deadline=10, retry_period=2)
+
+
+class SlowServer(FakeApiServer):
+    """A fake API server whose Lease writes take ``delay`` seconds on the test clock; ``during`` runs mid-write."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.delay = 0.0
+        self.during: list[object] = []
+        self.probe = lambda: None
+
+    def request(self, method: str, path: str, **kwargs):  # type: ignore[override]
+        if method in ("PUT", "POST") and "/leases" in path and self.delay:
+            self.clock.now += self.delay
+            self.during.append(self.probe())
+        return super().request(method, path, **kwargs)
+
+
+def test_the_renewal_time_is_when_the_write_succeeded_not_when_it_was_sent() -> None:
+    clock = Clock()
+    server = SlowServer(clock)
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    clock.now += 2
+    server.delay = 8.5  # the API server is restarting: the renewal is answered 8.5 s late
+    assert a.try_acquire_or_renew()
+    clock.now += 1.7
+    assert a.is_leader(), "a lease renewed 1.7 s ago is not expired"
+
+
+def test_a_renewal_that_arrives_late_while_the_lease_is_ours_does_not_drop_leadership() -> None:
+    clock = Clock()
+    server = SlowServer(clock)
+    changes: list[tuple[str, bool]] = []
+    a = elector(server, "a", clock, changes)
+    assert a.try_acquire_or_renew()
+    clock.now += 2
+    server.delay = 9.0  # in flight past the renew deadline, still well inside the lease duration
+    server.probe = a.is_leader
+    assert a.try_acquire_or_renew()
+    assert server.during == [True], "the drain asked mid-renewal and must not have been told to stop"
+    assert changes == [("a", True)], "no loss and re-acquisition in between"
+
+
+def test_a_renewal_in_flight_does_not_keep_leadership_past_the_lease_duration() -> None:
+    clock = Clock()
+    server = SlowServer(clock)
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    clock.now += 2
+    server.delay = 14.0  # 16 s after the last successful write: another replica may hold it by now
+    server.probe = a.is_leader
+    a.try_acquire_or_renew()
+    assert server.during == [False]

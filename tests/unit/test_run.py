@@ -30,7 +30,7 @@ from rescheduler.metrics import Metrics, MetricsServer
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
 from shared.config import ConfigError, load_config
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
-from tests.unit.fake_api import FakeApiServer, namespace, node, pod
+from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 # --- the command line ------------------------------------------------------------------------------------------
 
@@ -136,7 +136,7 @@ def test_unschedulable_pods_pause_the_loop_before_planning() -> None:
     server.put("pods", pod("stuck", phase="Pending"))
     planned: list[int] = []
 
-    def plan(snapshot: Any, config: Any) -> list[Any]:
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
         planned.append(1)
         return []
 
@@ -185,6 +185,123 @@ def test_stop_during_the_wait_for_replacements_rolls_the_node_back() -> None:
     od = server.get_obj("nodes", "od-1")
     assert not od["spec"].get("taints")
     assert STATE_ANNOTATION not in (od["metadata"].get("annotations") or {})
+
+
+def test_a_node_in_backoff_leaves_the_shared_budget_to_another_node() -> None:
+    server = cluster()
+    backing_off = server.get_obj("nodes", "od-1")
+    assert backing_off is not None
+    backing_off["metadata"]["annotations"] = {"spotshift.io/drain-backoff-until": "2999-01-01T00:00:00Z"}
+    server.put("nodes", backing_off)
+    server.put("nodes", node("od-2", cpu="2"))
+    server.remove("pods", "default/web-1")
+    server.put("pods", pod("web-big", "od-2", app="web0", owner="rs-0", cpu="500m"))  # od-1 is smaller: first
+    server.put("pdbs", pdb("web0", "web0", allowed=1))  # one disruption for the two nodes
+
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5))
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    assert [(res.node, res.outcome) for res in r.results] == [("od-2", "succeeded")]
+    assert r.last_decision is not None and ("od-1", "backoff") in r.last_decision.skipped
+
+
+OUR_TAINT = {"key": "spotshift.io/draining", "value": "spotshift-rescheduler", "effect": "PreferNoSchedule"}
+
+
+def mark(server: FakeApiServer, name: str) -> None:
+    """A mark left behind: the node as a drain that could not roll back (API server down) leaves it."""
+    obj = server.get_obj("nodes", name)
+    assert obj is not None
+    obj["spec"]["taints"] = [OUR_TAINT]
+    obj["metadata"].setdefault("annotations", {})[STATE_ANNOTATION] = "draining"
+    server.put("nodes", obj)
+
+
+def marked(server: FakeApiServer, name: str) -> bool:
+    obj = server.get_obj("nodes", name) or {}
+    return bool(obj["spec"].get("taints")) or STATE_ANNOTATION in (obj["metadata"].get("annotations") or {})
+
+
+def wait_for(condition: Any, timeout: float = 30.0) -> bool:
+    done = threading.Event()
+    deadline = threading.Timer(timeout, done.set)
+    deadline.start()
+    try:
+        while not done.is_set():
+            if condition():
+                return True
+            done.wait(0.05)
+        return condition()
+    finally:
+        deadline.cancel()
+
+
+def test_a_mark_that_appears_while_running_is_rolled_back_by_the_next_cycle() -> None:
+    server = cluster()
+    cycles: list[int] = []
+
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
+        cycles.append(1)
+        return []
+
+    r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
+    runner = threading.Thread(target=r.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: len(cycles) >= 1), "the loop did not plan"
+        mark(server, "od-1")  # long after start-up and leadership
+        assert wait_for(lambda: not marked(server, "od-1")), "the mark was never removed"
+        why = [e["message"] for e in server.store["events"].values() if e["reason"] == "SpotshiftTaintRemoved"]
+        assert why and "before the node was empty" in why[0]
+    finally:
+        r.stop.set()
+        runner.join(30)
+        server.close()
+
+
+def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
+    from rescheduler.cluster.kube import Retry
+
+    server = cluster()
+    cycles: list[int] = []
+
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
+        cycles.append(1)
+        return []
+
+    r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
+    r.reconciler.backoff = 0.1
+    r.reconciler.marker.retry = Retry(0.0)  # one attempt per cycle: the later cycles must do the retrying
+    runner = threading.Thread(target=r.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: len(cycles) >= 1)
+        server.fail("GET", r"^/api/v1/nodes/od-1$", 503, 500)  # refused twice, in two cycles
+        server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)  # and the write once more
+        mark(server, "od-1")
+        assert wait_for(lambda: not marked(server, "od-1")), "the mark was never removed"
+        assert r.reconciler.failures == {}
+    finally:
+        r.stop.set()
+        runner.join(30)
+        server.close()
+
+
+def test_shutdown_removes_a_leftover_mark_while_the_lease_is_still_held() -> None:
+    server = cluster()
+    r = Rescheduler(server, fast(("--leader-elect=false",)), RunOptions(identity="me", sync_timeout=5))
+    try:
+        r.start_informers()
+        assert r.state.wait_synced(5)
+        mark(server, "od-1")
+        assert r.state.wait_until(lambda: STATE_ANNOTATION in r.state.nodes["od-1"].annotations, 5)
+        server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)  # the API server still settling
+        r.shutdown()
+    finally:
+        server.close()
+    assert not marked(server, "od-1")
 
 
 # --- the parts -------------------------------------------------------------------------------------------------
@@ -345,6 +462,6 @@ def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
     config = fast()
     current: list[Switches] = [CURRENT]
     planner = default_planner(None, lambda: current[0])
-    assert [nm.node for nm in planner(snapshot, config)] == ["od-1"]
+    assert [nm.node for nm in planner(snapshot, config, {})] == ["od-1"]
     current[0] = for_version("v1.26.0")
-    assert planner(snapshot, config) == []
+    assert planner(snapshot, config, {}) == []

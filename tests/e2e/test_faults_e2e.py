@@ -1,0 +1,285 @@
+"""Fault injection mid-drain: kube-apiserver and etcd killed, stopped and restarted; the rescheduler killed.
+
+Every scenario builds the same small world: one spot node, three on-demand nodes each running one pod of the
+Deployment ``held`` (its PodDisruptionBudget allows one disruption at a time, so the three drains share it),
+and a rescheduler (``python -m rescheduler.cli run``, as the Deployment runs it). No scheduler serves
+``held``'s pods: the test binds them. Replacements therefore stay Pending until the test lets them go, which
+holds the first drain in the middle (node marked, pod evicted, replacement not yet Running) for as long as
+the test needs: the fault is injected at that observed moment, never after a guessed sleep. Once the fault is
+over, the test binds every Pending ``held`` pod to the spot node, as a scheduler would.
+
+A watcher runs through the whole scenario and the end state is checked once the rescheduler has settled:
+
+* PodDisruptionBudget floor: ``currentHealthy`` never below ``desiredHealthy`` (polled every 0.1 s);
+* lost pods: every ``held`` replica Running and Ready at the end;
+* leftover marks: no node carries spotshift's mark unless it is ``drained`` and empty;
+* crashes: no rescheduler process exited (or logged a traceback) except those the fault killed;
+* the other on-demand nodes (not the one the fault hit) are drained in the same run.
+
+Each scenario prints one ``fault-result`` line with these figures (``pytest -s`` shows them).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane.faults import Fault, inject, restore
+from tests.e2e.eviction_gate import EvictionGate
+from tests.e2e.test_rescheduler_e2e import (
+    STATE_ANNOTATION,
+    TAINT_KEY,
+    TAINT_VALUE,
+    BudgetWatcher,
+    Rescheduler,
+    World,
+    _bind,
+    _unschedulable,
+)
+
+pytestmark = pytest.mark.e2e
+
+FAST = (
+    "--pod-eviction-timeout=20s",
+    "--replacement-timeout=120s",
+    "--max-graceful-termination=5s",
+)
+"""Beyond the run-loop tests' flags: replacements may wait out a fault plus the API server's restart."""
+
+NO_LEASE = ("--leader-elect=false",)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """``fault`` (``None``: SIGKILL the rescheduler, the leader when ``replicas`` is 2), extra rescheduler
+    ``flags``, and whether the fault hits while an eviction is in flight (``gated``) rather than while the
+    drain waits for its replacement."""
+
+    fault: Fault | None
+    replicas: int = 1
+    flags: tuple[str, ...] = ()
+    gated: bool = False
+
+
+SCENARIOS = [
+    pytest.param(Scenario(Fault("kube-apiserver", "kill")), id="api-server-killed-and-restarted-at-once"),
+    pytest.param(Scenario(Fault("kube-apiserver", "kill"), flags=NO_LEASE), id="api-server-restarted-no-lease"),
+    pytest.param(Scenario(Fault("kube-apiserver", "kill", 5)), id="api-server-down-5s"),
+    pytest.param(Scenario(Fault("kube-apiserver", "kill", 5), flags=NO_LEASE), id="api-server-down-5s-no-lease"),
+    pytest.param(Scenario(Fault("kube-apiserver", "kill", 15)), id="api-server-down-15s"),
+    pytest.param(
+        Scenario(Fault("kube-apiserver", "kill", 15), flags=(*NO_LEASE, "--pod-eviction-timeout=5s"), gated=True),
+        id="api-server-down-15s-during-an-eviction-no-lease",
+    ),
+    pytest.param(Scenario(Fault("kube-apiserver", "stop", 10)), id="api-server-sigstop-10s"),
+    pytest.param(Scenario(Fault("etcd", "kill", 5)), id="etcd-killed-5s"),
+    pytest.param(Scenario(None), id="rescheduler-sigkill"),
+    pytest.param(Scenario(None, replicas=2), id="leader-sigkill-with-two-replicas"),
+]
+"""With ``--leader-elect=false`` an outage does not end the drain through a lost lease: it has to ride it out.
+The gated scenario's eviction fails (its retries end at the 5 s eviction timeout while the API server is down),
+so the drain's rollback and backoff writes meet the outage too, and the node keeps its pod in backoff: the
+other two nodes must still be drained."""
+
+
+class Binder(threading.Thread):
+    """Binds every Pending ``held`` pod to the spot node while ``open`` is set: the scheduler of ``held``."""
+
+    def __init__(self, world: World, spot: str) -> None:
+        super().__init__(daemon=True)
+        self.world = world
+        self.spot = spot
+        self.open = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if self.open.wait(0.2) and not self.stop.is_set():
+                try:
+                    for p in self.world.pods("held"):
+                        if not p["spec"].get("nodeName"):
+                            _bind(self.world, p["metadata"]["name"], self.spot)
+                except (ApiError, requests.RequestException):
+                    pass
+            self.stop.wait(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.open.set()
+        self.join(10)
+
+
+def _held_on(world: World, node: str) -> list[dict[str, Any]]:
+    return [p for p in world.pods("held") if p["spec"].get("nodeName") == node]
+
+
+def _mid_drain(world: World, ods: list[str]) -> str | None:
+    """The node whose drain is in the middle: marked, its pod evicted, a replacement Pending."""
+    pending = [p for p in world.pods("held") if not p["spec"].get("nodeName")]
+    if not pending:
+        return None
+    for od in ods:
+        if world.our_taints(od) and not _held_on(world, od):
+            return od
+    return None
+
+
+def _leftover_marks(world: World, ods: list[str]) -> dict[str, str]:
+    """Nodes with spotshift's mark that are not an empty ``drained`` node, with what is left."""
+    out = {}
+    for od in ods:
+        node = world.node(od)
+        state = (node["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+        ours = [t for t in node["spec"].get("taints") or [] if t.get("key") == TAINT_KEY]
+        ours = [t for t in ours if t.get("value") == TAINT_VALUE]
+        if (state or ours) and not (state == "drained" and not _held_on(world, od)):
+            out[od] = f"state={state} taints={len(ours)}"
+    return out
+
+
+def _crashes(processes: list[Rescheduler], killed: set[str]) -> list[str]:
+    out = []
+    for r in processes:
+        if r.name in killed:
+            continue
+        if r.proc.poll() is not None:
+            out.append(f"{r.name} exited with {r.proc.returncode}")
+        if "Traceback" in r.log_path.read_text(errors="replace"):
+            out.append(f"{r.name} logged a traceback")
+    return out
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str, make_node: Any, tmp_path: Path) -> World:
+    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
+    return World(control_plane, namespace, make_node, tmp_path)
+
+
+@pytest.fixture
+def launch(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Rescheduler]]:
+    started: list[Rescheduler] = []
+
+    def run(config: Path, name: str, *extra: str) -> Rescheduler:
+        log = tmp_path / f"rescheduler-{name}.log"
+        r = Rescheduler(control_plane.kubeconfig, config, log, *FAST, *extra, name=name)
+        started.append(r)
+        return r
+
+    yield run
+    for r in started:
+        r.close()
+    for r in started:
+        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    world: World,
+    launch: Callable[..., Rescheduler],
+    tmp_path: Path,
+    scenario: Scenario,
+) -> None:
+    began = time.monotonic()
+    spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
+    ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
+    world.deployment("held", 3, schedulerName=f"held-{world.label}", nodeSelector={})
+    wait_for(lambda: len(world.pods("held")) == 3, timeout=60, what="the held pods to be created")
+    for p, od in zip(world.pods("held"), ods, strict=True):
+        _bind(world, p["metadata"]["name"], od)
+    world.ready("held")
+    world.pdb("held", "held", maxUnavailable=1)
+    world.wait_pdb("held", 1)
+
+    gate = EvictionGate(control_plane, world.ns, tmp_path).start() if scenario.gated else None
+    budgets = BudgetWatcher(control_plane, world.ns)
+    budgets.start()
+    binder = Binder(world, spot)
+    binder.start()
+    config = world.config()
+    processes = [launch(config, f"r{i}", *scenario.flags) for i in range(scenario.replicas)]
+    killed: set[str] = set()
+    try:
+        if gate is not None:
+            wait_for(gate.held.is_set, timeout=90, what="an eviction to be held at the gate")
+            faulted = wait_for(
+                lambda: next((od for od in ods if world.our_taints(od)), None), timeout=10, what="the marked node"
+            )
+        else:
+            faulted = wait_for(lambda: _mid_drain(world, ods), timeout=90, what="a drain to be in the middle")
+        if scenario.fault is not None:
+            until = inject(control_plane, scenario.fault)
+            restore(control_plane, scenario.fault, until)
+        else:
+            if scenario.replicas == 1:
+                victim = processes[0]
+            else:
+                victim = wait_for(
+                    lambda: next((r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0), None),
+                    timeout=30,
+                    what="the leader's metric",
+                )
+            victim.signal(signal.SIGKILL)
+            victim.wait(10)
+            killed.add(victim.name)
+            if scenario.replicas == 1:
+                processes.append(launch(config, "r-restarted", *scenario.flags))
+        if gate is not None:
+            gate.open.set()
+        binder.open.set()
+
+        others = [od for od in ods if od != faulted]
+
+        def drained(od: str) -> bool:
+            state = (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+            return state == "drained" and not _held_on(world, od)
+
+        def settled() -> bool:
+            ready = [p for p in world.pods("held") if p["spec"].get("nodeName") and _ready(p)]
+            return len(ready) == 3 and all(drained(od) for od in others) and not _leftover_marks(world, ods)
+
+        with_deadline = _try_wait(settled, timeout=240)
+        marks = _leftover_marks(world, ods)
+        lost = 3 - len([p for p in world.pods("held") if p["spec"].get("nodeName") and _ready(p)])
+        drained_others = [od for od in others if drained(od)]
+        crashes = _crashes(processes, killed)
+    finally:
+        binder.close()
+        if gate is not None:
+            gate.close()
+        violations = budgets.close()
+    seconds = time.monotonic() - began
+    print(
+        f"\nfault-result | {request.node.callspec.id} | marks {len(marks)} | pdb violations {len(violations)} | "
+        f"lost pods {lost} | crashes {len(crashes)} | other nodes drained {len(drained_others)}/{len(others)} | "
+        f"{seconds:.0f}s"
+    )
+    assert marks == {}, f"leftover marks: {marks}"
+    assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
+    assert lost == 0, f"{lost} held pods not Running and Ready"
+    assert crashes == [], crashes
+    assert sorted(drained_others) == sorted(others), "the other drainable nodes were not drained in the same run"
+    assert with_deadline, "the rescheduler did not settle"
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _try_wait(condition: Callable[[], bool], timeout: float) -> bool:
+    try:
+        wait_for(condition, timeout=timeout, what="the rescheduler to settle", interval=0.5)
+    except TimeoutError:
+        return False
+    return True
