@@ -19,6 +19,7 @@ import pytest
 from shared.model import Node, Pod
 from shared.nodeaffinity import check_node_affinity, matches_node_selector_and_affinity, preferred_affinity_score
 from shared.selectors import parse_node_selector
+from tests.scoring import default_normalize_score
 from tests.unit.nodeaffinity_builders import (
     H1,
     L1,
@@ -75,12 +76,6 @@ def test_preferred_scheduling_terms_score(preferred: list[tuple[int, dict[str, A
 
 
 # --- node_affinity_test.go TestNodeAffinityPriority -------------------------------------------------------
-
-
-def default_normalize_score(scores: list[int], max_priority: int = 100) -> list[int]:
-    """``helper.DefaultNormalizeScore(max, reverse=false)``."""
-    top = max(scores, default=0)
-    return list(scores) if top == 0 else [max_priority * s // top for s in scores]
 
 
 LABEL1 = {"foo": "bar"}

@@ -28,6 +28,7 @@ from shared.taints import (
 from tests import builders
 from tests.builders import taint
 from tests.builders import toleration as tol
+from tests.scoring import default_normalize_score
 
 NS, PNS, NE = "NoSchedule", "PreferNoSchedule", "NoExecute"
 ALL_EFFECTS = frozenset({NS, PNS, NE})
@@ -358,18 +359,6 @@ def test_untolerated_taint_message_is_kube_schedulers() -> None:
 
 
 # --- taint_toleration_test.go TestTaintTolerationScore ----------------------------------------------------
-
-
-def default_normalize_score(scores: list[int], max_priority: int = 100, reverse: bool = False) -> list[int]:
-    """``helper.DefaultNormalizeScore``, to compare against upstream's normalised expectations."""
-    max_count = max(scores, default=0)
-    if max_count == 0:
-        return [max_priority] * len(scores) if reverse else list(scores)
-    out = []
-    for s in scores:
-        s = max_priority * s // max_count
-        out.append(max_priority - s if reverse else s)
-    return out
 
 
 @pytest.mark.parametrize(
