@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 from shared.model import Pod
-from shared.resources import (
-    check_resources,
-)
+from shared.resources import check_resources
 from tests.unit.resources_builders import (
     EXT_A,
     EXT_B,
