@@ -26,6 +26,7 @@ from extender.scheduling import (
     workload_key,
 )
 from shared.config import Config, parse_config
+from tests.builders import node_json, owner, pod_json
 
 
 class Response:
@@ -53,7 +54,7 @@ class Response:
 
 
 def node(name: str, rv: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": rv, "labels": labels}}
+    return node_json(name, labels=labels, resource_version=rv)
 
 
 class ScriptedApi:
@@ -161,7 +162,7 @@ def owned(kind: str, name: str, **labels: str) -> dict[str, Any]:
     return {
         "namespace": "shop",
         "labels": labels,
-        "ownerReferences": [{"kind": kind, "name": name, "controller": True}],
+        "ownerReferences": [owner(kind, name)],
     }
 
 
@@ -180,9 +181,18 @@ def test_workload_key(meta: dict[str, Any], key: str | None) -> None:
     assert workload_key(meta) == key
 
 
-def pod(node: str | None, annotations: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
-    meta = {**owned("StatefulSet", "db"), "annotations": annotations or {}, **extra}
-    return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": {"phase": "Running"}}
+def pod(node: str | None, annotations: dict[str, str] | None = None, *, terminating: bool = False) -> dict[str, Any]:
+    """A running pod of the StatefulSet ``shop/db``, bound to ``node`` unless it is None."""
+    return pod_json(
+        "db-0",
+        namespace="shop",
+        labels={},
+        annotations=annotations or {},
+        owners=[owner("StatefulSet", "db")],
+        node_name=node or "",
+        phase="Running",
+        terminating=terminating,
+    )
 
 
 def test_pod_reducer_keeps_only_bound_live_pods_that_may_have_a_ceiling() -> None:
@@ -191,7 +201,7 @@ def test_pod_reducer_keeps_only_bound_live_pods_that_may_have_a_ceiling() -> Non
     assert reduce_pod(pod("n1", annotated), ceiling) == PodPlacement("shop/StatefulSet/db", "n1")
     assert reduce_pod(pod("n1"), ceiling) is None, "no annotation and no cluster default: nothing to enforce"
     assert reduce_pod(pod(None, annotated), ceiling) is None, "pending"
-    assert reduce_pod(pod("n1", annotated, deletionTimestamp="2024-01-01T00:00:00Z"), ceiling) is None
+    assert reduce_pod(pod("n1", annotated, terminating=True), ceiling) is None
     defaults = parse_config({"spot_ceiling": {"default_min_on_demand": 1}}).spot_ceiling
     assert reduce_pod(pod("n1"), defaults) is not None, "a cluster default applies to every workload"
 

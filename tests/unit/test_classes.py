@@ -42,6 +42,8 @@ from shared.config import Config, NodeClasses, parse_config
 from shared.model import Node, Taint, Toleration
 from shared.selectors import DOES_NOT_EXIST, EXISTS, IN, NOT_IN, parse_node_selector
 from shared.taints import tolerations_tolerate_taint
+from tests import builders
+from tests.builders import taint
 
 DEFAULT = Config().node_classes
 
@@ -55,27 +57,18 @@ def node_json(
     taints: list[dict[str, str]] | None = None,
     unschedulable: bool = False,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if taints:
-        spec["taints"] = taints
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": spec,
-        "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "4", "pods": "110"}},
-    }
+    """A ready node with 4 cpu and 110 pods allocatable; taints and cordon only when given."""
+    return builders.node_json(
+        name,
+        labels=labels or {},
+        taints=taints or None,
+        unschedulable=True if unschedulable else None,
+        allocatable={"cpu": "4", "pods": "110"},
+    )
 
 
 def node(name: str = "n1", labels: dict[str, str] | None = None, **kw: Any) -> Node:
     return Node.from_api(node_json(name, labels, **kw))
-
-
-def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, str]:
-    out = {"key": key, "effect": effect}
-    if value:
-        out["value"] = value
-    return out
 
 
 def classes(**yaml_node_classes: Any) -> NodeClasses:

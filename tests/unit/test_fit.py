@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from shared.fit import fits
-from shared.model import Node, Pod
+from shared.model import Pod
 from shared.reasons import (
     ERR_ANTI_AFFINITY,
     ERR_INSUFFICIENT,
@@ -21,35 +21,29 @@ from shared.reasons import (
     ERR_UNTOLERATED_TAINT,
     ERR_VOLUME_NODE_AFFINITY,
 )
-from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, for_version
+from tests.builders import Json, node_json, pod_json, snapshot
 
 
-def node(name: str, *, cpu: str = "4", pods: str = "110", labels: dict[str, str] | None = None, **spec: Any) -> dict:
-    ready = spec.pop("ready", True)
-    return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": spec,
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
+def node(name: str, *, cpu: str = "4", pods: str = "110", labels: dict[str, str] | None = None, **kw: Any) -> Json:
+    """A ready node labelled with its hostname; ``kw`` are :func:`tests.builders.node_json` keywords."""
+    labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    return node_json(name, labels=labels, allocatable={"cpu": cpu, "memory": "8Gi", "pods": pods}, **kw)
 
 
-def pod(name: str, *, node_name: str = "", cpu: str = "1", labels: dict[str, str] | None = None, **spec: Any) -> dict:
-    container: dict[str, Any] = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
-    if "ports" in spec:
-        container["ports"] = spec.pop("ports")
-    return {
-        "metadata": {"name": name, "namespace": "default", "labels": labels or {"app": name}},
-        "spec": {"nodeName": node_name, "containers": [container], **spec},
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
-
-
-def snapshot(nodes: list[dict], pods: list[dict] = (), **extra: Any) -> ClusterSnapshot:
-    return ClusterSnapshot([Node.from_api(n) for n in nodes], [Pod.from_api(p) for p in pods], **extra)
+def pod(
+    name: str,
+    *,
+    node_name: str = "",
+    cpu: str = "1",
+    labels: dict[str, str] | None = None,
+    ports: list[Json] | None = None,
+    **spec: Any,
+) -> Json:
+    """A pod labelled ``app: <name>``; ``spec`` are further spec fields as the API spells them."""
+    return pod_json(
+        name, node_name=node_name, labels=labels or {"app": name}, requests={"cpu": cpu}, ports=ports, spec=spec
+    )
 
 
 def codes(reasons: list) -> list[str]:

@@ -19,51 +19,28 @@ from shared.model import (
     Toleration,
 )
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from tests import builders
+from tests.builders import override
 
 # --- builders ---------------------------------------------------------------------------------------
 
 
 def node_json(name: str = "n1", **extra: Any) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "metadata": {"name": name},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-    for key, value in extra.items():
-        section, _, field = key.partition("__")
-        raw[section][field] = value
-    return raw
+    """A ready node (4 cpu, 8Gi, 110 pods); ``section__field=value`` sets any other field."""
+    return override(builders.node_json(name, allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"}), **extra)
 
 
 def pod_json(name: str = "p", namespace: str | None = "default", **extra: Any) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    raw: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
-        "status": {"phase": "Running"},
-    }
-    for key, value in extra.items():
-        section, _, field = key.partition("__")
-        raw[section][field] = value
-    return raw
+    """A running pod requesting 100m / 64Mi; ``section__field=value`` sets any other field."""
+    raw = builders.pod_json(name, namespace=namespace, requests={"cpu": "100m", "memory": "64Mi"}, phase="Running")
+    return override(raw, **extra)
 
 
 def pdb_json(api_version: str, selector: Any, namespace: str = "default") -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "apiVersion": api_version,
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "budget", "namespace": namespace},
-        "spec": {"minAvailable": 1},
-        "status": {"disruptionsAllowed": 2, "currentHealthy": 3, "desiredHealthy": 1, "expectedPods": 3},
-    }
-    if selector is not None:
-        raw["spec"]["selector"] = selector
-    return raw
+    status = {"disruptionsAllowed": 2, "currentHealthy": 3, "desiredHealthy": 1, "expectedPods": 3}
+    return builders.pdb_json(
+        namespace=namespace, selector=selector, min_available=1, api_version=api_version, status=status
+    )
 
 
 # --- Node --------------------------------------------------------------------------------------------

@@ -14,27 +14,19 @@ import pytest
 from shared.model import Node, Pod
 from shared.nodestate import TAINT_NODE_UNSCHEDULABLE, check_ready, check_unschedulable
 from shared.reasons import ERR_NOT_READY, ERR_UNSCHEDULABLE, Reason
+from tests import builders
 
 CORDONED = Reason(ERR_UNSCHEDULABLE, ERR_UNSCHEDULABLE, True)
 NOT_READY = Reason(ERR_NOT_READY, ERR_NOT_READY, True)
 
 
 def node_json(*, unschedulable: bool | None = None, conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if unschedulable is not None:
-        spec["unschedulable"] = unschedulable
-    return {
-        "metadata": {"name": "node"},
-        "spec": spec,
-        "status": {"conditions": conditions if conditions is not None else [{"type": "Ready", "status": "True"}]},
-    }
+    """A node named ``node``, ready unless ``conditions`` says otherwise."""
+    return builders.node_json("node", unschedulable=unschedulable, conditions=conditions)
 
 
 def pod_json(tolerations: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "pause"}]}
-    if tolerations is not None:
-        spec["tolerations"] = tolerations
-    return {"metadata": {"name": "pod", "namespace": "default"}, "spec": spec}
+    return builders.pod_json("pod", image="pause", tolerations=tolerations)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from rescheduler.plan.reasons import Kind
+from tests.builders import api_list, node_json, owner, pod_json
 from tests.support.cluster_gen import DRAINABLE, generate, write_list
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,21 +188,12 @@ def over_committed_file(tmp_path: Path) -> Path:
     """A memory-only pod on an on-demand node; the one spot node (cpu: 1) holds a pod bound with cpu: 2."""
 
     def node(name: str, cpu: str, capacity_type: str) -> dict[str, Any]:
-        return {
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity_type}},
-            "status": {
-                "allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        }
+        labels = {"karpenter.sh/capacity-type": capacity_type}
+        return node_json(name, labels=labels, allocatable={"cpu": cpu, "memory": "4Gi", "pods": "110"})
 
     def pod(name: str, on: str, requests: dict[str, str], owned: bool) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name, "namespace": "shop", "uid": f"uid-{name}"}
-        if owned:
-            meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "controller": True}]
-        spec = {"nodeName": on, "containers": [{"name": "c", "resources": {"requests": requests}}]}
-        return {"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+        owners = [owner("ReplicaSet", "rs")] if owned else None
+        return pod_json(name, namespace="shop", uid=f"uid-{name}", owners=owners, node_name=on, requests=requests)
 
     items = [
         node("od-1", "2", "on-demand"),
@@ -210,7 +202,7 @@ def over_committed_file(tmp_path: Path) -> Path:
         pod("mem-only", "od-1", {"memory": "100Mi"}, owned=True),
     ]
     path = tmp_path / "over-committed.json"
-    path.write_bytes(orjson.dumps({"kind": "List", "items": items}))
+    path.write_bytes(orjson.dumps(api_list(items)))
     return path
 
 

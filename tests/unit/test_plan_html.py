@@ -25,6 +25,7 @@ from rescheduler.plan_html import _json_for_script, page_data, render_html
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
 from shared.movable import BLOCK_NOT_SAFE_TO_EVICT
+from tests.builders import api_list, node_json, owner, pod_json
 
 ROOT = Path(__file__).resolve().parents[2]
 SPOT = {"karpenter.sh/capacity-type": "spot"}
@@ -42,37 +43,25 @@ CHROMIUM_FLAGS = (
 
 
 def node(name: str, labels: dict[str, str], cpu: str = "4", memory: str = "8Gi") -> dict[str, Any]:
-    return {
-        "kind": "Node",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    labels = {"kubernetes.io/hostname": name, **labels}
+    return node_json(name, labels=labels, allocatable={"cpu": cpu, "memory": memory, "pods": "110"})
 
 
 def pod(name: str, on: str, cpu: str, memory: str, **annotations: str) -> dict[str, Any]:
+    """A ready pod of the ReplicaSet ``<app>-rs`` in namespace ``shop``, where ``<app>`` is ``name`` less its
+    last ``-`` part."""
     app = name.rsplit("-", 1)[0]
-    return {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"uid-{name}",
-            "labels": {"app": app},
-            "annotations": annotations,
-            "ownerReferences": [{"kind": "ReplicaSet", "name": f"{app}-rs", "controller": True, "uid": f"rs-{app}"}],
-        },
-        "spec": {
-            "nodeName": on,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-        },
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    return pod_json(
+        name,
+        namespace="shop",
+        uid=f"uid-{name}",
+        labels={"app": app},
+        annotations=annotations,
+        owners=[owner("ReplicaSet", f"{app}-rs", uid=f"rs-{app}")],
+        node_name=on,
+        requests={"cpu": cpu, "memory": memory},
+        conditions=[{"type": "Ready", "status": "True"}],
+    )
 
 
 def cluster() -> bytes:
@@ -87,7 +76,7 @@ def cluster() -> bytes:
         pod("db-1", "od-2", "1", "2Gi", **{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
         pod("cache-1", "spot-1", "1", "1Gi"),
     ]
-    return orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    return orjson.dumps(api_list(items))
 
 
 @pytest.fixture

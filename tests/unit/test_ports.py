@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from shared.model import HostPort, Node, Pod
+from shared.model import HostPort, Pod
 from shared.ports import check_host_ports, host_port_conflicts
 from shared.reasons import ERR_NODE_PORTS, Reason
 from shared.snapshot import NodeInfo
+from tests import builders
 
 CONFLICT = Reason(ERR_NODE_PORTS, ERR_NODE_PORTS, False)
 
@@ -37,11 +38,7 @@ def container_ports(*infos: str) -> list[dict[str, Any]]:
 
 
 def pod_json(name: str, *infos: str, node: str = "m1", phase: str = "Running") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "img", "ports": container_ports(*infos)}]},
-        "status": {"phase": phase},
-    }
+    return builders.pod_json(name, node_name=node, phase=phase, image="img", ports=container_ports(*infos))
 
 
 def new_pod(*infos: str, name: str = "incoming", node: str = "") -> Pod:
@@ -49,8 +46,7 @@ def new_pod(*infos: str, name: str = "incoming", node: str = "") -> Pod:
 
 
 def node_info(*existing: Pod) -> NodeInfo:
-    node = Node.from_api({"metadata": {"name": "m1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-    return NodeInfo(node, existing)
+    return NodeInfo(builders.node("m1"), existing)
 
 
 def existing_pod(*infos: str, name: str = "existing") -> Pod:

@@ -79,12 +79,6 @@ def test_shared_kube_is_where_the_api_client_lives() -> None:
     assert all(KUBE not in p.parents for p in MODULES)
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(SHARED.parent).with_suffix("")
-    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-    return ".".join(parts)
-
-
 def test_importing_shared_does_not_load_the_kubernetes_client() -> None:
     import subprocess
     import sys

@@ -25,6 +25,10 @@ from shared.taints import (
     tolerates,
     tolerates_all,
 )
+from tests import builders
+from tests.builders import taint
+from tests.builders import toleration as tol
+from tests.scoring import default_normalize_score
 
 NS, PNS, NE = "NoSchedule", "PreferNoSchedule", "NoExecute"
 ALL_EFFECTS = frozenset({NS, PNS, NE})
@@ -33,46 +37,21 @@ ALL_EFFECTS = frozenset({NS, PNS, NE})
 # --- builders: API JSON in, parsed views out ----------------------------------------------------------------
 
 
-def taint(key: str, value: str = "", effect: str = NS) -> dict[str, str]:
-    out = {"key": key, "effect": effect}
-    if value:
-        out["value"] = value
-    return out
-
-
-def tol(key: str = "", operator: str | None = None, value: str = "", effect: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
-    if key:
-        out["key"] = key
-    if operator is not None:
-        out["operator"] = operator
-    if value:
-        out["value"] = value
-    if effect:
-        out["effect"] = effect
-    return out
-
-
 def node_json(name: str, taints: list[dict[str, str]]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {"taints": taints},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    return builders.node_json(name, taints=taints)
 
 
 def pod_json(name: str, tolerations: list[dict[str, str]]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "pause"}], "tolerations": tolerations},
-    }
+    return builders.pod_json(name, image="pause", tolerations=tolerations)
 
 
 def node_with_taints(name: str, taints: list[dict[str, str]]) -> Node:
+    """``nodeWithTaints(name, taints)`` of ``taint_toleration_test.go``."""
     return Node.from_api(node_json(name, taints))
 
 
 def pod_with_tolerations(name: str, tolerations: list[dict[str, str]]) -> Pod:
+    """``podWithTolerations(name, tolerations)`` of ``taint_toleration_test.go``."""
     return Pod.from_api(pod_json(name, tolerations))
 
 
@@ -380,18 +359,6 @@ def test_untolerated_taint_message_is_kube_schedulers() -> None:
 
 
 # --- taint_toleration_test.go TestTaintTolerationScore ----------------------------------------------------
-
-
-def default_normalize_score(scores: list[int], max_priority: int = 100, reverse: bool = False) -> list[int]:
-    """``helper.DefaultNormalizeScore``, to compare against upstream's normalised expectations."""
-    max_count = max(scores, default=0)
-    if max_count == 0:
-        return [max_priority] * len(scores) if reverse else list(scores)
-    out = []
-    for s in scores:
-        s = max_priority * s // max_count
-        out.append(max_priority - s if reverse else s)
-    return out
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import Any
 
 import orjson
 import pytest
@@ -21,6 +20,7 @@ from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AF
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, STRICTEST, for_version
+from tests.builders import api_list, node_json, pod_json, spread_constraint
 from tests.support.cluster_gen import FULL, generate
 
 RICH = replace(FULL, anti_affinity=0.35, anti_affinity_other=0.3, spread=0.3, pod_affinity=0.15, pinned=0.02)
@@ -120,30 +120,29 @@ def _release_sensitive_cluster(seed: int) -> ClusterSnapshot:
             labels["pool"] = "p"
         if rng.random() < 0.7:
             labels["rack"] = f"r{rng.randrange(3)}"
-        nodes.append({"metadata": {"name": f"n{i}", "labels": labels}, "status": {"allocatable": {"pods": "110"}}})
+        nodes.append(node_json(f"n{i}", labels=labels, allocatable={"pods": "110"}, ready=None))
     selectors = [{}, None, {"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "b"}}]
     pods = []
     for j in range(90):
-        spec: dict[str, Any] = {"nodeName": f"n{rng.randrange(12)}", "containers": [{"name": "c"}]}
+        node_name = f"n{rng.randrange(12)}"
+        constraints, node_selector = None, None
         if rng.random() < 0.5:
-            constraints = []
-            for key in rng.sample(["zone", "rack", "kubernetes.io/hostname"], rng.randint(1, 2)):
-                c: dict[str, Any] = {
-                    "maxSkew": rng.randint(1, 2),
-                    "topologyKey": key,
-                    "whenUnsatisfiable": "DoNotSchedule",
-                }
-                sel = rng.choice(selectors)
-                if sel is not None:
-                    c["labelSelector"] = sel
-                constraints.append(c)
-            spec["topologySpreadConstraints"] = constraints
+            keys = rng.sample(["zone", "rack", "kubernetes.io/hostname"], rng.randint(1, 2))
+            constraints = [spread_constraint(rng.randint(1, 2), key, rng.choice(selectors)) for key in keys]
             if rng.random() < 0.6:
-                spec["nodeSelector"] = {"pool": "p"}
-        meta = {"name": f"p{j}", "namespace": rng.choice(["ns1", "ns1", "ns2"]), "labels": {"app": rng.choice("ab")}}
-        pods.append({"kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}})
-    items = [{"kind": "Node", **n} for n in nodes] + pods
-    return load_bytes(orjson.dumps({"kind": "List", "items": items}))
+                node_selector = {"pool": "p"}
+        namespace, app = rng.choice(["ns1", "ns1", "ns2"]), rng.choice("ab")
+        pods.append(
+            pod_json(
+                f"p{j}",
+                namespace=namespace,
+                labels={"app": app},
+                node_name=node_name,
+                spread=constraints,
+                node_selector=node_selector,
+            )
+        )
+    return load_bytes(orjson.dumps(api_list(nodes + pods)))
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])

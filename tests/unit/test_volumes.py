@@ -21,6 +21,7 @@ from shared.model import Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_ZONE, Reason
 from shared.snapshot import ClusterSnapshot
 from shared.volumes import check_volumes, label_zones_to_set
+from tests import builders
 
 ZONE_CONFLICT = Reason(ERR_VOLUME_ZONE, ERR_VOLUME_ZONE, True)
 NODE_CONFLICT = Reason(ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_NODE_AFFINITY, True)
@@ -38,33 +39,22 @@ def pv_json(
     name: str, labels: dict[str, str] | None = None, affinity: dict[str, list[str]] | None = None
 ) -> dict[str, Any]:
     """``makePV(name).withNodeAffinity(map[key][]values)``: one term, ``key In values`` for each key."""
-    spec: dict[str, Any] = {}
-    if affinity is not None:
-        exprs = [{"key": k, "operator": "In", "values": v} for k, v in affinity.items()]
-        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}}
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+    return builders.pv_json(name, labels=labels, node_affinity=affinity)
 
 
 def pvc_json(name: str, volume: str = "", namespace: str = "default") -> dict[str, Any]:
-    spec = {"volumeName": volume} if volume else {}
-    return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return builders.pvc_json(name, namespace=namespace, volume=volume)
 
 
 def pod_json(*claims: str, name: str = "pod_1", ephemeral: tuple[str, ...] = ()) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "kube-api-access", "projected": {"sources": []}}]
     volumes += [{"name": f"vol-{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
     volumes += [{"name": v, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}} for v in ephemeral]
-    return {
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "img"}], "volumes": volumes},
-    }
+    return builders.pod_json(name, image="img", volumes=volumes)
 
 
 def node_json(name: str = "host1", labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": labels or {}},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    return builders.node_json(name, labels=labels or {})
 
 
 def check(

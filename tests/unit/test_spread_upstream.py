@@ -1,0 +1,361 @@
+"""Topology spread (DoNotSchedule), transcribed from kube-scheduler's own tables.
+
+Upstream: ``pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go`` (``TestSingleConstraint``
+including its minDomains and NodeAffinityPolicy/NodeTaintsPolicy cases, ``TestMultipleConstraints``), run
+with NodeInclusionPolicyInPodTopologySpread enabled (its default since 1.26). Each pytest id names the
+upstream case. Upstream's status codes map to: Success → ``None``, Unschedulable → ``ERR_SPREAD``,
+UnschedulableAndUnresolvable → ``ERR_SPREAD_MISSING_LABEL``. Only the spread predicate runs, so (as the
+upstream comments say) nodes that node affinity or taints would reject may still pass here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.model import Node, Pod
+from tests.unit.spread_builders import (
+    BAR,
+    FOO,
+    MISSING,
+    NIL,
+    OK,
+    SKEW,
+    UNSCHEDULABLE_TAINT,
+    abxy,
+    abxy_zone2,
+    foo_pods,
+    node,
+    plain,
+    pod,
+    run_filter,
+    spread,
+    zoned,
+)
+
+# --- TestSingleConstraint ----------------------------------------------------------------------------
+
+INCLUSION_NODES = [
+    plain("node-a", {"node": "node-a", "foo": ""}),
+    plain("node-b", {"node": "node-b", "foo": ""}),
+    plain("node-x", {"node": "node-x", "foo": ""}),
+    plain("node-y", {"node": "node-y"}),
+]
+TAINTED_NODES = [*INCLUSION_NODES[:3], node("node-y", {"node": "node-y"}, UNSCHEDULABLE_TAINT)]
+INCLUSION_PODS = [
+    ("p-b1", "node-a"),
+    ("p-b2", "node-b"),
+    ("p-y1", "node-y"),
+]
+
+
+def inclusion_pods() -> list[Pod]:
+    return [pod(n, "foo", node=at) for n, at in INCLUSION_PODS]
+
+
+SINGLE = [
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        abxy(),
+        [],
+        [OK, OK, OK, OK],
+        id="no-existing-pods",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", BAR)]),
+        abxy(),
+        [],
+        [OK, OK, OK, OK],
+        id="no-existing-pods-incoming-pod-does-not-match-itself",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        abxy(),
+        [
+            pod("p-a1", "foo", ns="ns1", node="node-a"),
+            pod("p-b1", "foo", ns="ns2", node="node-a"),
+            pod("p-x1", "foo", node="node-x"),
+            pod("p-y1", "foo", node="node-y"),
+        ],
+        [OK, OK, SKEW, SKEW],
+        id="existing-pods-in-a-different-namespace-do-not-count",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", NIL)]),
+        abxy(),
+        foo_pods(x=1, y=1),
+        [OK, OK, OK, OK],
+        id="existing-pods-do-not-match-null-selector",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [OK, OK, OK, OK],
+        id="pods-spread-across-zones-as-3/3-all-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")]),
+        [zoned("node-a", "zone1"), node("node-b", {"zon": "zone1", "node": "node-b"}), *abxy_zone2()],
+        foo_pods(a=1, b=1, x=1, y=1),
+        [OK, MISSING, SKEW, SKEW],
+        id="pods-spread-across-zones-as-1/2-due-to-absence-of-label-zone-on-node-b",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "rack")]),
+        [zoned("node-a", "zone1"), zoned("node-x", "zone2")],
+        [],
+        [MISSING, MISSING],
+        id="pod-cannot-be-scheduled-as-all-nodes-do-not-have-label-rack",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, SKEW, OK, SKEW],
+        id="pods-spread-across-nodes-as-2/1/0/3-only-node-x-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "node")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, OK, OK, SKEW],
+        id="pods-spread-across-nodes-as-2/1/0/3-maxSkew-is-2-node-b-and-node-x-fit",
+    ),
+    pytest.param(
+        pod("p", "bar", constraints=[spread(1, "node")]),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, OK, OK, SKEW],
+        id="pods-spread-across-nodes-as-2/1/0/3-but-pod-does-not-match-itself",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")], affinity_in=("node", ["node-a", "node-y"])),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [OK, OK, OK, SKEW],
+        id="incoming-pod-has-nodeAffinity-pods-spread-as-2/~1~/~0~/3-hence-node-a-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")]),
+        [plain("node-a", {"node": "node-a"}), plain("node-b", {"node": "node-b"})],
+        [pod("p-a", "foo", node="node-a", terminating=True), pod("p-b", "foo", node="node-b")],
+        [OK, SKEW],
+        id="terminating-pods-should-be-excluded",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone")], affinity_not_in=("node", ["node-b"])),
+        abxy(),
+        foo_pods(b=2, y=1),
+        [OK, OK, SKEW, SKEW],
+        id="incoming-pod-has-nodeAffinity-pods-spread-as-0/~2~/0/1-hence-node-a-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "node", min_domains=4)]),
+        [plain(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
+        foo_pods(a=2, b=2, c=1),
+        [SKEW, SKEW, OK],
+        id="pods-spread-across-nodes-as-2/2/1-maxSkew-2-domains-fewer-than-minDomains-third-node-fits",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "node", min_domains=2)]),
+        [plain(n, {"node": n}) for n in ("node-a", "node-b", "node-c")],
+        foo_pods(a=2, b=2, c=1),
+        [OK, OK, OK],
+        id="pods-spread-across-nodes-as-2/2/1-maxSkew-2-domains-more-than-minDomains-all-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "zone", min_domains=3)]),
+        abxy(),
+        [pod("p-b1", "foo", node="node-a"), pod("p-b2", "foo", node="node-b"), pod("p-y1", "foo", node="node-y")],
+        [SKEW, SKEW, OK, OK],
+        id="pods-spread-across-zone-as-2/1-maxSkew-2-domains-fewer-than-minDomains-third-and-fourth-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(2, "zone", min_domains=1)]),
+        abxy(),
+        [pod("p-b1", "foo", node="node-a"), pod("p-b2", "foo", node="node-b"), pod("p-y1", "foo", node="node-y")],
+        [OK, OK, OK, OK],
+        id="pods-spread-across-zone-as-2/1-maxSkew-2-domains-more-than-minDomains-all-nodes-fit",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")], node_selector={"foo": ""}),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, OK],
+        id="NodeAffinityPolicy-honored-with-labelSelectors",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node", node_affinity_policy="Ignore")], node_selector={"foo": ""}),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, SKEW],
+        id="NodeAffinityPolicy-ignored-with-labelSelectors",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")], affinity_in=("foo", [""])),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, OK],
+        id="NodeAffinityPolicy-honored-with-nodeAffinity",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node", node_affinity_policy="Ignore")], affinity_in=("foo", [""])),
+        INCLUSION_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, SKEW],
+        id="NodeAffinityPolicy-ignored-with-labelSelectors(second-case,with-nodeAffinity)",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node", node_taints_policy="Honor")]),
+        TAINTED_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, OK],
+        id="NodeTaintsPolicy-honored",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "node")]),
+        TAINTED_NODES,
+        inclusion_pods(),
+        [SKEW, SKEW, OK, SKEW],
+        id="NodeTaintsPolicy-ignored",
+    ),
+]
+
+# --- TestMultipleConstraints -------------------------------------------------------------------------
+
+ZONE_NODE = [spread(1, "zone"), spread(1, "node")]
+ZONE_FOO_NODE_BAR = [spread(1, "zone", FOO), spread(1, "node", BAR)]
+
+MULTIPLE = [
+    pytest.param(
+        pod("p", "foo", constraints=ZONE_NODE),
+        abxy(),
+        foo_pods(a=2, b=1, y=3),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-constraints-on-zone-and-node-spreads-[3/3,2/1/0/3]",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=ZONE_NODE),
+        abxy(),
+        foo_pods(a=2, b=1, y=4),
+        [SKEW, SKEW, SKEW, SKEW],
+        id="two-constraints-on-zone-and-node-spreads-[3/4,2/1/0/4]",
+    ),
+    pytest.param(
+        pod("p", "foo", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [pod("p-a1", "foo", node="node-a"), pod("p-y1", "bar", node="node-y")],
+        [SKEW, SKEW, OK, SKEW],
+        id="constraints-hold-different-labelSelectors-spreads-[1/0,1/0/0/1]",
+    ),
+    pytest.param(
+        pod("p", "foo", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [pod("p-a1", "foo", node="node-a"), pod("p-x1", "bar", node="node-x"), pod("p-y1", "bar", node="node-y")],
+        [SKEW, SKEW, SKEW, SKEW],
+        id="constraints-hold-different-labelSelectors-spreads-[1/0,0/0/1/1]",
+    ),
+    pytest.param(
+        pod("p", "foo", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [
+            pod("p-a1", "foo", node="node-a"),
+            pod("p-a2", "foo", "bar", node="node-a"),
+            pod("p-y1", "foo", node="node-y"),
+            pod("p-y2", "foo", "bar", node="node-y"),
+            pod("p-y3", "foo", node="node-y"),
+        ],
+        [SKEW, OK, SKEW, SKEW],
+        id="constraints-hold-different-labelSelectors-spreads-[2/3,1/0/0/1]",
+    ),
+    pytest.param(
+        pod("p", "bar", constraints=ZONE_FOO_NODE_BAR),
+        abxy(),
+        [pod("p-a1", "foo", node="node-a"), pod("p-x1", "bar", node="node-x"), pod("p-y1", "bar", node="node-y")],
+        [OK, OK, SKEW, SKEW],
+        id="constraints-hold-different-labelSelectors-but-pod-does-not-match-itself-on-zone-constraint",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=ZONE_NODE),
+        [
+            zoned("node-a", "zone1"),
+            zoned("node-b", "zone1"),
+            node("node-x", {"zone": "zone2"}),
+            zoned("node-y", "zone2"),
+        ],
+        [pod("p-a1", "foo", node="node-a"), pod("p-y3", "foo", node="node-y")],
+        [SKEW, OK, MISSING, SKEW],
+        id="two-constraints-on-zone-and-node-absence-of-label-node-on-node-x-spreads-[1/1,1/0/0/1]",
+    ),
+    pytest.param(
+        pod(
+            "p",
+            "foo",
+            node_selector={"foo": ""},
+            constraints=[spread(1, "zone"), spread(1, "node", node_affinity_policy="Ignore")],
+        ),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1", foo=""),
+            zoned("node-x", "zone2", foo=""),
+            zoned("node-y", "zone2"),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/ignore-node-ignore/ignore",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", node_taints_policy="Honor"), spread(1, "node")]),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1", foo=""),
+            zoned("node-x", "zone2", foo=""),
+            node("node-y", {"zone": "zone2", "node": "node-y"}, UNSCHEDULABLE_TAINT),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/honor-node-honor/ignore",
+    ),
+    pytest.param(
+        pod("p", "foo", node_selector={"foo": ""}, constraints=ZONE_NODE),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1"),
+            zoned("node-x", "zone2", foo=""),
+            node("node-y", {"zone": "zone2", "node": "node-y", "foo": ""}, UNSCHEDULABLE_TAINT),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, OK, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/ignore-node-honor/ignore",
+    ),
+    pytest.param(
+        pod(
+            "p",
+            "foo",
+            node_selector={"foo": ""},
+            constraints=[
+                spread(1, "zone", node_taints_policy="Honor"),
+                spread(1, "node", node_affinity_policy="Ignore"),
+            ],
+        ),
+        [
+            zoned("node-a", "zone1", foo=""),
+            zoned("node-b", "zone1"),
+            zoned("node-x", "zone2", foo=""),
+            node("node-y", {"zone": "zone2", "node": "node-y", "foo": ""}, UNSCHEDULABLE_TAINT),
+        ],
+        foo_pods(a=1, b=1, y=1),
+        [SKEW, SKEW, OK, SKEW],
+        id="two-node-inclusion-constraints-zone-honor/honor-node-ignore/ignore",
+    ),
+]
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "want"), SINGLE)
+def test_single_constraint(incoming: Pod, nodes: list[Node], pods: list[Pod], want: list[str | None]) -> None:
+    assert run_filter(incoming, nodes, pods) == want
+
+
+@pytest.mark.parametrize(("incoming", "nodes", "pods", "want"), MULTIPLE)
+def test_multiple_constraints(incoming: Pod, nodes: list[Node], pods: list[Pod], want: list[str | None]) -> None:
+    assert run_filter(incoming, nodes, pods) == want
