@@ -38,12 +38,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rescheduler.cluster.drain import Drainer, NodeMarker, Outcome
+from rescheduler.cluster.drain import Drainer, Outcome
 from rescheduler.cluster.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
-from rescheduler.cluster.marks import MarkReconciler
+from rescheduler.cluster.marks import MarkReconciler, NodeMarker
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds

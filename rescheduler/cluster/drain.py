@@ -50,19 +50,12 @@ from rescheduler.cluster.events import (
 from rescheduler.cluster.evictor import Evictor, Result
 from rescheduler.cluster.kube import ApiError, Kube, Retry
 from rescheduler.cluster.marks import (
-    DRAINED,
-    DRAINING,
-    FAILURES_ANNOTATION,
-    MODE_ANNOTATION,
-    STARTED_ANNOTATION,
     NodeMarker,
-    clean_leftovers,
     iso,
 )
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
-from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE, backoff_until, is_marked
 from rescheduler.plan.safety import Refusal, pdb_refusals, stale_pdbs
 from shared.classes import node_class
 from shared.config import Config
@@ -70,22 +63,10 @@ from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import movability
 
 __all__ = [
-    "TAINT_VALUE",
-    "STATE_ANNOTATION",
-    "MODE_ANNOTATION",
-    "STARTED_ANNOTATION",
-    "BACKOFF_UNTIL_ANNOTATION",
-    "FAILURES_ANNOTATION",
-    "DRAINING",
-    "DRAINED",
     "Outcome",
     "DrainResult",
-    "NodeMarker",
     "Drainer",
-    "backoff_until",
     "movable_pods",
-    "clean_leftovers",
-    "is_marked",
     "SKIP_PDB",
     "SKIP_PLAN_STALE",
     "SKIP_NODE_CHANGED",

@@ -10,27 +10,22 @@ from typing import Any
 import pytest
 
 from rescheduler.cluster.drain import (
-    BACKOFF_UNTIL_ANNOTATION,
-    DRAINED,
     FAIL_EVICTION_REFUSED,
     FAIL_INTERRUPTED,
     FAIL_REPLACED_ON_DEMAND,
     FAIL_REPLACEMENT_TIMEOUT,
-    FAILURES_ANNOTATION,
     SKIP_PDB,
     SKIP_PLAN_STALE,
-    STATE_ANNOTATION,
-    TAINT_VALUE,
     Drainer,
-    NodeMarker,
     Outcome,
-    clean_leftovers,
 )
 from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import Kube
+from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
 from rescheduler.metrics import Metrics
+from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import Config
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 

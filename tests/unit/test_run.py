@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from rescheduler.cluster.drain import STATE_ANNOTATION
 from rescheduler.cluster.events import EventRecorder, Ref
 from rescheduler.cluster.kube import (
     ApiError,
@@ -27,6 +26,7 @@ from rescheduler.cluster.kube import (
 )
 from rescheduler.logs import JsonFormatter, fields
 from rescheduler.metrics import Metrics, MetricsServer
+from rescheduler.plan.marks import STATE_ANNOTATION
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
 from shared.config import ConfigError, load_config
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
