@@ -39,9 +39,12 @@ def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, st
     return out
 
 
-def toleration(key: str = "", operator: str | None = None, value: str = "", effect: str = "") -> dict[str, str]:
-    """A pod toleration with only the given fields (an empty key with ``Exists`` tolerates everything)."""
-    out: dict[str, str] = {}
+def toleration(
+    key: str = "", operator: str | None = None, value: str = "", effect: str = "", *, seconds: int | None = None
+) -> Json:
+    """A pod toleration with only the given fields (an empty key with ``Exists`` tolerates everything);
+    ``seconds`` is ``tolerationSeconds``, as the API server's DefaultTolerationSeconds plugin writes it."""
+    out: Json = {}
     if key:
         out["key"] = key
     if operator is not None:
@@ -50,6 +53,8 @@ def toleration(key: str = "", operator: str | None = None, value: str = "", effe
         out["value"] = value
     if effect:
         out["effect"] = effect
+    if seconds is not None:
+        out["tolerationSeconds"] = seconds
     return out
 
 
@@ -238,6 +243,7 @@ def node_json(
 def pod_json(
     name: str = "p",
     *,
+    generate_name: str = "",
     namespace: str | None = "default",
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
@@ -252,7 +258,7 @@ def pod_json(
     image: str | None = None,
     containers: Sequence[Json] | None = None,
     init_containers: Sequence[Json] | None = None,
-    tolerations: list[dict[str, str]] | None = None,
+    tolerations: list[Json] | None = None,
     node_selector: Mapping[str, str] | None = None,
     affinity: Json | None = None,
     spread: list[Json] | None = None,
@@ -263,8 +269,11 @@ def pod_json(
 ) -> Json:
     """A pod with one container ``c`` (or ``containers``); ``requests``/``limits``/``ports``/``image`` go to that
     container. ``phase`` defaults to ``Running`` when bound, ``Pending`` when not; ``spec`` adds any other spec
-    fields as the API spells them."""
-    meta: Json = {"name": name}
+    fields as the API spells them. ``generate_name`` with an empty ``name`` is a pod that has no name yet, as
+    one a controller creates reaches admission."""
+    meta: Json = {"name": name} if name or not generate_name else {}
+    if generate_name:
+        meta["generateName"] = generate_name
     if namespace is not None:
         meta["namespace"] = namespace
     if labels is not None:

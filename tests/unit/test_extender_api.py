@@ -17,36 +17,35 @@ from extender.app import create_app
 from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, PodPlacement, reduce_node
 from shared.config import Config, parse_config
 from shared.reasons import ERR_RECLAIMED
+from tests.builders import Json, node_json, owner, pod_json, taint
 
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 CONTROL_PLANE = {"node-role.kubernetes.io/control-plane": ""}
 
 
-def node(
-    name: str, labels: dict[str, str] | None = None, *, taints: Iterable[dict[str, str]] = (), cordoned: bool = False
-) -> dict:
-    spec: dict[str, Any] = {"taints": list(taints)}
-    if cordoned:
-        spec["unschedulable"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": spec,
-        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
-    }
+def node(name: str, labels: dict[str, str] | None = None, **kw: Any) -> Json:
+    """A node labelled with its hostname, with 4 CPUs and no Ready condition (the extender reads none);
+    ``kw`` are :func:`tests.builders.node_json` keywords."""
+    return node_json(
+        name,
+        labels={"kubernetes.io/hostname": name, **(labels or {})},
+        allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"},
+        ready=None,
+        **kw,
+    )
 
 
-def pod(annotations: dict[str, str] | None = None, owner: str | None = "web-5d9c") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "web-5d9c-abcde", "namespace": "shop", "labels": {"pod-template-hash": "5d9c"}}
-    if annotations:
-        meta["annotations"] = annotations
-    if owner:
-        meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": "rs", "controller": True}
-        ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+def pod(annotations: dict[str, str] | None = None, replica_set: str = "web-5d9c") -> Json:
+    """A pod of the ReplicaSet ``replica_set`` (``<deployment>-<pod-template-hash>``) in ``shop``."""
+    return pod_json(
+        f"{replica_set}-abcde",
+        namespace="shop",
+        labels={"pod-template-hash": replica_set.rsplit("-", 1)[1]},
+        annotations=annotations or None,
+        owners=[owner("ReplicaSet", replica_set, uid="rs", api_version="apps/v1")],
+        image="x",
+    )
 
 
 class FakeCache:
@@ -69,12 +68,8 @@ CLUSTER = [
     node("od-1", ON_DEMAND),
     node("plain-1"),
     node("cp-1", CONTROL_PLANE),
-    node(
-        "spot-itn",
-        SPOT,
-        taints=[{"key": "aws-node-termination-handler/spot-itn", "value": "x", "effect": "NoSchedule"}],
-    ),
-    node("spot-cordoned", SPOT, cordoned=True),
+    node("spot-itn", SPOT, taints=[taint("aws-node-termination-handler/spot-itn", "x")]),
+    node("spot-cordoned", SPOT, unschedulable=True),
 ]
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 
@@ -125,7 +120,7 @@ def test_filter_with_node_names_drops_reclaimed_nodes_with_the_shared_reason(cli
     ],
 )
 def test_every_reclaim_taint_is_filtered(taint_key: str) -> None:
-    c = client_for(nodes=[node("n", SPOT, taints=[{"key": taint_key, "effect": "NoSchedule"}])])
+    c = client_for(nodes=[node("n", SPOT, taints=[taint(taint_key)])])
     result = post(c, "/filter", {"Pod": pod(), "NodeNames": ["n"]})
     assert result["NodeNames"] == [] and result["FailedNodes"] == {"n": ERR_RECLAIMED}
 
@@ -270,8 +265,7 @@ def test_pods_of_other_workloads_do_not_count() -> None:
     place(cache, {"spot-1": 9})
     assert cache.pods is not None
     cache.pods.put("api-0", PodPlacement("shop/Deployment/api", "od-1"))
-    other = pod({"spotshift.io/max-spot-percent": "50"}, owner="api-77f")
-    other["metadata"]["labels"] = {"pod-template-hash": "77f"}
+    other = pod({"spotshift.io/max-spot-percent": "50"}, replica_set="api-77f")
     scores = post(client_for(cache=cache), "/prioritize", {"Pod": other, "NodeNames": ["spot-1", "od-1"]})
     assert scores[0] == {"Host": "spot-1", "Score": 10}, "api: 0 of 1 on spot, so a 2nd on spot is 50%: allowed"
 

@@ -16,18 +16,15 @@ import pytest
 import requests
 
 from extender.app import create_app
+from tests.builders import Json, pod_json
 from tests.unit.servers import start_server, stop_server
 
 LIMIT = 4 * 1024 * 1024
 
 
-def pod() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "image": "x"}]},
-    }
+def pod() -> Json:
+    """A minimal pod, a name and one container; a review carries its namespace beside it."""
+    return pod_json("p", namespace=None, image="x")
 
 
 def review(**request: Any) -> dict[str, Any]:
