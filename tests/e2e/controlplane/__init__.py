@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .api import Api, ApiError
 from .certs import KeyPair, issue_cert, make_ca
-from .cluster import BUILD_HINT, Binaries, BinariesMissing, ControlPlane, running_control_plane, wait_for
+from .cluster import ControlPlane, running_control_plane
 from .kubelet import KubeletStandIn
+from .process import BUILD_HINT, Binaries, BinariesMissing, wait_for
 
 __all__ = [
     "BUILD_HINT",
