@@ -11,7 +11,9 @@ clock (a caller that wants a time budget passes its clock). The rules (docs/arch
   movable pod must fit a target given every move planned before it, checked with the scheduler's filters in
   kube-scheduler's order (:mod:`rescheduler.plan.placement`, :mod:`rescheduler.plan.topology`); otherwise a
   :class:`~rescheduler.plan.reasons.StayReason` says why the node stays.
-* PodDisruptionBudgets and per-workload spot ceilings are kept (:mod:`rescheduler.plan.budgets`).
+* PodDisruptionBudgets and per-workload spot ceilings are kept (:mod:`rescheduler.plan.budgets`): by default a
+  budget is a rate limit (a node is blocked only by a budget allowing no disruption now), and the plan names
+  the budgets that will pace each drain (:attr:`~rescheduler.plan.records.Plan.pacing`).
 * Expendable pods (priority below ``movability.expendable_priority_cutoff``) neither block nor move, and on a
   spot target they take no room (:mod:`rescheduler.plan.state`).
 * Pending unschedulable pods do not stop planning; ``summary["pending_unschedulable"]`` counts them and
@@ -30,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.reasons import HELD_BACK_TEXT, Kind, StayReason
@@ -147,4 +150,6 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool) -> Pl
     if verify:
         summary["verify_rejections"] = sim.verify_rejections
     moves = tuple(Move(m.pod.key, m.source, m.target) for m in best.moves)
-    return Plan(moves, tuple(best.drained), reasons, summary)
+    by_name = planner.cands.by_name
+    paced = pacing([by_name[n] for n in best.drained], planner.cands.pdbs)
+    return Plan(moves, tuple(best.drained), reasons, summary, paced)

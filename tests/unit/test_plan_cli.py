@@ -58,7 +58,7 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""  # no progress when stderr is not a terminal
     doc: dict[str, Any] = orjson.loads(proc.stdout)
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing"]
     assert doc["moves"], "the fixture cluster should drain something"
     for m in doc["moves"]:
         assert list(m) == ["pod", "from", "to"]
@@ -76,6 +76,10 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
         assert list(row) == ["reason", "nodes", "kind"] and row["kind"] in kinds
     assert doc["summary"]["drained"] == len(doc["drained"])
     assert doc["summary"]["pods_moved"] == len(doc["moves"])
+    for node_name, notes in doc["pacing"].items():
+        assert node_name in doc["drained"]
+        for note in notes:
+            assert list(note) == ["pdb", "pods", "allowed", "before"]
 
 
 def test_json_output_is_reproducible(snapshot_file: Path) -> None:

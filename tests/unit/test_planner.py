@@ -702,9 +702,9 @@ def test_config_on_demand_selector_limits_the_candidates() -> None:
 def test_plan_json_has_exactly_the_documented_shape() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
     doc = planned(snap).to_json()
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing"]
     assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
-    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {}
+    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {} and doc["pacing"] == {}
     orjson.dumps(doc)  # serialisable as is
 
 
