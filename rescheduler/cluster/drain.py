@@ -371,7 +371,7 @@ class Drainer:
                 live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         except (ApiError, ValueError) as e:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB_LIST, f"cannot list PodDisruptionBudgets: {e}")
-        refusals = pdb_refusals(pods, live, stale=stale_pdbs(raw_items))
+        refusals = pdb_refusals(pods, live, stale=stale_pdbs(raw_items), rule=cfg.rescheduler.pdb_rule)
         if refusals:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB, str(refusals[0]), refusals=tuple(refusals))
         return pods, None
