@@ -251,6 +251,18 @@ def render_table(result: Plan) -> str:
         lines.extend(_columns(rows))
         if len(result.drained) > _MAX_ROWS:
             lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
+    if result.pacing:
+        lines.append("")
+        lines.append(
+            f"{len(result.pacing):,} drain(s) paced by PodDisruptionBudgets (pods evicted as the budget allows, "
+            "429s retried as replacements become Ready):"
+        )
+        pace_rows = [("NODE TO DRAIN", "PODDISRUPTIONBUDGET", "NOTE")]
+        for name in [n for n in result.drained if n in result.pacing][:_MAX_ROWS]:
+            for p in result.pacing[name]:
+                earlier = f", {p.before} from earlier nodes" if p.before else ""
+                pace_rows.append((name, p.pdb, f"{p.pods} pod(s), {p.allowed} at a time{earlier}"))
+        lines.extend(_columns(pace_rows))
     if s["top_reasons"]:
         lines.append("")
         # Grouped by the kind of reason (StayReason.group), counted by the planner: summary["top_reasons"].

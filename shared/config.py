@@ -167,7 +167,7 @@ class ReschedulerConfig:
     """How long to leave a node alone after its pods' replacements landed on on-demand again (30m)."""
     max_nodes_per_cycle: int = v.setting(1, v.integer(1))
     """At most this many nodes drained per housekeeping cycle."""
-    pdb_rule: str = v.setting(PDB_ALL_AT_ONCE, v.choice(PDB_RULES))
+    pdb_rule: str = v.setting(PDB_RATE_LIMIT, v.choice(PDB_RULES))
     """How PodDisruptionBudgets limit a plan: ``rate-limit`` (as ``kubectl drain``) blocks a node only when a
     budget of its pods allows no disruption now, and the drain evicts what each budget allows, retrying 429s as
     replacements become Ready; ``all-at-once`` (cluster-autoscaler's rule) needs every eviction of the plan

@@ -66,7 +66,7 @@ EXAMPLES: dict[str, str] = {
     "rescheduler.replacement_timeout": "10m",
     "rescheduler.node_backoff": "1h",
     "rescheduler.max_nodes_per_cycle": "2",
-    "rescheduler.pdb_rule": "rate-limit",
+    "rescheduler.pdb_rule": "all-at-once",
     "rescheduler.drain_taint": "cordon",
     "rescheduler.drain_taint_key": "example.com/spotshift-draining",
     "rescheduler.keep_drained_tainted": "false",

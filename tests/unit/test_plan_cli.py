@@ -97,6 +97,31 @@ def test_table_output_is_for_people(snapshot_file: Path) -> None:
     assert "NODE TO DRAIN" in out and "WHY NODES STAY" in out
 
 
+def test_table_names_the_budgets_that_pace_each_drain() -> None:
+    from rescheduler.cli import render_table
+    from rescheduler.plan.budgets import Pacing
+    from rescheduler.plan.records import Move, Plan
+
+    summary = {
+        "drained": 1,
+        "on_demand_nodes": 1,
+        "spot_targets": 1,
+        "spot_not_targets": 0,
+        "pods_moved": 3,
+        "freed_cpu_millicores": 4000,
+        "freed_memory_bytes": 2**33,
+        "strategy": "best-fit",
+        "pending_unschedulable": 0,
+        "top_reasons": [],
+    }
+    moves = tuple(Move(f"shop/web-{i}", "od-1", "spot-1") for i in range(3))
+    paced = Plan(moves, ("od-1",), {}, summary, {"od-1": (Pacing("shop/web", 3, 1, 0),)})
+    out = render_table(paced)
+    assert "1 drain(s) paced by PodDisruptionBudgets" in out
+    assert "od-1           shop/web             3 pod(s), 1 at a time" in out
+    assert "paced" not in render_table(Plan(moves, ("od-1",), {}, summary))
+
+
 def test_snapshot_from_stdin(snapshot_file: Path) -> None:
     proc = run("plan", "--snapshot", "-", "-o", "json", stdin=snapshot_file.read_bytes())
     assert proc.returncode == 0, proc.stderr.decode()

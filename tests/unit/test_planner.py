@@ -19,13 +19,14 @@ from rescheduler.plan.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
 from rescheduler.plan.reasons import Kind
 from rescheduler.snapshot_io import load_bytes
 from shared.classes import node_class, reclaim_reason
-from shared.config import Config, parse_config
+from shared.config import PDB_ALL_AT_ONCE, Config, parse_config
 from shared.fit import fits
 from shared.model import PDB, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.support.cluster_gen import DRAINABLE, FULL, generate
+from tests.support.plan_check import pacing_problems
 from tests.support.pusher import pusher_plan
 
 DEFAULT = Config()
@@ -89,7 +90,6 @@ def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT, sw
             fresh.remove_pod(p)
 
     by_key = {p.key: p for info in fresh for p in info.pods}
-    evictions: Counter[str] = Counter()
     moved_keys: set[str] = set()
     drained = set(result.drained)
     for m in result.moves:
@@ -103,12 +103,8 @@ def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT, sw
         moved = fresh.move_pod(pod, m.target)
         by_key[m.pod] = moved
         moved_keys.add(m.pod)
-        selecting = [pdb for pdb in fresh.pdbs if pdb.selects(pod)]
-        assert len(selecting) <= 1, f"{m.pod} is selected by several PDBs"
-        for pdb in selecting:
-            evictions[pdb.key] += 1
-    for pdb in fresh.pdbs:
-        assert evictions[pdb.key] <= pdb.disruptions_allowed, f"PDB {pdb.key} over budget"
+    originals = {p.key: p for info in _fresh(snap) for p in info.pods}
+    assert pacing_problems(list(fresh.pdbs), originals, result, config.rescheduler.pdb_rule) == []
     for name in result.drained:
         left = [p.key for p in fresh[name].pods if not _stays(p, cutoff)]
         assert left == [], f"drained node {name} still runs {left}"
@@ -373,16 +369,51 @@ def test_pdb_with_zero_disruptions_allowed_blocks_the_node() -> None:
     assert "PodDisruptionBudget shop/web allows 0 disruption(s)" in result.undrainable["od-1"]
 
 
-def test_pdb_budget_is_counted_across_nodes() -> None:
+ALL_AT_ONCE = replace(DEFAULT, rescheduler=replace(DEFAULT.rescheduler, pdb_rule=PDB_ALL_AT_ONCE))
+
+
+def test_all_at_once_pdb_budget_is_counted_across_nodes() -> None:
     snap = cluster(
         [node("od-1"), node("od-2"), node("spot-1", spot=True, cpu="8")],
         [pod("web-1", "od-1", app="web"), pod("web-2", "od-2", app="web")],
         [pdb("web", "web", 1)],
     )
-    result = planned(snap)
+    result = planned(snap, ALL_AT_ONCE)
     assert len(result.drained) == 1
     (stays,) = result.undrainable.values()
     assert "allows 1 disruption(s), 1 already planned" in stays
+
+
+def test_all_at_once_pdb_blocks_a_node_needing_more_than_it_allows() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="8")],
+        [pod(f"web-{i}", "od-1", app="web") for i in range(3)],
+        [pdb("web", "web", 1)],
+    )
+    result = planned(snap, ALL_AT_ONCE)
+    assert result.drained == ()
+    assert "allows 1 disruption(s), this node needs 3" in result.undrainable["od-1"]
+    assert result.pacing == {}
+
+
+def test_rate_limit_pdb_paces_several_pods_on_one_node_and_across_nodes() -> None:
+    # kubectl drain's reading: a budget allowing 1 disruption lets the drain evict one pod at a time.
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("spot-1", spot=True, cpu="8")],
+        [pod(f"web-{i}", "od-1", app="web") for i in range(3)] + [pod("web-9", "od-2", app="web")],
+        [pdb("web", "web", 1)],
+    )
+    result = planned(snap)
+    assert sorted(result.drained) == ["od-1", "od-2"]
+    before = 0 if result.drained[0] == "od-1" else 1  # od-2's one pod, if it goes first, uses the budget too
+    assert [p.to_json() for p in result.pacing["od-1"]] == [
+        {"pdb": "shop/web", "pods": 3, "allowed": 1, "before": before}
+    ]
+    assert "allows 1 disruption(s) at a time: 3 pod(s) here" in result.pacing["od-1"][0].note
+    if before == 0:
+        assert result.pacing["od-2"][0].before == 3
+    else:
+        assert "od-2" not in result.pacing  # alone and first, its one eviction is allowed at once
 
 
 def test_pod_selected_by_two_pdbs_blocks_its_node() -> None:
@@ -673,7 +704,7 @@ def test_volume_zone_keeps_a_pod_in_its_zone() -> None:
     assert [m.target for m in planned(snap).moves] == ["spot-b"]
 
 
-def test_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
+def test_all_at_once_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
     # od-1 holds one pod of each of two PDBs allowing one disruption each; od-2 and od-3 hold one each.
     # Draining od-1 first would cost two nodes: the plan drains od-2 and od-3 and holds od-1 back.
     snap = cluster(
@@ -686,9 +717,11 @@ def test_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
         ],
         [pdb("a", "a", 1), pdb("b", "b", 1)],
     )
-    result = planned(snap)
+    result = planned(snap, ALL_AT_ONCE)
     assert sorted(result.drained) == ["od-2", "od-3"]
     assert result.undrainable["od-1"] in (HELD_BACK,) or "PodDisruptionBudget" in result.undrainable["od-1"]
+    # Under the default rate-limit rule the budgets pace the drains and all three nodes go.
+    assert sorted(planned(snap).drained) == ["od-1", "od-2", "od-3"]
 
 
 def test_config_on_demand_selector_limits_the_candidates() -> None:
