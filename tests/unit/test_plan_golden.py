@@ -29,7 +29,7 @@ import pytest
 from rescheduler.plan.cycle import plan_nodes
 from rescheduler.plan.planner import plan
 from rescheduler.snapshot_io import load_bytes
-from shared.config import PDB_ALL_AT_ONCE, Config
+from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT, Config
 from shared.snapshot import ClusterSnapshot
 from tests.support import cluster_gen
 
@@ -48,8 +48,9 @@ CASES = [
     (109, 55, 660, "MILP_PACKING"),
 ]
 
-RULES = (PDB_ALL_AT_ONCE,)
-"""The rules whose plans are pinned: ``all-at-once`` keeps cluster-autoscaler's rule byte for byte."""
+RULES = (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE)
+"""The rules whose plans are pinned: ``rate-limit`` (the default) and ``all-at-once``, whose goldens were
+recorded when it was the only rule and must keep matching byte for byte."""
 
 RUN_LOOP_BUDGET = 3600.0
 """Seconds: the run loop's planner with a budget it never reaches (the real one, 0.5 s, depends on load)."""
