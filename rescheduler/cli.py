@@ -260,8 +260,7 @@ def render_table(result: Plan) -> str:
         pace_rows = [("NODE TO DRAIN", "PODDISRUPTIONBUDGET", "NOTE")]
         for name in [n for n in result.drained if n in result.pacing][:_MAX_ROWS]:
             for p in result.pacing[name]:
-                earlier = f", {p.before} from earlier nodes" if p.before else ""
-                pace_rows.append((name, p.pdb, f"{p.pods} pod(s), {p.allowed} at a time{earlier}"))
+                pace_rows.append((name, p.pdb, f"{p.pods} pod(s) here, {p.allowed} evicted at a time"))
         lines.extend(_columns(pace_rows))
     if s["top_reasons"]:
         lines.append("")

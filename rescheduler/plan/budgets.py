@@ -139,42 +139,38 @@ def budget_rule(pdbs: Sequence[PDB], name: str) -> BudgetRule:
 @dataclass(frozen=True, slots=True)
 class Pacing:
     """A budget that paces one planned drain: ``pods`` of the node's pods are selected by ``pdb``, which
-    allows ``allowed`` disruptions now, and ``before`` of its pods are evicted by nodes planned earlier. The
-    drain evicts at most what the budget allows at a time and retries the rest (HTTP 429) as replacements
-    become Ready."""
+    allows only ``allowed`` disruptions now. The drain evicts at most what the budget allows at a time and
+    retries the rest (HTTP 429) as replacements become Ready."""
 
     pdb: str
     pods: int
     allowed: int
-    before: int
 
     @property
     def note(self) -> str:
-        earlier = f" after {self.before} evicted from earlier nodes" if self.before else ""
         return (
             f"PodDisruptionBudget {self.pdb} allows {self.allowed} disruption(s) at a time: "
-            f"{self.pods} pod(s) here{earlier}, evicted as replacements become Ready"
+            f"{self.pods} pod(s) here, evicted as replacements become Ready"
         )
 
     def to_json(self) -> dict[str, str | int]:
-        return {"pdb": self.pdb, "pods": self.pods, "allowed": self.allowed, "before": self.before}
+        return {"pdb": self.pdb, "pods": self.pods, "allowed": self.allowed}
 
 
 def pacing(drained: Sequence[Candidate], pdbs: Sequence[PDB]) -> dict[str, tuple[Pacing, ...]]:
-    """Per drained node, in plan order, the budgets that cannot take all its evictions at once (counting
-    those of earlier nodes of the plan): the drain waits on them. Empty under ``all-at-once``, by its rule."""
-    used: Counter[int] = Counter()
+    """Per drained node, the budgets that allow fewer disruptions than the node has pods of theirs: its
+    drain waits on them. Nodes drain one after another, each waiting for its replacements to be Ready, so a
+    budget shared with an earlier node is whole again by then. Empty under ``all-at-once``, by its rule."""
     out: dict[str, tuple[Pacing, ...]] = {}
     for w in drained:
         need = Counter(i for i in w.analysis.pdbs if i is not None)
-        notes = []
-        for i in sorted(need):
-            pdb = pdbs[i]
-            if used[i] + need[i] > pdb.disruptions_allowed:
-                notes.append(Pacing(pdb.key, need[i], max(pdb.disruptions_allowed, 0), used[i]))
-        used.update(need)
+        notes = tuple(
+            Pacing(pdbs[i].key, need[i], max(pdbs[i].disruptions_allowed, 0))
+            for i in sorted(need)
+            if need[i] > pdbs[i].disruptions_allowed
+        )
         if notes:
-            out[w.name] = tuple(notes)
+            out[w.name] = notes
     return out
 
 

@@ -51,7 +51,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: ``{"moves": [{"pod", "from", "to"}], "drained", "undrainable" (node → sentence),
         "summary", "reasons" (node → {"kind", "pod", "detail"}), "pacing" (drained node → [{"pdb", "pods",
-        "allowed", "before"}], the budgets that pace its drain)}``."""
+        "allowed"}], the budgets that pace its drain)}``."""
         return {
             "moves": [m.to_json() for m in self.moves],
             "drained": list(self.drained),

@@ -131,6 +131,17 @@ at a time (``maxUnavailable: 1`` or ``minAvailable: N-1``), as production cluste
 several pods of one budget are the rule, so the PodDisruptionBudget rule decides what drains."""
 
 
+PROFILES = {
+    "FULL": FULL,
+    "PACKING_ONLY": PACKING_ONLY,
+    "DRAINABLE": DRAINABLE,
+    "MILP_PROFILE": MILP_PROFILE,
+    "MILP_PACKING": MILP_PACKING,
+    "PDB_HEAVY": PDB_HEAVY,
+}
+"""The profiles by name (``--profile``)."""
+
+
 class _Gen(Objects, Workloads):
     """The generation state: lean node bookkeeping plus the items produced so far (streamed out)."""
 
@@ -391,10 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--indent", type=int, choices=(0, 2, 4), default=4)
     ap.add_argument("--packing-only", action="store_true", help="no topology spread or pod affinity")
+    ap.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="FULL",
+        help="the features' profile (--packing-only is PACKING_ONLY)",
+    )
     ap.add_argument("--pending", type=int, default=0, help="pending unschedulable pods to add")
     ap.add_argument("-o", "--output", default="-")
     args = ap.parse_args(argv)
-    features = replace(PACKING_ONLY if args.packing_only else FULL, pending=args.pending)
+    features = replace(PACKING_ONLY if args.packing_only else PROFILES[args.profile], pending=args.pending)
     items = iter_items(args.seed, args.nodes, args.pods, features)
     if args.output == "-":
         write_list(items, sys.stdout.buffer, args.indent)
