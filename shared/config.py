@@ -203,6 +203,15 @@ class MovabilityConfig:
     """Pods with a priority below this neither block nor move (``--expendable-pods-priority-cutoff``)."""
     opt_out_key: str = v.setting("spotshift.io/exclude", v.label_key)
     """A pod label or annotation with value ``"true"``: not mutated by the webhook, never moved."""
+    do_not_disrupt_pod_annotations: tuple[str, ...] = v.setting(
+        ("karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-evict"), v.seq(v.label_key, comma_separated=True)
+    )
+    """Other tools' pod annotations that, set to ``"true"``, keep a pod and so its node where they are."""
+    do_not_disrupt_node_annotations: tuple[str, ...] = v.setting(
+        ("cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt"),
+        v.seq(v.label_key, comma_separated=True),
+    )
+    """Other tools' node annotations that, set to ``"true"``, keep an on-demand node from being drained."""
 
 
 @dataclass(frozen=True, slots=True)

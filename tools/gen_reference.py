@@ -79,6 +79,8 @@ EXAMPLES: dict[str, str] = {
     "movability.kube_system_without_pdb_blocks": "false",
     "movability.expendable_priority_cutoff": "-100",
     "movability.opt_out_key": "example.com/no-spot",
+    "movability.do_not_disrupt_pod_annotations": "[karpenter.sh/do-not-disrupt, example.com/keep]",
+    "movability.do_not_disrupt_node_annotations": "[karpenter.sh/do-not-disrupt]",
     "spot_ceiling.max_spot_percent_annotation": "example.com/max-spot",
     "spot_ceiling.min_on_demand_annotation": "example.com/min-on-demand",
     "spot_ceiling.default_max_spot_percent": "70",

@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from rescheduler.plan.reasons import NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.reasons import NODE_DO_NOT_DISRUPT_TEXT, NODE_NOT_READY_TEXT, Kind, StayReason
 from rescheduler.plan.records import Move, Plan
 from shared.classes import node_class, reclaim_reason
 from shared.config import PDB_RATE_LIMIT, Config
 from shared.fit import fits
 from shared.model import PDB, Pod
-from shared.movable import is_expendable, movability
+from shared.movable import is_expendable, movability, node_do_not_disrupt
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.workloads import ceiling_breach, spot_ceiling, workload_key
@@ -132,6 +132,9 @@ def movable_pods(
     index = pdbs if isinstance(pdbs, PdbIndex) else PdbIndex(pdbs)
     if not info.node.ready:
         return StayReason(Kind.NODE_NOT_READY, NODE_NOT_READY_TEXT), [], []
+    marker = node_do_not_disrupt(info.node, config)
+    if marker is not None:
+        return StayReason(Kind.NODE_DO_NOT_DISRUPT, NODE_DO_NOT_DISRUPT_TEXT.format(key=marker)), [], []
     movable: list[Pod] = []
     pdb_of: list[int | None] = []
     for p in info.pods:

@@ -243,6 +243,38 @@ def test_pinned_pod_keeps_its_node() -> None:
     assert result.undrainable["od-1"].startswith("pod shop/db-1: pod is pinned to on-demand")
 
 
+def test_do_not_disrupt_markers_keep_their_node_with_the_reason() -> None:
+    marked = Node.from_api(
+        {
+            "metadata": {
+                "name": "od-2",
+                "labels": {**ON_DEMAND, "kubernetes.io/hostname": "od-2", "topology.kubernetes.io/zone": "a"},
+                "annotations": {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
+            },
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+    snap = cluster(
+        [node("od-1"), marked, node("od-3"), node("spot-1", spot=True, cpu="16")],
+        [
+            pod("web-1", "od-1", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+            pod("web-2", "od-2"),
+            pod("web-3", "od-3"),
+        ],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-3",)
+    assert result.undrainable["od-1"] == 'pod shop/web-1: pod is annotated karpenter.sh/do-not-disrupt: "true"'
+    assert (
+        result.undrainable["od-2"] == 'node is annotated cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"'
+    )
+    assert result.reasons["od-2"].kind is Kind.NODE_DO_NOT_DISRUPT
+    assert pusher_plan(snap).drained == ("od-3",)
+
+
 def test_pdb_with_zero_disruptions_allowed_blocks_the_node() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1", app="web")], [pdb("web", "web", 0)])
     result = planned(snap)
