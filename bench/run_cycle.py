@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, ClusterState
 from rescheduler.plan.candidates import PlanCache
 from rescheduler.plan.cycle import decide, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
@@ -42,7 +42,14 @@ from rescheduler.run import DEFAULT_PLAN_TIME_BUDGET
 from shared.config import Config
 from tests.support import cluster_gen
 
-_KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}
+_KINDS = {
+    "Node": NODES,
+    "Pod": PODS,
+    "PodDisruptionBudget": PDBS,
+    "Namespace": NAMESPACES,
+    "PersistentVolume": PVS,
+    "PersistentVolumeClaim": PVCS,
+}
 
 
 def build_state(nodes: int, pods: int, seed: int) -> ClusterState:

@@ -6,9 +6,9 @@
                           [--delete-non-replicated-pods [BOOL]]
                           [--kubernetes-version VERSION] [FILE]
 
-``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb -A -o json``; add
-``namespaces,pv,pvc`` for namespace selectors and volume zones) or from the cluster of the kubeconfig (or
-the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
+``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o
+json``, the objects the run loop watches; add ``namespaces`` for namespace selectors) or from the cluster of
+the kubeconfig (or the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
 self-contained page that draws every node's CPU and memory before and after the plan
 (:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given. The node-label
 and ``--delete-non-replicated-pods`` flags are ``run``'s (:mod:`rescheduler.flags`), so a preview made with the
@@ -59,7 +59,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--snapshot",
         metavar="FILE",
-        help="read the cluster from FILE (kubectl get nodes,pods,pdb -A -o json), '-' for stdin; "
+        help="read the cluster from FILE (kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o json), '-' for stdin; "
         "default: the live cluster",
     )
     source.add_argument(

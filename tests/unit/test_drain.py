@@ -30,7 +30,17 @@ from rescheduler.cluster.drain import (
 from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import Kube
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.state import (
+    NAMESPACES,
+    NODES,
+    PDBS,
+    POD_FIELD_SELECTOR,
+    PODS,
+    PVCS,
+    PVS,
+    ClusterState,
+    Informer,
+)
 from rescheduler.metrics import Metrics
 from shared.config import PDB_ALL_AT_ONCE, Config
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
@@ -96,6 +106,8 @@ class Cluster:
             (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
             (PDBS, "/apis/policy/v1/poddisruptionbudgets", ()),
             (NAMESPACES, "/api/v1/namespaces", ()),
+            (PVS, "/api/v1/persistentvolumes", ()),
+            (PVCS, "/api/v1/persistentvolumeclaims", ()),
         ):
             informer = Informer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
             informer.start()
