@@ -9,11 +9,11 @@ snapshot from the watched views, plan (:mod:`rescheduler.plan.planner`), and dec
 (:func:`rescheduler.plan.cycle.decide`, PDB pre-checks included). No API call is made. The state is built the
 way the informers build it: every generated object goes through :meth:`ClusterState.apply`, the watch path.
 
-The planner runs as the loop runs it: with ``--plan-time-budget`` (0.5 s by default), so on this cluster only
-the first packing strategy of the portfolio runs (small clusters get the whole portfolio; ``spot-rescheduler
-plan`` always does), and with one :class:`~rescheduler.plan.planner.PlanCache` kept from cycle to cycle, as
-:func:`rescheduler.run.default_planner` keeps it: what was derived from a node's pods is reused while the node
-holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
+The planner runs as the loop runs it: with ``--plan-time-budget`` (0.5 s by default), so on this cluster only the
+first packing strategy of the portfolio and pusher's order run (small clusters get the whole portfolio;
+``spot-rescheduler plan`` always does), and with one :class:`~rescheduler.plan.planner.PlanCache` kept from cycle to
+cycle, as :func:`rescheduler.run.default_planner` keeps it: what was derived from a node's pods is reused while the
+node holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
 starts with an empty cache; ``--no-cache`` plans every cycle from scratch. The state's snapshot is a copy of
 NodeInfos maintained event by event, not a rebuild.
 

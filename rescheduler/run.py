@@ -92,8 +92,9 @@ class RunOptions:
     sync_timeout: float = 600.0
     watch_timeout: float = 300.0
     plan_time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET
-    """Seconds after which the planner tries no further packing strategy (the first always runs): small
-    clusters get the whole portfolio, a 150,000-pod one the first strategy only. ``None``: no limit."""
+    """Seconds after which the planner tries no further packing strategy (the first and pusher's order always
+    run, so the plan is never worse than pusher's): small clusters get the whole portfolio, a 150,000-pod one
+    those two. ``None``: no limit."""
 
 
 class Rescheduler:
@@ -377,21 +378,21 @@ class Rescheduler:
 
 
 def default_planner(
-    time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET, switches: Callable[[], Switches] = lambda: CURRENT
+    time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET,
+    switches: Callable[[], Switches] = lambda: CURRENT,
+    clock: Callable[[], float] = time.monotonic,
 ) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
     :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
     objects between cycles until an event replaces one; the plans are those made without it). The budget is
-    measured on ``time.monotonic``: the plan folder reads no clock of its own. ``switches`` gives the cluster's
-    kube-scheduler rules at each call (the loop learns them when it starts)."""
+    measured on ``clock`` (``time.monotonic``): the plan folder reads no clock of its own. ``switches`` gives the
+    cluster's kube-scheduler rules at each call (the loop learns them when it starts)."""
     from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
 
     def plan(snapshot: ClusterSnapshot, config: Config) -> Sequence[NodeMoves]:
-        return plan_nodes(
-            snapshot, config, time_budget=time_budget, clock=time.monotonic, cache=cache, switches=switches()
-        )
+        return plan_nodes(snapshot, config, time_budget=time_budget, clock=clock, cache=cache, switches=switches())
 
     return plan
 
