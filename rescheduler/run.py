@@ -190,6 +190,10 @@ class Rescheduler:
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
 
+    def ready(self) -> bool:
+        """Readiness: the cluster state is listed and the leader-election Lease can be used (or is not used)."""
+        return self.state.is_synced() and (self.elector is None or not self.elector.problem)
+
     def should_abort(self) -> bool:
         """Stop acting now: shutdown was asked for, or the lease is no longer ours."""
         return self.stop.is_set() or not self.is_leader()
@@ -263,6 +267,9 @@ class Rescheduler:
                 # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
                 wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
                 if not self.elector.wait_for_leadership(wait, self.stop):
+                    if self.options.once and not self.stop.is_set() and self.elector.problem:
+                        log.error(self.elector.problem)
+                        return 1
                     if self.options.once and not self.stop.is_set():
                         log.warning(
                             "not the leader (lease held by %s): nothing done",
@@ -450,7 +457,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
             rescheduler.metrics,
             config.rescheduler.metrics_bind,
             healthy=rescheduler.heartbeat.alive,
-            ready=rescheduler.state.is_synced,
+            ready=rescheduler.ready,
         ).start()
     except OSError as e:
         print(

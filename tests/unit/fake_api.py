@@ -423,6 +423,8 @@ class FakeApiServer:
     def _lease(self, namespace: str, name: str | None, method: str, body: Any) -> Obj:
         with self.cond:
             if method == "POST":
+                if namespace not in self.store["namespaces"]:
+                    raise _Error(404, "NotFound", f'namespaces "{namespace}" not found')
                 key = f"{namespace}/{body['metadata']['name']}"
                 if key in self.store["leases"]:
                     raise _Error(409, "AlreadyExists", "lease already exists")

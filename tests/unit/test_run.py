@@ -225,6 +225,28 @@ def test_once_without_the_lease_does_nothing_and_says_so() -> None:
     assert server.evictions == []
 
 
+def test_once_without_the_lease_namespace_exits_non_zero_saying_how_to_fix_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = cluster()
+    server.remove("namespaces", "spotshift")
+    options = RunOptions(
+        once=True, identity="me", sync_timeout=5, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2
+    )
+    r = Rescheduler(server, fast(), options)
+    with caplog.at_level(logging.WARNING, logger="spotshift.rescheduler"):
+        try:
+            assert r.run() == 1
+            assert not r.ready(), "readiness is false while the Lease cannot be used"
+        finally:
+            server.close()
+    errors = [rec.getMessage() for rec in caplog.records if rec.levelname == "ERROR"]
+    assert len(errors) == 1
+    assert errors[0].startswith("cannot create or read the leader-election Lease spotshift/spotshift-rescheduler")
+    assert "--leader-elect=false" in errors[0]
+    assert server.evictions == []
+
+
 def test_stop_during_the_wait_for_replacements_rolls_the_node_back() -> None:
     server = cluster()
     stop = threading.Event()
