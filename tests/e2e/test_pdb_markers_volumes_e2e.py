@@ -2,9 +2,10 @@
 do-not-disrupt markers and volumes pinned to a zone keep their node.
 
 * Three replicas of a Deployment on one on-demand node, with a budget allowing one disruption: the node is
-  emptied onto spot one eviction at a time (the API server answers 429 while the budget is used, the
-  evictor retries as the replacements become Ready), and a watcher sees ``currentHealthy >= desiredHealthy``
-  at every poll (the ``budgets`` fixture of ``test_rescheduler_e2e.py``).
+  emptied onto spot one eviction at a time (the API server answers 429 while the budget is used and the
+  evictor retries as the replacements become Ready; whether a 429 happens depends on how fast the
+  replacement gets Ready, so the retry itself is asserted in ``tests/unit/test_drain.py``), and a watcher sees
+  ``currentHealthy >= desiredHealthy`` at every poll (the ``budgets`` fixture of ``test_rescheduler_e2e.py``).
 * A pod annotated ``karpenter.sh/do-not-disrupt: "true"`` keeps its node.
 * A StatefulSet pod whose PersistentVolume is pinned to a zone with no spot node keeps its node under ``run``
   (the loop watches PersistentVolumes and claims; the unit tests show the same pod moving without them).
@@ -21,11 +22,14 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import test_rescheduler_e2e as _base
 from tests.e2e.controlplane import wait_for
 from tests.e2e.test_rescheduler_e2e import BudgetWatcher, NodeWatcher, Rescheduler, World, _bind, _names
-from tests.e2e.test_rescheduler_e2e import budgets as _budgets_fixture  # noqa: F401 - pytest finds it by its name
-from tests.e2e.test_rescheduler_e2e import start as _start_fixture  # noqa: F401
-from tests.e2e.test_rescheduler_e2e import world as _world_fixture  # noqa: F401
+
+# The fixtures of test_rescheduler_e2e.py, found by pytest under these names.
+world = _base.world
+budgets = _base.budgets
+start = _base.start
 
 pytestmark = pytest.mark.e2e
 
@@ -52,8 +56,6 @@ def test_three_pods_of_a_budget_allowing_one_disruption_are_moved_one_at_a_time(
     assert not {p["metadata"]["uid"] for p in moved} & before, "every pod was replaced"
     assert len(world.ready("web")) == 3
     assert r.metric("spotshift_rescheduler_evictions_total", '{result="evicted"}') == 3
-    attempts = [line.get("attempts", 0) for line in r.logged("eviction of pod")]
-    assert len(attempts) == 3 and max(attempts) >= 2, f"the budget answered 429 and the evictor retried: {attempts}"
     assert r.metric("spotshift_rescheduler_drains_succeeded_total") == 1
 
 
