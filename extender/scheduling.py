@@ -299,7 +299,15 @@ def prioritize_names(names: Sequence[str], nodes: NodeIndex, *, spot_ok: bool = 
 
 
 def prioritize_nodes(items: Iterable[Mapping[str, Any]], policy: ExtenderPolicy, *, spot_ok: bool = True) -> bytes:
-    """Full-Node variant: each node reduced as the cache reduces it (:func:`reduce_node`), so a node being
-    reclaimed scores 0 here too."""
-    entries = (reduce_node(raw, policy) for raw in items)
-    return b"[" + b",".join(e.fragment if spot_ok else e.fragment_swapped for e in entries) + b"]"
+    """Full-Node variant: classifies each node from its labels; only a node that would score above 0 has its
+    taints read, to score it 0 if it is being reclaimed (as :func:`reduce_node` does for the cache)."""
+    node_class = classifier(policy.classes).node_class
+    score = policy.score
+    out = []
+    for raw in items:
+        meta = raw.get("metadata") or {}
+        value = score(node_class(meta.get("labels") or {}), spot_allowed=spot_ok)
+        if value and reduce_node(raw, policy).reclaim:
+            value = 0
+        out.append({"Host": meta.get("name") or "", "Score": value})
+    return orjson.dumps(out)
