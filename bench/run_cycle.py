@@ -9,11 +9,11 @@ snapshot from the watched views, plan (:mod:`rescheduler.plan.planner`), and dec
 (:func:`rescheduler.plan.cycle.decide`, PDB pre-checks included). No API call is made. The state is built the
 way the informers build it: every generated object goes through :meth:`ClusterState.apply`, the watch path.
 
-The planner runs as the loop runs it: with ``--plan-time-budget`` (0.5 s by default), so on this cluster only
-the first packing strategy of the portfolio runs (small clusters get the whole portfolio; ``spot-rescheduler
-plan`` always does), and with one :class:`~rescheduler.plan.planner.PlanCache` kept from cycle to cycle, as
-:func:`rescheduler.run.default_planner` keeps it: what was derived from a node's pods is reused while the node
-holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
+The planner runs as the loop runs it: with ``--plan-time-budget`` (0.5 s by default), so on this cluster only the
+first packing strategy of the portfolio and pusher's order run (small clusters get the whole portfolio;
+``spot-rescheduler plan`` always does), and with one :class:`~rescheduler.plan.planner.PlanCache` kept from cycle to
+cycle, as :func:`rescheduler.run.default_planner` keeps it: what was derived from a node's pods is reused while the
+node holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
 starts with an empty cache; ``--no-cache`` plans every cycle from scratch. The state's snapshot is a copy of
 NodeInfos maintained event by event, not a rebuild.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, ClusterState
 from rescheduler.plan.candidates import PlanCache
 from rescheduler.plan.cycle import decide, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
@@ -42,7 +42,14 @@ from rescheduler.run import DEFAULT_PLAN_TIME_BUDGET
 from shared.config import Config
 from tests.support import cluster_gen
 
-_KINDS = {"Node": NODES, "Pod": PODS, "PodDisruptionBudget": PDBS, "Namespace": NAMESPACES}
+_KINDS = {
+    "Node": NODES,
+    "Pod": PODS,
+    "PodDisruptionBudget": PDBS,
+    "Namespace": NAMESPACES,
+    "PersistentVolume": PVS,
+    "PersistentVolumeClaim": PVCS,
+}
 
 
 def build_state(nodes: int, pods: int, seed: int) -> ClusterState:

@@ -110,12 +110,14 @@ def reduce_node(raw: Mapping[str, Any], policy: ExtenderPolicy) -> NodeEntry:
         unschedulable=bool(spec.get("unschedulable")),
     )
     node_class = classifier(policy.classes).node_class(labels)
+    reclaim = reclaim_reason(node, policy.classes)
+    # A node being reclaimed scores 0 whatever its class: /prioritize may be configured without /filter.
     return NodeEntry(
         name=name,
         node_class=node_class,
-        reclaim=reclaim_reason(node, policy.classes),
-        fragment=_fragment(name, policy.score(node_class)),
-        fragment_swapped=_fragment(name, policy.score(node_class, spot_allowed=False)),
+        reclaim=reclaim,
+        fragment=_fragment(name, 0 if reclaim else policy.score(node_class)),
+        fragment_swapped=_fragment(name, 0 if reclaim else policy.score(node_class, spot_allowed=False)),
     )
 
 
@@ -355,13 +357,15 @@ def prioritize_names(names: Sequence[str], nodes: NodeIndex, *, spot_ok: bool = 
 
 
 def prioritize_nodes(items: Iterable[Mapping[str, Any]], policy: ExtenderPolicy, *, spot_ok: bool = True) -> bytes:
-    """Full-Node variant: classifies each node from its labels (no taint or quantity parsing needed)."""
+    """Full-Node variant: classifies each node from its labels; only a node that would score above 0 has its
+    taints read, to score it 0 if it is being reclaimed (as :func:`reduce_node` does for the cache)."""
     node_class = classifier(policy.classes).node_class
     score = policy.score
     out = []
     for raw in items:
         meta = raw.get("metadata") or {}
-        out.append(
-            {"Host": meta.get("name") or "", "Score": score(node_class(meta.get("labels") or {}), spot_allowed=spot_ok)}
-        )
+        value = score(node_class(meta.get("labels") or {}), spot_allowed=spot_ok)
+        if value and reduce_node(raw, policy).reclaim:
+            value = 0
+        out.append({"Host": meta.get("name") or "", "Score": value})
     return orjson.dumps(out)

@@ -6,9 +6,9 @@
                           [--delete-non-replicated-pods [BOOL]]
                           [--kubernetes-version VERSION] [FILE]
 
-``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb -A -o json``; add
-``namespaces,pv,pvc`` for namespace selectors and volume zones) or from the cluster of the kubeconfig (or
-the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
+``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o
+json``, the objects the run loop watches; add ``namespaces`` for namespace selectors) or from the cluster of
+the kubeconfig (or the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
 self-contained page that draws every node's CPU and memory before and after the plan
 (:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given. The node-label
 and ``--delete-non-replicated-pods`` flags are ``run``'s (:mod:`rescheduler.flags`), so a preview made with the
@@ -59,7 +59,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--snapshot",
         metavar="FILE",
-        help="read the cluster from FILE (kubectl get nodes,pods,pdb -A -o json), '-' for stdin; "
+        help="read the cluster from FILE (kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o json), '-' for stdin; "
         "default: the live cluster",
     )
     source.add_argument(
@@ -251,6 +251,17 @@ def render_table(result: Plan) -> str:
         lines.extend(_columns(rows))
         if len(result.drained) > _MAX_ROWS:
             lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
+    if result.pacing:
+        lines.append("")
+        lines.append(
+            f"{len(result.pacing):,} drain(s) paced by PodDisruptionBudgets (pods evicted as the budget allows, "
+            "429s retried as replacements become Ready):"
+        )
+        pace_rows = [("NODE TO DRAIN", "PODDISRUPTIONBUDGET", "NOTE")]
+        for name in [n for n in result.drained if n in result.pacing][:_MAX_ROWS]:
+            for p in result.pacing[name]:
+                pace_rows.append((name, p.pdb, f"{p.pods} pod(s) here, {p.allowed} evicted at a time"))
+        lines.extend(_columns(pace_rows))
     if s["top_reasons"]:
         lines.append("")
         # Grouped by the kind of reason (StayReason.group), counted by the planner: summary["top_reasons"].

@@ -126,7 +126,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_PLAN_TIME_BUDGET,
         metavar="SECONDS",
-        help="try no further packing strategy once planning took this long; the first always runs (0.5)",
+        help="seconds after which the planner tries no further packing strategy (0.5); the first strategy and "
+        "pusher's order always run, so a plan is never worse than pusher's",
     )
     s.add_argument("--node-name", default=None, help="the node this process runs on (default: $NODE_NAME)")
     s.add_argument("--log-format", choices=("json", "text"), default="json")

@@ -44,7 +44,17 @@ from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.marks import MarkReconciler, NodeMarker
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.state import (
+    NAMESPACES,
+    NODES,
+    PDBS,
+    POD_FIELD_SELECTOR,
+    PODS,
+    PVCS,
+    PVS,
+    ClusterState,
+    Informer,
+)
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
@@ -86,8 +96,9 @@ class RunOptions:
     sync_timeout: float = 600.0
     watch_timeout: float = 300.0
     plan_time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET
-    """Seconds after which the planner tries no further packing strategy (the first always runs): small
-    clusters get the whole portfolio, a 150,000-pod one the first strategy only. ``None``: no limit."""
+    """Seconds after which the planner tries no further packing strategy (the first and pusher's order always
+    run, so the plan is never worse than pusher's): small clusters get the whole portfolio, a 150,000-pod one
+    those two. ``None``: no limit."""
 
 
 class Rescheduler:
@@ -185,6 +196,10 @@ class Rescheduler:
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
 
+    def ready(self) -> bool:
+        """Readiness: the cluster state is listed and the leader-election Lease can be used (or is not used)."""
+        return self.state.is_synced() and (self.elector is None or not self.elector.problem)
+
     def should_abort(self) -> bool:
         """Stop acting now: shutdown was asked for, or the lease is no longer ours."""
         return self.stop.is_set() or not self.is_leader()
@@ -192,13 +207,16 @@ class Rescheduler:
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
     def start_informers(self) -> None:
-        """Discover the PodDisruptionBudget version, then list and watch the four kinds."""
+        """Discover the PodDisruptionBudget version, then list and watch every kind the planner reads (those
+        ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
         self.state.pdb_api_version = f"policy/{self.kube.pdb_version()}"
         specs = (
             (NODES, "/api/v1/nodes", ()),
             (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
             (PDBS, self.kube.pdb_path(), ()),
             (NAMESPACES, "/api/v1/namespaces", ()),
+            (PVS, "/api/v1/persistentvolumes", ()),
+            (PVCS, "/api/v1/persistentvolumeclaims", ()),
         )
         for kind, path, query in specs:
             informer = Informer(
@@ -255,6 +273,9 @@ class Rescheduler:
                 # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
                 wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
                 if not self.elector.wait_for_leadership(wait, self.stop):
+                    if self.options.once and not self.stop.is_set() and self.elector.problem:
+                        log.error(self.elector.problem)
+                        return 1
                     if self.options.once and not self.stop.is_set():
                         log.warning(
                             "not the leader (lease held by %s): nothing done",
@@ -379,13 +400,15 @@ class Rescheduler:
 
 
 def default_planner(
-    time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET, switches: Callable[[], Switches] = lambda: CURRENT
+    time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET,
+    switches: Callable[[], Switches] = lambda: CURRENT,
+    clock: Callable[[], float] = time.monotonic,
 ) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
     :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
     objects between cycles until an event replaces one; the plans are those made without it). The budget is
-    measured on ``time.monotonic``: the plan folder reads no clock of its own. ``switches`` gives the cluster's
-    kube-scheduler rules at each call (the loop learns them when it starts)."""
+    measured on ``clock`` (``time.monotonic``): the plan folder reads no clock of its own. ``switches`` gives the
+    cluster's kube-scheduler rules at each call (the loop learns them when it starts)."""
     from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
@@ -395,7 +418,7 @@ def default_planner(
             snapshot,
             config,
             time_budget=time_budget,
-            clock=time.monotonic,
+            clock=clock,
             cache=cache,
             switches=switches(),
             exclude=exclude,
@@ -457,7 +480,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
             rescheduler.metrics,
             config.rescheduler.metrics_bind,
             healthy=rescheduler.heartbeat.alive,
-            ready=rescheduler.state.is_synced,
+            ready=rescheduler.ready,
         ).start()
     except OSError as e:
         print(

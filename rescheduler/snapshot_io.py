@@ -1,4 +1,4 @@
-"""Read a cluster snapshot from a ``kubectl get nodes,pods,pdb -A -o json`` file (or stdin).
+"""Read a cluster snapshot from a ``kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o json`` file (or stdin).
 
 Why this module is more than ``json.load``: a 5,000-node, 150,000-pod cluster prints about 1.2 GB of JSON
 (kubectl's indented output). A generic parse builds several GB of dicts, and ``Pod.from_api`` on each pod
@@ -51,8 +51,19 @@ __all__ = [
     "json_problem",
 ]
 
-KINDS = ("Node", "Pod", "PodDisruptionBudget", "Namespace", "PersistentVolume", "PersistentVolumeClaim")
-"""The item kinds a snapshot may hold; anything else is an error (a typo must not be ignored)."""
+KINDS = (
+    "Node",
+    "Pod",
+    "PodDisruptionBudget",
+    "Namespace",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+)
+"""The item kinds a snapshot may hold; anything else is an error (a typo must not be ignored). StorageClasses
+are accepted, so the documented ``kubectl get nodes,pods,pdb,pv,pvc,storageclass`` works, and not used: the
+volume check reads bound claims' PersistentVolumes, and an unbound claim sets no constraint
+(:mod:`shared.volumes`)."""
 
 
 class SnapshotError(ValueError):
@@ -155,7 +166,11 @@ class _TPVC(_GenericItem, tag_field="kind", tag="PersistentVolumeClaim"):
     pass
 
 
-_Tagged = _TPod | _TNode | _TPDB | _TNamespace | _TPV | _TPVC
+class _TSC(_GenericItem, tag_field="kind", tag="StorageClass"):
+    pass
+
+
+_Tagged = _TPod | _TNode | _TPDB | _TNamespace | _TPV | _TPVC | _TSC
 _UNTAGGED: dict[str, type[Struct]] = {
     "Pod": PodItem,
     "Node": _NodeItem,
@@ -163,9 +178,10 @@ _UNTAGGED: dict[str, type[Struct]] = {
     "Namespace": _GenericItem,
     "PersistentVolume": _GenericItem,
     "PersistentVolumeClaim": _GenericItem,
+    "StorageClass": _GenericItem,
 }
 _TAGGED_KIND: dict[type, str] = {_TPod: "Pod", _TNode: "Node", _TPDB: "PodDisruptionBudget", _TNamespace: "Namespace"}
-_TAGGED_KIND.update({_TPV: "PersistentVolume", _TPVC: "PersistentVolumeClaim"})
+_TAGGED_KIND.update({_TPV: "PersistentVolume", _TPVC: "PersistentVolumeClaim", _TSC: "StorageClass"})
 
 
 class _Head(Struct):
@@ -267,6 +283,8 @@ class SnapshotReader:
             parts.pvs.append(PersistentVolume.from_api(_generic(item)))
         elif kind == "PersistentVolumeClaim":
             parts.pvcs.append(PersistentVolumeClaim.from_api(_generic(item)))
+        elif kind == "StorageClass":
+            pass  # accepted, not used (see KINDS)
         else:  # pragma: no cover - the decoders admit only KINDS
             raise ParseError(f"unsupported kind {kind!r}")
 

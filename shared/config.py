@@ -70,6 +70,9 @@ __all__ = [
     "ServerConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
+    "PDB_RULES",
+    "PDB_RATE_LIMIT",
+    "PDB_ALL_AT_ONCE",
     "ENV_PREFIX",
     "ENV_CONFIG_PATH",
     "load_config",
@@ -85,6 +88,9 @@ ENV_CONFIG_PATH = "SPOTSHIFT_CONFIG"
 
 WEBHOOK_MODES = ("prefer", "tolerate-only", "require", "off")
 DRAIN_TAINT_MODES = ("prefer-no-schedule", "cordon")
+PDB_RATE_LIMIT = "rate-limit"
+PDB_ALL_AT_ONCE = "all-at-once"
+PDB_RULES = (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE)
 
 
 class ConfigError(ValueError):
@@ -161,6 +167,11 @@ class ReschedulerConfig:
     """How long to leave a node alone after its pods' replacements landed on on-demand again (30m)."""
     max_nodes_per_cycle: int = v.setting(1, v.integer(1))
     """At most this many nodes drained per housekeeping cycle."""
+    pdb_rule: str = v.setting(PDB_RATE_LIMIT, v.choice(PDB_RULES))
+    """How PodDisruptionBudgets limit a plan: ``rate-limit`` (as ``kubectl drain``) blocks a node only when a
+    budget of its pods allows no disruption now, and the drain evicts what each budget allows, retrying 429s as
+    replacements become Ready; ``all-at-once`` (cluster-autoscaler's rule) needs every eviction of the plan
+    allowed at once."""
     drain_taint: str = v.setting("prefer-no-schedule", v.choice(DRAIN_TAINT_MODES))
     """How a node being drained is kept from new pods: a ``PreferNoSchedule`` taint, or ``cordon``."""
     drain_taint_key: str = v.setting("spotshift.io/draining", v.label_key)
@@ -192,6 +203,15 @@ class MovabilityConfig:
     """Pods with a priority below this neither block nor move (``--expendable-pods-priority-cutoff``)."""
     opt_out_key: str = v.setting("spotshift.io/exclude", v.label_key)
     """A pod label or annotation with value ``"true"``: not mutated by the webhook, never moved."""
+    do_not_disrupt_pod_annotations: tuple[str, ...] = v.setting(
+        ("karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-evict"), v.seq(v.label_key, comma_separated=True)
+    )
+    """Other tools' pod annotations that, set to ``"true"``, keep a pod and so its node where they are."""
+    do_not_disrupt_node_annotations: tuple[str, ...] = v.setting(
+        ("cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt"),
+        v.seq(v.label_key, comma_separated=True),
+    )
+    """Other tools' node annotations that, set to ``"true"``, keep an on-demand node from being drained."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,9 @@ expendable pod         SKIP    priority below ``movability.expendable_priority_c
 terminating pod        BLOCK   already going away; the node is not empty until it is gone
 opted out              BLOCK   label or annotation ``movability.opt_out_key`` (``spotshift.io/exclude``) is ``"true"``
 not safe to evict      BLOCK   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``
+do not disrupt         BLOCK   another tool's marker set to ``"true"``: an annotation listed in
+                               ``movability.do_not_disrupt_pod_annotations`` (Karpenter's
+                               ``karpenter.sh/do-not-disrupt``, and ``karpenter.sh/do-not-evict`` before v0.32)
 pinned to on-demand    BLOCK   no spot node can satisfy its nodeSelector / required affinity (see
                                :func:`pinned_to_on_demand`)
 safe to evict          MOVE    ``safe-to-evict: "true"`` overrides the three checks below, as in cluster-autoscaler
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 
 from shared.classes import classifier
 from shared.config import Config, NodeClasses
-from shared.model import PDB, Pod
+from shared.model import PDB, Node, Pod
 from shared.selectors import GT, IN, LT, Requirement
 
 __all__ = [
@@ -63,6 +66,7 @@ __all__ = [
     "BLOCK_TERMINATING",
     "BLOCK_OPTED_OUT",
     "BLOCK_NOT_SAFE_TO_EVICT",
+    "BLOCK_DO_NOT_DISRUPT",
     "BLOCK_PINNED_ON_DEMAND",
     "BLOCK_NOT_REPLICATED",
     "BLOCK_KUBE_SYSTEM_NO_PDB",
@@ -73,12 +77,14 @@ __all__ = [
     "DAEMONSET_POD_KEY",
     "MIRROR_KEY",
     "CONFIG_SOURCE_KEY",
+    "do_not_disrupt",
     "is_mirror_pod",
     "is_daemonset_pod",
     "is_expendable",
     "is_opted_out",
     "has_blocking_local_storage",
     "pinned_to_on_demand",
+    "node_do_not_disrupt",
 ]
 
 # Annotation keys, as upstream spells them.
@@ -97,6 +103,8 @@ SKIP_EXPENDABLE = "pod is expendable (priority below the cutoff)"
 BLOCK_TERMINATING = "pod is terminating"
 BLOCK_OPTED_OUT = "pod opted out of spotshift"
 BLOCK_NOT_SAFE_TO_EVICT = 'pod is annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"'
+BLOCK_DO_NOT_DISRUPT = 'pod is annotated {key}: "true"'
+"""A template: the reason names the annotation found (one constant per configured key, see :func:`do_not_disrupt`)."""
 BLOCK_PINNED_ON_DEMAND = "pod is pinned to on-demand nodes by its node selector or affinity"
 BLOCK_NOT_REPLICATED = "pod is not managed by a controller"
 BLOCK_KUBE_SYSTEM_NO_PDB = "kube-system pod has no PodDisruptionBudget"
@@ -344,6 +352,25 @@ def not_safe_to_evict_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Mov
     return _BLOCK_NOT_SAFE_TO_EVICT if pod.annotations.get(SAFE_TO_EVICT_KEY) == "false" else None
 
 
+_DO_NOT_DISRUPT: dict[str, Movability] = {}
+
+
+def do_not_disrupt(key: str) -> Movability:
+    """The BLOCK answer naming ``key``, made once per key, so reasons stay constants callers can compare."""
+    answer = _DO_NOT_DISRUPT.get(key)
+    if answer is None:
+        answer = _DO_NOT_DISRUPT[key] = Movability(Outcome.BLOCK, BLOCK_DO_NOT_DISRUPT.format(key=key))
+    return answer
+
+
+def do_not_disrupt_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    ann = pod.annotations
+    for key in config.movability.do_not_disrupt_pod_annotations:
+        if ann.get(key) == "true":
+            return do_not_disrupt(key)
+    return None
+
+
 def pinned_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
     return _BLOCK_PINNED if pinned_to_on_demand(pod, config.node_classes) else None
 
@@ -381,6 +408,7 @@ RULES: tuple[Rule, ...] = (
     terminating_rule,
     opted_out_rule,
     not_safe_to_evict_rule,
+    do_not_disrupt_rule,
     pinned_rule,
     safe_to_evict_rule,
     bare_pod_rule,
@@ -388,6 +416,17 @@ RULES: tuple[Rule, ...] = (
     local_storage_rule,
 )
 """The checks in order; the first that answers decides."""
+
+
+def node_do_not_disrupt(node: Node, config: Config) -> str | None:
+    """The first of ``movability.do_not_disrupt_node_annotations`` set to ``"true"`` on ``node``, if any: other
+    tools' marker that the node must not be disrupted (cluster-autoscaler's ``scale-down-disabled``,
+    Karpenter's ``do-not-disrupt``). Such a node is never drained, whatever its pods."""
+    ann = node.annotations
+    for key in config.movability.do_not_disrupt_node_annotations:
+        if ann.get(key) == "true":
+            return key
+    return None
 
 
 def movability(pod: Pod, config: Config, pdbs: Sequence[PDB] = ()) -> Movability:

@@ -3,13 +3,16 @@
 The steps, each a place where the drain may stop safely:
 
 1. **Re-check** against the live state: the node's movable pods are still the planned ones, and the
-   PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) allow every one of
-   those evictions together (:func:`rescheduler.plan.safety.pdb_refusals`). A refusal skips the node untouched.
+   PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) let the drain start by
+   ``rescheduler.pdb_rule`` (:func:`rescheduler.plan.safety.pdb_refusals`): each allows a disruption now, or
+   under ``all-at-once`` every eviction together. A refusal skips the node untouched.
 2. **Mark** the node so evicted pods do not come back: a ``PreferNoSchedule`` taint ``<drain_taint_key>=
    spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The
    mark names spotshift, so a restarted rescheduler finds and removes what it left (:mod:`rescheduler.cluster.marks`)
    and never touches a cordon or taint set by someone else.
-3. **Evict** each pod through :class:`~rescheduler.cluster.evictor.Evictor`.
+3. **Evict** each pod, one at a time, through :class:`~rescheduler.cluster.evictor.Evictor`, which retries a
+   budget's 429 until ``pod_eviction_timeout``: a budget allowing fewer disruptions than the node's pods
+   paces the drain as replacements become Ready.
 4. **Wait** for the evicted pods to be gone (``max_graceful_termination`` plus headroom) and for as many new
    pods of each owner as were evicted to be Running and Ready (``replacement_timeout``), from the watch.
 5. **Judge**: a replacement that landed on an on-demand node means the move did not work (the scheduler
@@ -202,7 +205,7 @@ class Drainer:
                 live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         except (ApiError, ValueError) as e:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB_LIST, f"cannot list PodDisruptionBudgets: {e}")
-        refusals = pdb_refusals(pods, live, stale=stale_pdbs(raw_items))
+        refusals = pdb_refusals(pods, live, stale=stale_pdbs(raw_items), rule=cfg.rescheduler.pdb_rule)
         if refusals:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB, str(refusals[0]), refusals=tuple(refusals))
         return pods, None

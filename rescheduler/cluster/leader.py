@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound
+from rescheduler.cluster.kube import ApiError, Conflict, Forbidden, Kube, NotFound
 from rescheduler.logs import fields
 
-__all__ = ["LeaseConfig", "LeaderElector", "micro_time"]
+__all__ = ["LeaseConfig", "LeaderElector", "micro_time", "lease_problem", "PROBLEM_WARNING_EVERY"]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.leader")
 
@@ -60,6 +60,19 @@ class LeaseConfig:
                 "leader election needs retry period < renew deadline < lease duration, got "
                 f"{self.retry_period}s, {self.renew_deadline}s, {self.lease_duration}s"
             )
+
+
+PROBLEM_WARNING_EVERY = 60.0
+"""Seconds between repeats of the warning that the Lease cannot be created or read."""
+
+
+def lease_problem(namespace: str, name: str, error: ApiError) -> str:
+    """The sentence for a Lease that cannot be created or read: what failed and the three ways to fix it."""
+    cause = "forbidden (RBAC)" if isinstance(error, Forbidden) else str(error)
+    return (
+        f"cannot create or read the leader-election Lease {namespace}/{name}: {cause}; create the namespace "
+        f"{namespace} (and the RBAC for leases there), pass --namespace, or pass --leader-elect=false"
+    )
 
 
 def micro_time(ts: float | None = None) -> str:
@@ -97,6 +110,9 @@ class LeaderElector:
         self._lock = threading.RLock()  # on_change may ask is_leader()
         self.holder = ""
         """The holder named in the Lease when we last read it."""
+        self.problem = ""
+        """Why the Lease cannot be created or read (:func:`lease_problem`), ``""`` once it can."""
+        self._problem_warned_at: float | None = None
 
     @property
     def path(self) -> str:
@@ -150,13 +166,21 @@ class LeaderElector:
             try:
                 sent = self._writing()
                 self.kube.post(f"/apis/coordination.k8s.io/v1/namespaces/{quote(c.namespace)}/leases", body)
+            except (NotFound, Forbidden) as e:  # the namespace is missing, or RBAC refuses
+                self._unusable(e, now)
+                return self._renew_failed()
             except ApiError as e:
                 log.debug("lease create failed: %s", e)
                 return self._renew_failed()
+            self.problem = ""
             return self._renewed(sent, c.identity)
+        except Forbidden as e:
+            self._unusable(e, now)
+            return self._renew_failed()
         except ApiError as e:
             log.warning("cannot read lease %s: %s", self.path, e)
             return self._renew_failed()
+        self.problem = ""
 
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
@@ -207,6 +231,14 @@ class LeaderElector:
             "renewTime": micro_time(now_wall),
             "leaseTransitions": transitions,
         }
+
+    def _unusable(self, error: ApiError, now: float) -> None:
+        """Say loudly, at most every :data:`PROBLEM_WARNING_EVERY` seconds, that the Lease cannot be used."""
+        self.problem = lease_problem(self.config.namespace, self.config.name, error)
+        last = self._problem_warned_at
+        if last is None or now - last >= PROBLEM_WARNING_EVERY:
+            self._problem_warned_at = now
+            log.warning(self.problem, extra=fields(lease=f"{self.config.namespace}/{self.config.name}"))
 
     def _writing(self) -> float:
         """Note a write about to be sent; returns our clock at sending."""

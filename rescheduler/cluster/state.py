@@ -1,4 +1,9 @@
-"""Watch-backed cluster state: nodes, pods, PodDisruptionBudgets and namespaces, kept current between cycles.
+"""Watch-backed cluster state: nodes, pods, PodDisruptionBudgets, namespaces, PersistentVolumes and
+PersistentVolumeClaims, kept current between cycles.
+
+The run loop plans from the same kinds of objects as ``spot-rescheduler plan`` (:mod:`rescheduler.cluster.listing`):
+without the PersistentVolumes and their claims the volume check (:mod:`shared.volumes`) would pass every pod,
+and a pod whose volume is pinned to a zone with no spot node would be moved where it cannot follow.
 
 Why not list everything each housekeeping interval: a 150,000-pod cluster is about a gigabyte of JSON, so a
 relist every 10 seconds would load the API server and this process far more than the planning itself. Each kind
@@ -31,10 +36,22 @@ from typing import Any
 
 from rescheduler.cluster.kube import Kube, LineStream
 from shared.kube.informer import Informer as SharedInformer
-from shared.model import PDB, Namespace, Node, ParseError, Pod
+from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
 
-__all__ = ["ClusterState", "Informer", "Kind", "KINDS", "NODES", "PODS", "PDBS", "NAMESPACES", "POD_FIELD_SELECTOR"]
+__all__ = [
+    "ClusterState",
+    "Informer",
+    "Kind",
+    "KINDS",
+    "NODES",
+    "PODS",
+    "PDBS",
+    "NAMESPACES",
+    "PVS",
+    "PVCS",
+    "POD_FIELD_SELECTOR",
+]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.state")
 
@@ -53,7 +70,9 @@ NODES = Kind("nodes", False)
 PODS = Kind("pods", True)
 PDBS = Kind("poddisruptionbudgets", True)
 NAMESPACES = Kind("namespaces", False)
-KINDS = (NODES, PODS, PDBS, NAMESPACES)
+PVS = Kind("persistentvolumes", False)
+PVCS = Kind("persistentvolumeclaims", True)
+KINDS = (NODES, PODS, PDBS, NAMESPACES, PVS, PVCS)
 
 
 def _key(kind: Kind, meta: Mapping[str, Any]) -> str:
@@ -73,6 +92,8 @@ class ClusterState:
         self.pods: dict[str, Pod] = {}
         self.pdbs: dict[str, PDB] = {}
         self.namespaces: dict[str, Namespace] = {}
+        self.pvs: dict[str, PersistentVolume] = {}
+        self.pvcs: dict[str, PersistentVolumeClaim] = {}
         self.by_node: dict[str, dict[str, Pod]] = {}
         """Pods bound to each node name (also for nodes not, or no longer, in :attr:`nodes`)."""
         self.by_owner: dict[str, dict[str, Pod]] = {}
@@ -90,6 +111,8 @@ class ClusterState:
             PODS.name: self.pods,
             PDBS.name: self.pdbs,
             NAMESPACES.name: self.namespaces,
+            PVS.name: self.pvs,
+            PVCS.name: self.pvcs,
         }
 
     # ---- writers (informer threads, tests, the benchmark) ---------------------------------------------------
@@ -191,6 +214,10 @@ class ClusterState:
                 if "apiVersion" not in raw:  # items of a list carry no apiVersion; v1beta1 reads selectors differently
                     raw = {**raw, "apiVersion": self.pdb_api_version}
                 return key, PDB.from_api(raw)
+            if kind is PVS:
+                return key, PersistentVolume.from_api(raw)
+            if kind is PVCS:
+                return key, PersistentVolumeClaim.from_api(raw)
             return key, Namespace.from_api(raw)
         except (ParseError, TypeError, ValueError, AttributeError) as e:
             log.warning("cannot read %s %s: %s", kind.name, key, e, extra={"fields": {"kind": kind.name, "key": key}})
@@ -240,7 +267,12 @@ class ClusterState:
         events), but made by copying the maintained NodeInfos' lists and dicts.
         """
         with self.cond:
-            snap = ClusterSnapshot(pdbs=list(self.pdbs.values()), namespaces=list(self.namespaces.values()))
+            snap = ClusterSnapshot(
+                pdbs=list(self.pdbs.values()),
+                namespaces=list(self.namespaces.values()),
+                pvs=list(self.pvs.values()),
+                pvcs=list(self.pvcs.values()),
+            )
             snap.nodes = {name: _copy_info(self._infos[name]) for name in sorted(self._infos)}
             snap.pending = list(self._pending.values())
             snap.unknown_node_pods = list(self._unknown.values())

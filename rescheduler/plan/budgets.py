@@ -4,10 +4,19 @@ A :class:`Ledger` is the running account of one greedy pass: the evictions plann
 spot/on-demand split of every workload with a restrictive ceiling. :meth:`Ledger.refusal` answers, before
 anything of a node moves, whether all of its pods may go at once; :meth:`Ledger.commit` books a drained node.
 
-The budget rule is :class:`BudgetRule`: the evictions planned per budget, counted across the plan's nodes,
-never exceed its ``status.disruptionsAllowed``, so a node whose pods would exceed a budget stays and no
-drain stops half way. It is one object so that another rule (a budget as a rate limit that only blocks at
-zero, as ``kubectl drain`` treats it; docs/architecture.md) can take its place without touching the passes.
+The budget rule is one object, chosen by ``rescheduler.pdb_rule`` (:func:`budget_rule`):
+
+* :class:`RateLimit` (the default): a budget is a rate limit, as ``kubectl drain``, pusher, descheduler and
+  Karpenter treat it. A node is blocked only when a budget selecting one of its pods allows no disruption now
+  (``disruptionsAllowed < 1``); the drain evicts through the Eviction API, which answers 429 while the budget
+  is used up, and goes on as replacements become Ready. Several pods of one budget on a node, and several
+  planned nodes sharing one, are fine: the budget paces the drain (:func:`pacing`).
+* :class:`BudgetRule` (``all-at-once``, cluster-autoscaler's scale-down rule): the evictions planned per
+  budget, counted across the plan's nodes, never exceed its ``disruptionsAllowed``, so every eviction of the
+  plan is allowed at once.
+
+A pod selected by more than one budget blocks its node under both (the Eviction API refuses it;
+:mod:`rescheduler.plan.candidates`).
 
 Nodes that compete for a scarce budget conflict: draining one that takes the last disruption of two budgets
 can cost two other nodes. :func:`dynamic_order` takes nodes fewest conflicts first, re-ranked as budgets
@@ -23,10 +32,22 @@ from dataclasses import dataclass
 
 from rescheduler.plan.candidates import Candidate, Candidates
 from rescheduler.plan.reasons import Kind, StayReason
+from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.model import PDB
 from shared.workloads import BREACH_FLOOR, ceiling_breach, workload_key
 
-__all__ = ["Share", "BudgetRule", "Ledger", "workload_shares", "count_conflicts", "dynamic_order"]
+__all__ = [
+    "Share",
+    "BudgetRule",
+    "RateLimit",
+    "Pacing",
+    "budget_rule",
+    "pacing",
+    "Ledger",
+    "workload_shares",
+    "count_conflicts",
+    "dynamic_order",
+]
 
 
 @dataclass(slots=True)
@@ -39,8 +60,10 @@ class Share:
 
 
 class BudgetRule:
-    """Evictions planned per budget, counted across every node of the plan, stay within
+    """``all-at-once``: evictions planned per budget, counted across every node of the plan, stay within
     ``disruptionsAllowed``."""
+
+    name = PDB_ALL_AT_ONCE
 
     def __init__(self, pdbs: Sequence[PDB]) -> None:
         self.pdbs = pdbs
@@ -76,6 +99,79 @@ class BudgetRule:
     def scarce(self, b: int, wanted: int, used: int) -> bool:
         """Whether budget ``b``, with ``used`` evictions planned, cannot serve ``wanted`` more."""
         return wanted > self.allowed[b] - used
+
+
+class RateLimit(BudgetRule):
+    """``rate-limit``: a budget blocks a node only while it allows no disruption now; otherwise it paces the
+    drain and never runs out, so budgets never make nodes compete."""
+
+    name = PDB_RATE_LIMIT
+
+    def refusal(self, w: Candidate, used: Sequence[int]) -> StayReason | None:
+        """The first of the node's pods whose budget allows no disruption now."""
+        a = w.analysis
+        for p, i in zip(a.movable, a.pdbs, strict=True):
+            if i is not None and self.allowed[i] < 1:
+                pdb = self.pdbs[i]
+                return StayReason(
+                    Kind.PDB_BUDGET,
+                    f"PodDisruptionBudget {pdb.key} allows {max(pdb.disruptions_allowed, 0)} disruption(s) now",
+                    pod=p.key,
+                )
+        return None
+
+    def fits_alone(self, need: Counter[int]) -> bool:
+        return all(self.allowed[b] >= 1 for b in need)
+
+    def scarce(self, b: int, wanted: int, used: int) -> bool:
+        return False
+
+
+def budget_rule(pdbs: Sequence[PDB], name: str) -> BudgetRule:
+    """The rule ``rescheduler.pdb_rule`` names, over ``pdbs``."""
+    if name == PDB_RATE_LIMIT:
+        return RateLimit(pdbs)
+    if name == PDB_ALL_AT_ONCE:
+        return BudgetRule(pdbs)
+    raise ValueError(f"unknown PodDisruptionBudget rule {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    """A budget that paces one planned drain: ``pods`` of the node's pods are selected by ``pdb``, which
+    allows only ``allowed`` disruptions now. The drain evicts at most what the budget allows at a time and
+    retries the rest (HTTP 429) as replacements become Ready."""
+
+    pdb: str
+    pods: int
+    allowed: int
+
+    @property
+    def note(self) -> str:
+        return (
+            f"PodDisruptionBudget {self.pdb} allows {self.allowed} disruption(s) at a time: "
+            f"{self.pods} pod(s) here, evicted as replacements become Ready"
+        )
+
+    def to_json(self) -> dict[str, str | int]:
+        return {"pdb": self.pdb, "pods": self.pods, "allowed": self.allowed}
+
+
+def pacing(drained: Sequence[Candidate], pdbs: Sequence[PDB]) -> dict[str, tuple[Pacing, ...]]:
+    """Per drained node, the budgets that allow fewer disruptions than the node has pods of theirs: its
+    drain waits on them. Nodes drain one after another, each waiting for its replacements to be Ready, so a
+    budget shared with an earlier node is whole again by then. Empty under ``all-at-once``, by its rule."""
+    out: dict[str, tuple[Pacing, ...]] = {}
+    for w in drained:
+        need = Counter(i for i in w.analysis.pdbs if i is not None)
+        notes = tuple(
+            Pacing(pdbs[i].key, need[i], max(pdbs[i].disruptions_allowed, 0))
+            for i in sorted(need)
+            if need[i] > pdbs[i].disruptions_allowed
+        )
+        if notes:
+            out[w.name] = notes
+    return out
 
 
 def workload_shares(cands: Candidates) -> dict[str, Share]:

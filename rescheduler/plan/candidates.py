@@ -1,10 +1,11 @@
 """The candidate on-demand nodes of one plan, analysed once: what must move, what blocks, what each pod needs.
 
 A candidate is drained all or nothing, so the first pod that may not move (:func:`shared.movable.movability`,
-the node not Ready, a pod selected by more than one PodDisruptionBudget, which the Eviction API refuses) is
-why it stays. For the others this records, per pod to move, its PodDisruptionBudget, its workload and that
-workload's spot ceiling (:mod:`shared.workloads`), and the node's summed requests; the budgets and
-ceilings are then enforced by :mod:`rescheduler.plan.budgets`.
+the node not Ready, the node carrying another tool's do-not-disrupt annotation
+(:func:`shared.movable.node_do_not_disrupt`), a pod selected by more than one PodDisruptionBudget, which the
+Eviction API refuses) is why it stays. For the others this records, per pod to move, its
+PodDisruptionBudget, its workload and that workload's spot ceiling (:mod:`shared.workloads`), and the node's
+summed requests; the budgets and ceilings are then enforced by :mod:`rescheduler.plan.budgets`.
 
 Between the run loop's cycles, a :class:`PlanCache` keeps what was derived from each node's pods while the
 node holds the very same ``Pod`` objects (the watch-backed state keeps them until an event replaces one),
@@ -17,12 +18,12 @@ import operator
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rescheduler.plan.reasons import NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.reasons import NODE_DO_NOT_DISRUPT_TEXT, NODE_NOT_READY_TEXT, Kind, StayReason
 from rescheduler.plan.state import Simulation
 from rescheduler.plan.topology_memo import TopologyMemo
 from shared.config import Config
 from shared.model import PDB, Pod
-from shared.movable import movability
+from shared.movable import movability, node_do_not_disrupt
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.workloads import SpotCeiling, spot_ceiling, workload_counts, workload_key
@@ -159,6 +160,10 @@ class Candidates:
         return sum(1 for w in self.work if w.blocker is None)
 
     def _candidate(self, info: NodeInfo) -> Candidate:
+        marker = node_do_not_disrupt(info.node, self.config)
+        if marker is not None:  # read from the node each time: its annotations are not in the pods' memo
+            why = StayReason(Kind.NODE_DO_NOT_DISRUPT, NODE_DO_NOT_DISRUPT_TEXT.format(key=marker))
+            return Candidate(info, Analysis(why, (), (), (), (), 0, 0))
         memo = self.memos[info.name]
         ready = info.node.ready
         a = memo.analysis

@@ -7,7 +7,8 @@ the live API before touching it.
 
 The order of the checks is the order a person would ask: is the cluster short of room (pause everything),
 is this node resting after a failed drain (backoff), is something already being done to it (our mark, a
-cordon), can we read every pod on it, and would the PodDisruptionBudgets allow all of its evictions now.
+cordon), can we read every pod on it, and would the PodDisruptionBudgets let its drain start now (by the
+configured ``rescheduler.pdb_rule``: :func:`rescheduler.plan.safety.pdb_refusals`).
 The node this process runs on goes last, so a drain never starts by evicting the rescheduler itself.
 
 The per-node checks that do not depend on the plan (:func:`exclusion`) run twice: before planning
@@ -170,7 +171,7 @@ def decide(
             continue
         wanted = set(nm.pods)
         pods = [p for p in info.pods if p.key in wanted]
-        if pdb_refusals(pods, pdbs):
+        if pdb_refusals(pods, pdbs, rule=config.rescheduler.pdb_rule):
             skipped.append((nm.node, SKIP_PDB_CACHED))
             continue
         (last if nm.node == own_node else chosen).append(nm)

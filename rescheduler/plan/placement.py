@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from rescheduler.plan.budgets import BudgetRule, Ledger, count_conflicts, dynamic_order, workload_shares
+from rescheduler.plan.budgets import Ledger, budget_rule, count_conflicts, dynamic_order, workload_shares
 from rescheduler.plan.candidates import Candidate, Candidates
 from rescheduler.plan.reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
 from rescheduler.plan.state import Placed, Simulation
@@ -56,7 +56,7 @@ class Planner:
     def __init__(self, sim: Simulation, cands: Candidates, *, search_steps: int) -> None:
         self.sim = sim
         self.cands = cands
-        self.rule = BudgetRule(cands.pdbs)
+        self.rule = budget_rule(cands.pdbs, sim.config.rescheduler.pdb_rule)
         self.search_left = search_steps
         self.shares = workload_shares(cands)
         count_conflicts(cands, self.rule)

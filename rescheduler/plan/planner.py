@@ -11,7 +11,9 @@ clock (a caller that wants a time budget passes its clock). The rules (docs/arch
   movable pod must fit a target given every move planned before it, checked with the scheduler's filters in
   kube-scheduler's order (:mod:`rescheduler.plan.placement`, :mod:`rescheduler.plan.topology`); otherwise a
   :class:`~rescheduler.plan.reasons.StayReason` says why the node stays.
-* PodDisruptionBudgets and per-workload spot ceilings are kept (:mod:`rescheduler.plan.budgets`).
+* PodDisruptionBudgets and per-workload spot ceilings are kept (:mod:`rescheduler.plan.budgets`): by default a
+  budget is a rate limit (a node is blocked only by a budget allowing no disruption now), and the plan names
+  the budgets that will pace each drain (:attr:`~rescheduler.plan.records.Plan.pacing`).
 * Expendable pods (priority below ``movability.expendable_priority_cutoff``) neither block nor move, and on a
   spot target they take no room (:mod:`rescheduler.plan.state`).
 * Pending unschedulable pods do not stop planning; ``summary["pending_unschedulable"]`` counts them and
@@ -20,9 +22,10 @@ clock (a caller that wants a time budget passes its clock). The rules (docs/arch
 The quantity maximised is the number of on-demand nodes emptied: a multi-dimensional bin packing with
 all-or-nothing groups, coupled by budgets and ceilings. The planner runs a portfolio of greedy strategies
 (:mod:`rescheduler.plan.strategies`), pusher's own order among them, each from the same start, keeps the plan
-that drains the most nodes (then: fewest moves), so it never drains fewer nodes than pusher's algorithm, and
-then improves it (:mod:`rescheduler.plan.search`). How close that comes to the exact optimum, and how fast it
-is, is measured by ``bench/plan_quality.py`` and ``bench/plan_scale.py`` (figures in bench/README.md).
+that drains the most nodes (then: fewest moves), so it never drains fewer nodes than pusher's algorithm (under
+the run loop's time budget too: pusher's order is never skipped), and then improves it
+(:mod:`rescheduler.plan.search`). How close that comes to the exact optimum, and how fast it is, is measured
+by ``bench/plan_quality.py`` and ``bench/plan_scale.py`` (figures in bench/README.md).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.reasons import HELD_BACK_TEXT, Kind, StayReason
@@ -85,10 +89,12 @@ def plan(
 
     With ``time_budget`` (seconds, read on ``clock``, which is then required), strategies after the first
     are skipped once the budget would be exceeded, judging by the slowest pass so far, and the improvement
-    step is skipped once it is spent. ``verify`` re-checks every move with :func:`shared.fit.fits` and
-    refuses any it rejects; ``summary["verify_rejections"]`` counts them (a disagreement is a planner bug:
-    tests require zero). ``cache``, kept by the caller from one call to the next (the run loop's cycles),
-    spares re-deriving what depends only on pods that did not change; the plan is the same with or without.
+    step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always runs, so a
+    plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
+    ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
+    ``summary["verify_rejections"]`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
+    kept by the caller from one call to the next (the run loop's cycles), spares re-deriving what depends only on
+    pods that did not change; the plan is the same with or without.
     ``switches`` are the rules of the cluster's kube-scheduler release (:mod:`shared.switches`; default: the
     current scheduler's). ``exclude`` maps on-demand nodes the caller will not drain now (backing off,
     marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
@@ -110,8 +116,9 @@ def plan(
         slowest = 0.0
         for strategy in strategies:
             before = clock() if clock is not None else 0.0
-            if best is not None and time_budget is not None and before - started + slowest > time_budget:
-                break
+            over = time_budget is not None and before - started + slowest > time_budget
+            if best is not None and over and strategy is not PUSHER:
+                continue  # pusher's order always runs: the budget never makes the plan worse than it
             result = run(planner, strategy)
             if clock is not None:
                 slowest = max(slowest, clock() - before)
@@ -150,4 +157,6 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool) -> Pl
     if verify:
         summary["verify_rejections"] = sim.verify_rejections
     moves = tuple(Move(m.pod.key, m.source, m.target) for m in best.moves)
-    return Plan(moves, tuple(best.drained), reasons, summary)
+    by_name = planner.cands.by_name
+    paced = pacing([by_name[n] for n in best.drained], planner.cands.pdbs)
+    return Plan(moves, tuple(best.drained), reasons, summary, paced)

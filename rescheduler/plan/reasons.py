@@ -19,6 +19,7 @@ __all__ = [
     "HELD_BACK_REASON",
     "NO_SPOT_NODES_TEXT",
     "NODE_NOT_READY_TEXT",
+    "NODE_DO_NOT_DISRUPT_TEXT",
 ]
 
 
@@ -26,6 +27,8 @@ class Kind(enum.Enum):
     """The kinds of reason a node stays; the value is the stable name in JSON."""
 
     NODE_NOT_READY = "node-not-ready"
+    NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"
+    """The node carries another tool's do-not-disrupt annotation (``movability.do_not_disrupt_node_annotations``)."""
     NOT_MOVABLE = "pod-not-movable"
     """A pod that must not be moved (:func:`shared.movable.movability`); ``cause`` is the rule's constant."""
     MULTIPLE_PDBS = "multiple-pdbs"
@@ -57,6 +60,8 @@ HELD_BACK_TEXT = (
 )
 NO_SPOT_NODES_TEXT = "there are no spot nodes that are ready, schedulable and not being reclaimed"
 NODE_NOT_READY_TEXT = "node is not ready"
+NODE_DO_NOT_DISRUPT_TEXT = 'node is annotated {key}: "true"'
+"""A template naming the annotation found."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rescheduler.plan.reasons import StayReason
+
+if TYPE_CHECKING:
+    from rescheduler.plan.budgets import Pacing
 
 __all__ = ["Move", "Plan", "top_reasons", "TOP_REASONS"]
 
@@ -30,12 +33,15 @@ class Move:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """Moves in the order they were planned (each valid after the ones before it), the nodes they empty,
-    and for every other on-demand node why it stays (:class:`~rescheduler.plan.reasons.StayReason`)."""
+    and for every other on-demand node why it stays (:class:`~rescheduler.plan.reasons.StayReason`);
+    ``pacing``: per drained node, the PodDisruptionBudgets that will pace its drain
+    (:func:`rescheduler.plan.budgets.pacing`)."""
 
     moves: tuple[Move, ...]
     drained: tuple[str, ...]
     reasons: Mapping[str, StayReason]
     summary: Mapping[str, Any]
+    pacing: Mapping[str, tuple[Pacing, ...]] = field(default_factory=dict)
 
     @property
     def undrainable(self) -> dict[str, str]:
@@ -44,13 +50,15 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: ``{"moves": [{"pod", "from", "to"}], "drained", "undrainable" (node → sentence),
-        "summary", "reasons" (node → {"kind", "pod", "detail"})}``."""
+        "summary", "reasons" (node → {"kind", "pod", "detail"}), "pacing" (drained node → [{"pdb", "pods",
+        "allowed"}], the budgets that pace its drain)}``."""
         return {
             "moves": [m.to_json() for m in self.moves],
             "drained": list(self.drained),
             "undrainable": self.undrainable,
             "summary": dict(self.summary),
             "reasons": {node: why.to_json() for node, why in self.reasons.items()},
+            "pacing": {node: [p.to_json() for p in notes] for node, notes in self.pacing.items()},
         }
 
 

@@ -1,10 +1,15 @@
 """The safety checks made before a node's first eviction: pure functions, each answering with its reasons.
 
 Why before the first eviction and for the whole node: a drain that stops half-way leaves a node that is
-neither useful nor removable, and its evicted pods were disrupted for nothing (pusher #54/#55). So every
-eviction the node needs must be allowed *now*, counted together: two pods of one PodDisruptionBudget with
-``disruptionsAllowed: 1`` on the same node means the second eviction would be refused, so the node is
-skipped, not started.
+neither useful nor removable, and its evicted pods were disrupted for nothing (pusher #54/#55). So the
+node's evictions are checked against the PodDisruptionBudgets' live status first, by the configured rule
+(``rescheduler.pdb_rule``):
+
+* ``rate-limit`` (default): each budget of the node's pods must allow at least one disruption now; the drain
+  then evicts what a budget allows and retries its 429s as replacements become Ready, as ``kubectl drain``
+  does, so two pods of a budget with ``disruptionsAllowed: 1`` are evicted one after the other;
+* ``all-at-once`` (cluster-autoscaler's rule): every eviction the node needs must be allowed now, counted
+  together, so two pods of a budget with ``disruptionsAllowed: 1`` on one node skip the node.
 
 The rules are the eviction subresource's own (``pkg/registry/core/pod/storage/eviction.go``):
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.model import PDB, Pod
 from shared.pdbs import PdbIndex
 
@@ -30,6 +36,7 @@ __all__ = [
     "PdbIndex",  # re-exported: callers of pdb_refusals may pass one
     "REFUSE_MULTIPLE_PDBS",
     "REFUSE_PDB_BUDGET",
+    "REFUSE_PDB_EXHAUSTED",
     "REFUSE_PDB_NOT_COMPUTED",
     "pdb_refusals",
     "unschedulable_pods",
@@ -38,6 +45,7 @@ __all__ = [
 
 REFUSE_MULTIPLE_PDBS = "pod is selected by more than one PodDisruptionBudget"
 REFUSE_PDB_BUDGET = "PodDisruptionBudget allows fewer disruptions than the node's pods need"
+REFUSE_PDB_EXHAUSTED = "PodDisruptionBudget allows no disruption now"
 REFUSE_PDB_NOT_COMPUTED = "PodDisruptionBudget status is not yet computed for its current spec"
 
 
@@ -53,12 +61,22 @@ class Refusal:
         return f"{self.pod}: {self.reason} ({self.detail})"
 
 
-def pdb_refusals(pods: Sequence[Pod], pdbs: Iterable[PDB] | PdbIndex, *, stale: Collection[str] = ()) -> list[Refusal]:
-    """Every refusal the eviction API would give for evicting all of ``pods`` now, in their order.
+def pdb_refusals(
+    pods: Sequence[Pod],
+    pdbs: Iterable[PDB] | PdbIndex,
+    *,
+    stale: Collection[str] = (),
+    rule: str = PDB_RATE_LIMIT,
+) -> list[Refusal]:
+    """Every refusal that keeps a drain of ``pods`` from starting now under ``rule``, in the pods' order.
 
     ``pdbs`` are the budgets with their live status (or a :class:`PdbIndex` of them); ``stale`` holds the
     keys (``namespace/name``) of budgets whose ``status.observedGeneration`` lags ``metadata.generation``.
+    ``rule`` is ``rescheduler.pdb_rule``: ``rate-limit`` refuses a pod whose budget allows no disruption now,
+    ``all-at-once`` also a pod whose budget's allowance the node's earlier pods used up.
     """
+    if rule not in (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE):
+        raise ValueError(f"unknown PodDisruptionBudget rule {rule!r}")
     index = pdbs if isinstance(pdbs, PdbIndex) else PdbIndex(pdbs)
     used: dict[str, int] = {}
     out: list[Refusal] = []
@@ -73,6 +91,12 @@ def pdb_refusals(pods: Sequence[Pod], pdbs: Iterable[PDB] | PdbIndex, *, stale: 
         pdb = matching[0]
         if pdb.key in stale:
             out.append(Refusal(REFUSE_PDB_NOT_COMPUTED, pod.key, pdb.key))
+            continue
+        if rule == PDB_RATE_LIMIT:
+            if pdb.disruptions_allowed < 1:
+                out.append(
+                    Refusal(REFUSE_PDB_EXHAUSTED, pod.key, f"{pdb.key} allows {max(pdb.disruptions_allowed, 0)}")
+                )
             continue
         used[pdb.key] = used.get(pdb.key, 0) + 1
         if used[pdb.key] > pdb.disruptions_allowed:

@@ -60,6 +60,8 @@ __all__ = [
     "FULL",
     "PACKING_ONLY",
     "MILP_PROFILE",
+    "MILP_PACKING",
+    "PDB_HEAVY",
     "DRAINABLE",
     "generate",
     "write_list",
@@ -92,6 +94,12 @@ class Features:
     safe_to_evict_false: float = 0.005
     host_ports: float = 0.02
     pdb: float = 0.5
+    """Share of multi-replica Deployments with a PodDisruptionBudget."""
+    pdb_tight: bool = False
+    """Budgets are only ``maxUnavailable: 1`` or ``minAvailable: N-1`` (one disruption at a time), the usual
+    production setting; otherwise a mix that includes percentages and budgets allowing none."""
+    statefulset_pdb: float = 0.0
+    """Share of multi-replica StatefulSets with a PodDisruptionBudget."""
     ceiling: float = 0.05
     statefulset: float = 0.04
     bare: float = 0.005
@@ -117,6 +125,21 @@ MILP_PROFILE = replace(DRAINABLE, spread=0.0, pod_affinity=0.0)
 """DRAINABLE without what the MILP does not encode (see bench/plan_quality.py)."""
 MILP_PACKING = replace(MILP_PROFILE, pdb=0.05, ceiling=0.0, spot_bias=0.6, fill=0.7)
 """MILP_PROFILE with few PodDisruptionBudgets and fuller spot nodes: the outcome is decided by bin packing."""
+PDB_HEAVY = replace(MILP_PROFILE, pdb=0.85, pdb_tight=True, statefulset_pdb=0.85)
+"""MILP_PROFILE where most multi-replica workloads (well over 70%) have a budget allowing one disruption
+at a time (``maxUnavailable: 1`` or ``minAvailable: N-1``), as production clusters usually do: nodes holding
+several pods of one budget are the rule, so the PodDisruptionBudget rule decides what drains."""
+
+
+PROFILES = {
+    "FULL": FULL,
+    "PACKING_ONLY": PACKING_ONLY,
+    "DRAINABLE": DRAINABLE,
+    "MILP_PROFILE": MILP_PROFILE,
+    "MILP_PACKING": MILP_PACKING,
+    "PDB_HEAVY": PDB_HEAVY,
+}
+"""The profiles by name (``--profile``)."""
 
 
 class _Gen(Objects, Workloads):
@@ -379,10 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--indent", type=int, choices=(0, 2, 4), default=4)
     ap.add_argument("--packing-only", action="store_true", help="no topology spread or pod affinity")
+    ap.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="FULL",
+        help="the features' profile (--packing-only is PACKING_ONLY)",
+    )
     ap.add_argument("--pending", type=int, default=0, help="pending unschedulable pods to add")
     ap.add_argument("-o", "--output", default="-")
     args = ap.parse_args(argv)
-    features = replace(PACKING_ONLY if args.packing_only else FULL, pending=args.pending)
+    features = replace(PACKING_ONLY if args.packing_only else PROFILES[args.profile], pending=args.pending)
     items = iter_items(args.seed, args.nodes, args.pods, features)
     if args.output == "-":
         write_list(items, sys.stdout.buffer, args.indent)

@@ -363,8 +363,14 @@ class Objects:
     def pdb_json(self, ns: str, app: str, replicas: int, healthy: int) -> dict[str, Any]:
         rng = self.rng
         kind = rng.random()
-        if kind < 0.5:
-            spec: dict[str, Any] = {"maxUnavailable": 1}
+        if self.f.pdb_tight:
+            if kind < 0.5:
+                spec: dict[str, Any] = {"maxUnavailable": 1}
+            else:
+                spec = {"minAvailable": replicas - 1}
+            desired = replicas - 1
+        elif kind < 0.5:
+            spec = {"maxUnavailable": 1}
             desired = replicas - 1
         elif kind < 0.8:
             spec = {"minAvailable": "50%"}

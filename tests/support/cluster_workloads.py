@@ -220,6 +220,7 @@ class Workloads:
         tolerations = [{"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists"}]
         if tolerate:
             tolerations.append(dict(SPOT_TOLERATION))
+        placed = 0
         for r in range(replicas):
             node = self.choose_node(
                 cpu=milli(cpu),
@@ -289,6 +290,10 @@ class Workloads:
                 tolerations=tolerations,
                 volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
             )
+            placed += 1
+        # Drawn only when the profile asks for StatefulSet budgets, so other profiles keep their clusters.
+        if self.f.statefulset_pdb and replicas > 1 and rng.random() < self.f.statefulset_pdb:
+            yield self.pdb_json(ns, app, replicas, placed)
 
     def bare_pod(self, ns: str, k: int) -> Iterator[dict[str, Any]]:
         cpu = self.cpu_request()

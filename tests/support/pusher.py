@@ -2,7 +2,10 @@
 
 pusher decides per on-demand node, least requested CPU first: it sorts the node's pods by CPU request,
 largest first, and puts each on the first spot node that fits, spot nodes sorted by requested CPU, fullest
-first; if one pod finds no room the node is skipped (all or nothing). This module does exactly that, with
+first; if one pod finds no room the node is skipped (all or nothing). pusher evicts one pod at a time through
+the Eviction API and retries while a PodDisruptionBudget answers 429, so a budget blocks a pod only when it
+allows no disruption now (``rescheduler.pdb_rule: rate-limit``, the default); under ``all-at-once`` the
+evictions planned per budget are counted against it, as the planner then does. This module does exactly that, with
 the same policy as the planner (movability, PDB budgets, spot ceilings, expendable pods taking no room,
 targets only Ready, schedulable spot nodes not being reclaimed), so that a comparison measures packing and
 nothing else. Workload identity, ceilings and which budgets select a pod come from :mod:`shared`, as the
@@ -19,13 +22,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from rescheduler.plan.reasons import NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.reasons import NODE_DO_NOT_DISRUPT_TEXT, NODE_NOT_READY_TEXT, Kind, StayReason
 from rescheduler.plan.records import Move, Plan
 from shared.classes import node_class, reclaim_reason
-from shared.config import Config
+from shared.config import PDB_RATE_LIMIT, Config
 from shared.fit import fits
 from shared.model import PDB, Pod
-from shared.movable import is_expendable, movability
+from shared.movable import is_expendable, movability, node_do_not_disrupt
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.workloads import ceiling_breach, spot_ceiling, workload_key
@@ -129,6 +132,9 @@ def movable_pods(
     index = pdbs if isinstance(pdbs, PdbIndex) else PdbIndex(pdbs)
     if not info.node.ready:
         return StayReason(Kind.NODE_NOT_READY, NODE_NOT_READY_TEXT), [], []
+    marker = node_do_not_disrupt(info.node, config)
+    if marker is not None:
+        return StayReason(Kind.NODE_DO_NOT_DISRUPT, NODE_DO_NOT_DISRUPT_TEXT.format(key=marker)), [], []
     movable: list[Pod] = []
     pdb_of: list[int | None] = []
     for p in info.pods:
@@ -154,8 +160,9 @@ def _budgets(
     config: Config,
 ) -> StayReason | None:
     need = Counter(i for i in pdb_of if i is not None)
+    rate_limit = config.rescheduler.pdb_rule == PDB_RATE_LIMIT
     for i, n in need.items():
-        if pdb_used[i] + n > pdbs[i].disruptions_allowed:
+        if pdbs[i].disruptions_allowed < 1 if rate_limit else pdb_used[i] + n > pdbs[i].disruptions_allowed:
             return StayReason(Kind.PDB_BUDGET, f"PodDisruptionBudget {pdbs[i].key} exhausted")
     per_workload = Counter(workload_key(p) for p in movable)
     for p in movable:

@@ -125,7 +125,8 @@ class _Stream:
 
 
 class FakeApiServer:
-    """Nodes, pods, PDBs, namespaces, Leases and Events in memory; see the module docstring."""
+    """Nodes, pods, PDBs, namespaces, PersistentVolumes and claims, Leases and Events in memory; see the module
+    docstring."""
 
     def __init__(
         self, *, eviction_version: str = "v1", pdb_version: str = "v1", git_version: str | None = "v1.30.2"
@@ -137,7 +138,17 @@ class FakeApiServer:
         self.eviction_version = eviction_version
         self.pdb_version = pdb_version
         self.store: dict[str, dict[str, Obj]] = {
-            k: {} for k in ("nodes", "pods", "pdbs", "namespaces", "leases", "events")
+            k: {}
+            for k in (
+                "nodes",
+                "pods",
+                "pdbs",
+                "namespaces",
+                "persistentvolumes",
+                "persistentvolumeclaims",
+                "leases",
+                "events",
+            )
         }
         self.log: dict[str, list[tuple[int, str, Obj]]] = {k: [] for k in self.store}
         self.compacted: dict[str, int] = {}
@@ -170,7 +181,7 @@ class FakeApiServer:
 
     def _key(self, obj: Obj, kind: str) -> str:
         meta = obj["metadata"]
-        if kind in ("nodes", "namespaces"):
+        if kind in ("nodes", "namespaces", "persistentvolumes"):
             return meta["name"]
         return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
@@ -255,6 +266,10 @@ class FakeApiServer:
             return "pdbs"
         if path.endswith("/namespaces"):
             return "namespaces"
+        if path.endswith("/persistentvolumes"):
+            return "persistentvolumes"
+        if path.endswith("/persistentvolumeclaims"):
+            return "persistentvolumeclaims"
         raise _Error(404, "NotFound", f"no collection at {path}")
 
     # ---- routing ---------------------------------------------------------------------------------------
@@ -283,7 +298,7 @@ class FakeApiServer:
             if self.pdb_version == "v1":
                 versions.insert(0, {"groupVersion": "policy/v1", "version": "v1"})
             return {"kind": "APIGroup", "name": "policy", "versions": versions}
-        m = re.fullmatch(r"/api/v1/(nodes|pods|namespaces)", path)
+        m = re.fullmatch(r"/api/v1/(nodes|pods|namespaces|persistentvolumes|persistentvolumeclaims)", path)
         if m and method == "GET":
             return self._list(m[1], q)
         m = re.fullmatch(r"/apis/policy/(v1|v1beta1)/poddisruptionbudgets", path)
@@ -408,6 +423,8 @@ class FakeApiServer:
     def _lease(self, namespace: str, name: str | None, method: str, body: Any) -> Obj:
         with self.cond:
             if method == "POST":
+                if namespace not in self.store["namespaces"]:
+                    raise _Error(404, "NotFound", f'namespaces "{namespace}" not found')
                 key = f"{namespace}/{body['metadata']['name']}"
                 if key in self.store["leases"]:
                     raise _Error(409, "AlreadyExists", "lease already exists")

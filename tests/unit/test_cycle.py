@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ from rescheduler.plan.cycle import (
     plan_nodes,
 )
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
-from shared.config import Config
+from shared.config import PDB_ALL_AT_ONCE, Config
 from tests.unit.fake_api import node, pdb, pod
 
 NOW = 1_700_000_000.0
@@ -98,8 +99,19 @@ def test_an_empty_node_needs_nothing() -> None:
 
 
 def test_the_cached_pdb_precheck_skips_before_any_api_call() -> None:
-    s = state(node("od-1"), pods=[pod("a", "od-1"), pod("b", "od-1")], pdbs=[pdb("web", "web", allowed=1)])
+    s = state(node("od-1"), pods=[pod("a", "od-1"), pod("b", "od-1")], pdbs=[pdb("web", "web", allowed=0)])
     d = decide(s.snapshot(), [moves("od-1", "a", "b")], Config(), now=NOW)
+    assert d.skipped == (("od-1", SKIP_PDB_CACHED),)
+
+
+def test_the_cached_pdb_precheck_follows_the_configured_rule() -> None:
+    # Two pods of a budget allowing one: a rate limit paces them, the all-at-once rule skips the node.
+    s = state(node("od-1"), pods=[pod("a", "od-1"), pod("b", "od-1")], pdbs=[pdb("web", "web", allowed=1)])
+    paced = decide(s.snapshot(), [moves("od-1", "a", "b")], Config(), now=NOW)
+    assert [nm.node for nm in paced.drains] == ["od-1"] and paced.skipped == ()
+    base = Config()
+    all_at_once = replace(base, rescheduler=replace(base.rescheduler, pdb_rule=PDB_ALL_AT_ONCE))
+    d = decide(s.snapshot(), [moves("od-1", "a", "b")], all_at_once, now=NOW)
     assert d.skipped == (("od-1", SKIP_PDB_CACHED),)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -23,10 +24,20 @@ from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.state import (
+    NAMESPACES,
+    NODES,
+    PDBS,
+    POD_FIELD_SELECTOR,
+    PODS,
+    PVCS,
+    PVS,
+    ClusterState,
+    Informer,
+)
 from rescheduler.metrics import Metrics
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
-from shared.config import Config
+from shared.config import PDB_ALL_AT_ONCE, Config
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 KEY = "spotshift.io/draining"
@@ -90,6 +101,8 @@ class Cluster:
             (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
             (PDBS, "/apis/policy/v1/poddisruptionbudgets", ()),
             (NAMESPACES, "/api/v1/namespaces", ()),
+            (PVS, "/api/v1/persistentvolumes", ()),
+            (PVCS, "/api/v1/persistentvolumeclaims", ()),
         ):
             informer = Informer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
             informer.start()
@@ -224,17 +237,62 @@ def test_a_node_whose_pdb_forbids_an_eviction_is_never_touched(cluster: Cluster)
     assert taints(cluster, "od-1") == []
 
 
-def test_two_pods_of_one_budget_that_allows_one_disruption_skip_the_node(cluster: Cluster) -> None:
-    cluster.server.put("nodes", node("od-1"))
-    cluster.server.put("nodes", node("spot-1", spot=True))
-    for i in range(2):
-        cluster.server.put("pods", pod(f"web-{i}", "od-1", app="web"))
-    cluster.server.put("pdbs", pdb("web", "web", allowed=1))
+def test_all_at_once_two_pods_of_one_budget_that_allows_one_disruption_skip_the_node() -> None:
+    base = Config()
+    c = Cluster(replace(base, rescheduler=replace(base.rescheduler, pdb_rule=PDB_ALL_AT_ONCE)))
+    try:
+        c.server.put("nodes", node("od-1"))
+        c.server.put("nodes", node("spot-1", spot=True))
+        for i in range(2):
+            c.server.put("pods", pod(f"web-{i}", "od-1", app="web"))
+        c.server.put("pdbs", pdb("web", "web", allowed=1))
+        c.start()
+        result = c.drainer.drain("od-1", ["default/web-0", "default/web-1"])
+        assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+        assert "needs 2" in result.message
+        assert c.server.evictions == []
+    finally:
+        c.close()
+
+
+def test_three_pods_of_one_budget_allowing_one_are_evicted_one_at_a_time_as_replacements_become_ready(
+    cluster: Cluster,
+) -> None:
+    # kubectl drain's behaviour: the budget answers 429 while its one disruption is used; the evictor retries,
+    # and the disruption controller (played here) gives it back once the replacement is Ready.
+    cluster.server.put("nodes", node("od-1", cpu="4"))
+    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    keys = []
+    for i in range(3):
+        cluster.server.put("pods", pod(f"web-{i}", "od-1", app="web", owner="rs-web"))
+        keys.append(f"default/web-{i}")
+    cluster.server.put("pdbs", pdb("web", "web", allowed=1, healthy=3, desired=2))
     cluster.start()
-    result = cluster.drainer.drain("od-1", ["default/web-0", "default/web-1"])
-    assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
-    assert "needs 2" in result.message
-    assert cluster.server.evictions == []
+    allowed_at_eviction: list[int] = []
+    replicate = iter(range(10))
+
+    def on_evict(evicted: dict[str, Any]) -> None:
+        budget = cluster.server.get_obj("pdbs", "default/web")
+        assert budget is not None
+        allowed_at_eviction.append(budget["status"]["disruptionsAllowed"])
+        new = pod(f"web-r{next(replicate)}", "spot-1", app="web")
+        new["metadata"]["ownerReferences"] = evicted["metadata"]["ownerReferences"]
+        cluster.server.put("pods", new)
+
+        def ready_again() -> None:  # the replacement is Ready: currentHealthy is back, one disruption allowed
+            restored = copy.deepcopy(cluster.server.get_obj("pdbs", "default/web"))
+            restored["status"]["disruptionsAllowed"] = 1
+            cluster.server.put("pdbs", restored)
+
+        threading.Timer(0.05, ready_again).start()
+
+    cluster.server.on_evict = on_evict
+    result = cluster.drainer.drain("od-1", keys)
+    assert result.outcome is Outcome.SUCCEEDED, result.message
+    assert sorted(result.evicted) == keys
+    assert allowed_at_eviction == [0, 0, 0]  # each eviction used the one disruption the budget allowed
+    posts = [p for m, p, _ in cluster.server.requests if m == "POST" and p.endswith("/eviction")]
+    assert len(posts) > 3, "later evictions were refused with 429 and retried"
 
 
 def test_a_plan_that_no_longer_matches_the_node_is_not_started(cluster: Cluster) -> None:

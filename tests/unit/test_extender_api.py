@@ -177,7 +177,9 @@ def test_filter_before_the_cache_synced_reports_an_error_so_an_ignorable_extende
 # --- prioritize -------------------------------------------------------------------------------------------
 
 
-def test_prioritize_scores_spot_high_as_integers_from_0_to_10(client: FlaskClient) -> None:
+def test_prioritize_scores_spot_high_and_nodes_being_reclaimed_0_as_integers_from_0_to_10(
+    client: FlaskClient,
+) -> None:
     scores = post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
     assert scores == [
         {"Host": "spot-1", "Score": 10},
@@ -185,8 +187,8 @@ def test_prioritize_scores_spot_high_as_integers_from_0_to_10(client: FlaskClien
         {"Host": "od-1", "Score": 0},
         {"Host": "plain-1", "Score": 0},
         {"Host": "cp-1", "Score": 0},
-        {"Host": "spot-itn", "Score": 10},
-        {"Host": "spot-cordoned", "Score": 10},
+        {"Host": "spot-itn", "Score": 0},  # termination notice: /prioritize may be configured without /filter
+        {"Host": "spot-cordoned", "Score": 0},
     ]
     assert all(type(s["Score"]) is int and 0 <= s["Score"] <= 10 for s in scores)
 

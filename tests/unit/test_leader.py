@@ -5,10 +5,18 @@ from __future__ import annotations
 import pytest
 
 from rescheduler.cluster.kube import Kube
-from rescheduler.cluster.leader import LeaderElector, LeaseConfig
-from tests.unit.fake_api import FakeApiServer
+from rescheduler.cluster.leader import PROBLEM_WARNING_EVERY, LeaderElector, LeaseConfig
+from tests.unit.fake_api import FakeApiServer, namespace
 
 LEASE = "spotshift/spotshift-rescheduler"
+
+
+def api(*, with_namespace: bool = True) -> FakeApiServer:
+    """A fake API server; the Lease's namespace exists unless told otherwise (as the real server checks it)."""
+    server = FakeApiServer()
+    if with_namespace:
+        server.put("namespaces", namespace("spotshift"))
+    return server
 
 
 class Clock:
@@ -26,7 +34,7 @@ def elector(server: FakeApiServer, identity: str, clock: Clock, changes: list[tu
 
 
 def test_the_first_replica_creates_the_lease_and_leads() -> None:
-    server, clock, changes = FakeApiServer(), Clock(), []
+    server, clock, changes = api(), Clock(), []
     a = elector(server, "a", clock, changes)
     assert a.try_acquire_or_renew()
     assert a.is_leader()
@@ -38,7 +46,7 @@ def test_the_first_replica_creates_the_lease_and_leads() -> None:
 
 
 def test_two_replicas_one_leader_and_the_other_waits_out_the_lease() -> None:
-    server, clock = FakeApiServer(), Clock()
+    server, clock = api(), Clock()
     a, b = elector(server, "a", clock), elector(server, "b", clock)
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()
@@ -52,7 +60,7 @@ def test_two_replicas_one_leader_and_the_other_waits_out_the_lease() -> None:
 
 
 def test_a_crashed_leader_is_replaced_after_the_lease_duration_on_the_followers_clock() -> None:
-    server, clock = FakeApiServer(), Clock()
+    server, clock = api(), Clock()
     a, b = elector(server, "a", clock), elector(server, "b", clock)
     a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()  # b first sees the record now
@@ -67,7 +75,7 @@ def test_a_crashed_leader_is_replaced_after_the_lease_duration_on_the_followers_
 
 
 def test_release_hands_over_at_once() -> None:
-    server, clock = FakeApiServer(), Clock()
+    server, clock = api(), Clock()
     a, b = elector(server, "a", clock), elector(server, "b", clock)
     a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()
@@ -78,7 +86,7 @@ def test_release_hands_over_at_once() -> None:
 
 
 def test_a_lost_update_race_does_not_make_a_leader() -> None:
-    server, clock = FakeApiServer(), Clock()
+    server, clock = api(), Clock()
     a = elector(server, "a", clock)
     a.try_acquire_or_renew()
     a.release()
@@ -89,7 +97,7 @@ def test_a_lost_update_race_does_not_make_a_leader() -> None:
 
 
 def test_a_leader_that_cannot_renew_stops_leading_after_the_renew_deadline() -> None:
-    server, clock, changes = FakeApiServer(), Clock(), []
+    server, clock, changes = api(), Clock(), []
     a = elector(server, "a", clock, changes)
     a.try_acquire_or_renew()
     server.fail("GET", r"/leases/", 500, 500, 500, 500, 500, 500)
@@ -158,3 +166,30 @@ def test_a_renewal_in_flight_does_not_keep_leadership_past_the_lease_duration() 
     server.probe = a.is_leader
     a.try_acquire_or_renew()
     assert server.during == [False]
+
+
+def test_a_missing_namespace_is_said_loudly_naming_the_lease_and_the_fix(caplog: pytest.LogCaptureFixture) -> None:
+    server, clock = api(with_namespace=False), Clock()
+    a = elector(server, "a", clock)
+    with caplog.at_level("WARNING", logger="spotshift.rescheduler.cluster.leader"):
+        assert not a.try_acquire_or_renew()
+        clock.now += 2.0
+        assert not a.try_acquire_or_renew()  # repeated within the interval: not warned again
+        clock.now += PROBLEM_WARNING_EVERY
+        assert not a.try_acquire_or_renew()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2
+    assert "Lease spotshift/spotshift-rescheduler" in warnings[0]
+    assert "create the namespace spotshift" in warnings[0] and "--namespace" in warnings[0]
+    assert "--leader-elect=false" in warnings[0]
+    assert a.problem == warnings[0]
+    server.put("namespaces", namespace("spotshift"))
+    assert a.try_acquire_or_renew() and a.problem == ""
+
+
+def test_rbac_forbidding_the_lease_is_a_problem_too() -> None:
+    server, clock = api(), Clock()
+    server.fail("GET", r"/leases/", *([403] * 5))
+    a = elector(server, "a", clock)
+    assert not a.try_acquire_or_renew()
+    assert "forbidden (RBAC)" in a.problem and "spotshift/spotshift-rescheduler" in a.problem

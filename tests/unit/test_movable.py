@@ -182,6 +182,29 @@ def block(reason: str) -> Movability:
             block(BLOCK_NOT_SAFE_TO_EVICT),
             id="safe-to-evict-false-blocks",
         ),
+        pytest.param(
+            pod(annotations={"karpenter.sh/do-not-disrupt": "true"}),
+            block('pod is annotated karpenter.sh/do-not-disrupt: "true"'),
+            id="karpenter-do-not-disrupt-blocks",
+        ),
+        pytest.param(
+            pod(annotations={"karpenter.sh/do-not-evict": "true"}),
+            block('pod is annotated karpenter.sh/do-not-evict: "true"'),
+            id="karpenter-do-not-evict-blocks",
+        ),
+        pytest.param(
+            pod(annotations={"karpenter.sh/do-not-disrupt": "false"}), MOVE, id="karpenter-do-not-disrupt-false-moves"
+        ),
+        pytest.param(
+            pod(annotations={"karpenter.sh/do-not-disrupt": "true", SAFE_TO_EVICT_KEY: "true"}),
+            block('pod is annotated karpenter.sh/do-not-disrupt: "true"'),
+            id="do-not-disrupt-wins-over-safe-to-evict-true",
+        ),
+        pytest.param(
+            pod(owners=[owner("DaemonSet")], annotations={"karpenter.sh/do-not-disrupt": "true"}),
+            skip(SKIP_DAEMONSET),
+            id="do-not-disrupt-daemonset-pod-is-still-skipped",
+        ),
         pytest.param(pod(labels={"spotshift.io/exclude": "true"}), block(BLOCK_OPTED_OUT), id="opt-out-label-blocks"),
         pytest.param(
             pod(annotations={"spotshift.io/exclude": "true"}), block(BLOCK_OPTED_OUT), id="opt-out-annotation-blocks"
@@ -706,3 +729,28 @@ def test_movability_does_not_mutate_its_inputs() -> None:
     assert raw == before
     assert dict(p.node_selector) == {CT: "on-demand"}
     assert len(pdbs) == 1
+
+
+def test_do_not_disrupt_pod_annotations_are_configurable() -> None:
+    config = parse_config({"movability": {"do_not_disrupt_pod_annotations": ["example.com/keep"]}})
+    kept = pod(annotations={"example.com/keep": "true"})
+    karpenter = pod(annotations={"karpenter.sh/do-not-disrupt": "true"})
+    assert movability(kept, config) == block('pod is annotated example.com/keep: "true"')
+    assert movability(karpenter, config) == MOVE  # no longer listed
+
+
+def test_do_not_disrupt_markers_on_nodes_are_found_by_the_configured_list() -> None:
+    from shared.model import Node
+    from shared.movable import node_do_not_disrupt
+
+    def n(annotations: dict[str, str]) -> Node:
+        return Node.from_api({"metadata": {"name": "od-1", "annotations": annotations}})
+
+    default = Config()
+    assert node_do_not_disrupt(n({}), default) is None
+    ca = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    assert node_do_not_disrupt(n({ca: "true"}), default) == ca
+    assert node_do_not_disrupt(n({"karpenter.sh/do-not-disrupt": "true"}), default) == "karpenter.sh/do-not-disrupt"
+    assert node_do_not_disrupt(n({ca: "false"}), default) is None
+    only_karpenter = parse_config({"movability": {"do_not_disrupt_node_annotations": ["karpenter.sh/do-not-disrupt"]}})
+    assert node_do_not_disrupt(n({ca: "true"}), only_karpenter) is None

@@ -59,7 +59,7 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""  # no progress when stderr is not a terminal
     doc: dict[str, Any] = orjson.loads(proc.stdout)
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing"]
     assert doc["moves"], "the fixture cluster should drain something"
     for m in doc["moves"]:
         assert list(m) == ["pod", "from", "to"]
@@ -77,6 +77,10 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
         assert list(row) == ["reason", "nodes", "kind"] and row["kind"] in kinds
     assert doc["summary"]["drained"] == len(doc["drained"])
     assert doc["summary"]["pods_moved"] == len(doc["moves"])
+    for node_name, notes in doc["pacing"].items():
+        assert node_name in doc["drained"]
+        for note in notes:
+            assert list(note) == ["pdb", "pods", "allowed"] and note["pods"] > note["allowed"]
 
 
 def test_json_output_is_reproducible(snapshot_file: Path) -> None:
@@ -92,6 +96,31 @@ def test_table_output_is_for_people(snapshot_file: Path) -> None:
     assert "on-demand nodes can be drained onto" in out
     assert "Pods to move:" in out
     assert "NODE TO DRAIN" in out and "WHY NODES STAY" in out
+
+
+def test_table_names_the_budgets_that_pace_each_drain() -> None:
+    from rescheduler.cli import render_table
+    from rescheduler.plan.budgets import Pacing
+    from rescheduler.plan.records import Move, Plan
+
+    summary = {
+        "drained": 1,
+        "on_demand_nodes": 1,
+        "spot_targets": 1,
+        "spot_not_targets": 0,
+        "pods_moved": 3,
+        "freed_cpu_millicores": 4000,
+        "freed_memory_bytes": 2**33,
+        "strategy": "best-fit",
+        "pending_unschedulable": 0,
+        "top_reasons": [],
+    }
+    moves = tuple(Move(f"shop/web-{i}", "od-1", "spot-1") for i in range(3))
+    paced = Plan(moves, ("od-1",), {}, summary, {"od-1": (Pacing("shop/web", 3, 1),)})
+    out = render_table(paced)
+    assert "1 drain(s) paced by PodDisruptionBudgets" in out
+    assert "od-1           shop/web             3 pod(s) here, 1 evicted at a time" in out
+    assert "paced" not in render_table(Plan(moves, ("od-1",), {}, summary))
 
 
 def test_snapshot_from_stdin(snapshot_file: Path) -> None:

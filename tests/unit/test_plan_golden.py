@@ -2,15 +2,16 @@
 
 Why: the planner is a portfolio of heuristics whose result depends on many small orderings (ties, the
 order strategies run in, which node the local search holds back). A change meant to move code around
-must not change a single move; this test says so in bytes. Each golden file under ``tests/unit/golden/``
-holds the generator's parameters, a digest of the generated items (so a change of the generator is told
+must not change a single move; this test says so in bytes. Each golden file under
+``tests/unit/golden/<rule>/``, one folder per PodDisruptionBudget rule (``rescheduler.pdb_rule``), holds the
+generator's parameters, a digest of the generated items (so a change of the generator is told
 apart from a change of the planner), the JSON of :func:`rescheduler.plan.planner.plan` with the default
 strategies, and the nodes the run loop's planner (:func:`rescheduler.plan.cycle.plan_nodes`) empties, with a
 time budget far larger than any plan here takes, so the budget never cuts a strategy and the result is
 deterministic.
 
 Regenerate (only when a plan is meant to change, and say why in the commit):
-``python -m tests.unit.test_plan_golden``.
+``python -m tests.unit.test_plan_golden [RULE...]`` (default: every rule).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ import pytest
 from rescheduler.plan.cycle import plan_nodes
 from rescheduler.plan.planner import plan
 from rescheduler.snapshot_io import load_bytes
-from shared.config import Config
+from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT, Config
 from shared.snapshot import ClusterSnapshot
 from tests.support import cluster_gen
 
@@ -46,6 +48,10 @@ CASES = [
     (109, 55, 660, "MILP_PACKING"),
 ]
 
+RULES = (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE)
+"""The rules whose plans are pinned: ``rate-limit`` (the default) and ``all-at-once``, whose goldens were
+recorded when it was the only rule and must keep matching byte for byte."""
+
 RUN_LOOP_BUDGET = 3600.0
 """Seconds: the run loop's planner with a budget it never reaches (the real one, 0.5 s, depends on load)."""
 
@@ -62,9 +68,14 @@ def _snapshot(items: list[dict[str, Any]]) -> ClusterSnapshot:
     return load_bytes(orjson.dumps({"kind": "List", "items": items}))
 
 
-def _record(seed: int, nodes: int, pods: int, profile: str) -> dict[str, Any]:
+def _config(rule: str) -> Config:
+    base = Config()
+    return replace(base, rescheduler=replace(base.rescheduler, pdb_rule=rule))
+
+
+def _record(rule: str, seed: int, nodes: int, pods: int, profile: str) -> dict[str, Any]:
     items = _items(seed, nodes, pods, profile)
-    config = Config()
+    config = _config(rule)
     result = plan(_snapshot(items), config)
     loop = plan_nodes(_snapshot(items), config, time_budget=RUN_LOOP_BUDGET, clock=time.monotonic)
     return {
@@ -80,9 +91,10 @@ def _record(seed: int, nodes: int, pods: int, profile: str) -> dict[str, Any]:
     }
 
 
-NEW_KEYS = ("reasons",)
-"""Keys the plan's JSON gained after the goldens were recorded, dropped before comparing: each node's reason
-as a record (``kind``, ``pod``, ``detail``); its sentence is still compared, in ``undrainable``."""
+NEW_KEYS = ("reasons", "pacing")
+"""Keys the plan's JSON gained after the ``all-at-once`` goldens were recorded, dropped before comparing: each
+node's reason as a record (``kind``, ``pod``, ``detail``), its sentence still compared in ``undrainable``;
+and the budgets pacing each drain, empty under that rule (checked apart)."""
 NEW_TOP_REASON_KEYS = ("kind",)
 """Keys each ``summary.top_reasons`` entry gained since: the kind of reason the group counts."""
 
@@ -101,33 +113,48 @@ def _dump(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-@pytest.mark.parametrize(("seed", "nodes", "pods", "profile"), CASES, ids=[_name(*c) for c in CASES])
-def test_plan_is_byte_identical_to_the_recorded_one(seed: int, nodes: int, pods: int, profile: str) -> None:
-    golden = orjson.loads((GOLDEN / f"{_name(seed, nodes, pods, profile)}.json").read_bytes())
-    now = _record(seed, nodes, pods, profile)
+def _path(rule: str, seed: int, nodes: int, pods: int, profile: str) -> Path:
+    return GOLDEN / rule / f"{_name(seed, nodes, pods, profile)}.json"
+
+
+PARAMS = [(rule, *case) for rule in RULES for case in CASES]
+
+
+@pytest.mark.parametrize(
+    ("rule", "seed", "nodes", "pods", "profile"), PARAMS, ids=[f"{p[0]}-{_name(*p[1:])}" for p in PARAMS]
+)
+def test_plan_is_byte_identical_to_the_recorded_one(rule: str, seed: int, nodes: int, pods: int, profile: str) -> None:
+    golden = orjson.loads(_path(rule, seed, nodes, pods, profile).read_bytes())
+    now = _record(rule, seed, nodes, pods, profile)
     assert now["generator"] == golden["generator"], "the cluster generator changed: these goldens no longer apply"
-    assert _dump(_comparable(now["plan"])) == _dump(_comparable(golden["plan"]))
+    if rule == PDB_ALL_AT_ONCE:
+        assert now["plan"]["pacing"] == {}, "under all-at-once every eviction is allowed at once: nothing paces"
+        assert _dump(_comparable(now["plan"])) == _dump(_comparable(golden["plan"]))
+    else:
+        assert _dump(now["plan"]) == _dump(golden["plan"])
     assert _dump(now["run_loop"]) == _dump(golden["run_loop"])
 
 
-def test_goldens_drain_nodes_and_keep_some() -> None:
+@pytest.mark.parametrize("rule", RULES)
+def test_goldens_drain_nodes_and_keep_some(rule: str) -> None:
     # Guards the comparison above against recording plans that say nothing (nothing drained, nothing kept).
     drained = kept = 0
     for case in CASES:
-        golden = orjson.loads((GOLDEN / f"{_name(*case)}.json").read_bytes())
+        golden = orjson.loads(_path(rule, *case).read_bytes())
         drained += len(golden["plan"]["drained"])
         kept += len(golden["plan"]["undrainable"])
     assert drained >= 20
     assert kept >= 20
 
 
-def regenerate() -> None:
-    GOLDEN.mkdir(exist_ok=True)
-    for case in CASES:
-        path = GOLDEN / f"{_name(*case)}.json"
-        path.write_bytes(_dump(_record(*case)))
-        print(path, file=sys.stderr)
+def regenerate(rules: tuple[str, ...] = RULES) -> None:
+    for rule in rules:
+        (GOLDEN / rule).mkdir(parents=True, exist_ok=True)
+        for case in CASES:
+            path = _path(rule, *case)
+            path.write_bytes(_dump(_record(rule, *case)))
+            print(path, file=sys.stderr)
 
 
 if __name__ == "__main__":
-    regenerate()
+    regenerate(tuple(sys.argv[1:]) or RULES)

@@ -8,7 +8,6 @@ PodDisruptionBudgets, spot ceilings and what is left on every drained node.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -18,138 +17,16 @@ import pytest
 from rescheduler.plan.planner import HELD_BACK, PORTFOLIO, PUSHER, Plan, plan
 from rescheduler.plan.reasons import Kind
 from rescheduler.snapshot_io import load_bytes
-from shared.classes import node_class, reclaim_reason
-from shared.config import Config, parse_config
-from shared.fit import fits
+from shared.config import PDB_ALL_AT_ONCE, Config, parse_config
 from shared.model import PDB, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.support.cluster_gen import DRAINABLE, FULL, generate
+from tests.support.plan_check import check_plan
 from tests.support.pusher import pusher_plan
 
 DEFAULT = Config()
-
-# --- the independent checker ---------------------------------------------------------------------------
-
-
-def _fresh(snap: ClusterSnapshot) -> ClusterSnapshot:
-    """A new snapshot from the same immutable objects: nothing the planner touched is reused."""
-    nodes = [info.node for info in snap]
-    pods = [p for info in snap for p in info.pods] + list(snap.pending)
-    return ClusterSnapshot(
-        nodes,
-        pods,
-        pdbs=snap.pdbs,
-        namespaces=snap.namespaces.values(),
-        pvs=snap.pvs.values(),
-        pvcs=snap.pvcs.values(),
-    )
-
-
-def _stays(pod: Pod, cutoff: int) -> bool:
-    """What may remain on a drained node: DaemonSet and mirror pods, expendable and finished pods."""
-    ctrl = pod.controller
-    if ctrl is not None and ctrl.kind in ("DaemonSet", "Node"):
-        return True
-    if "kubernetes.io/config.mirror" in pod.annotations:
-        return True
-    return pod.priority < cutoff or pod.phase in ("Succeeded", "Failed")
-
-
-def _workload(pod: Pod) -> str | None:
-    ctrl = pod.controller
-    if ctrl is None:
-        return None
-    name = ctrl.name
-    h = pod.labels.get("pod-template-hash")
-    if ctrl.kind == "ReplicaSet" and h and name.endswith("-" + h):
-        return f"{pod.namespace}/Deployment/{name[: -len(h) - 1]}"
-    return f"{pod.namespace}/{ctrl.kind}/{name}"
-
-
-def check_plan(snap: ClusterSnapshot, result: Plan, config: Config = DEFAULT, switches: Switches = CURRENT) -> None:
-    classes = config.node_classes
-    cutoff = config.movability.expendable_priority_cutoff
-    fresh = _fresh(snap)
-    cls = {info.name: node_class(info.node, classes) for info in fresh}
-    targets = {
-        info.name
-        for info in fresh
-        if cls[info.name] == "spot" and info.node.ready and reclaim_reason(info.node, classes) is None
-    }
-    on_demand = {n for n, c in cls.items() if c == "on-demand"}
-    # Every on-demand node is accounted for exactly once.
-    assert set(result.drained) | set(result.undrainable) == on_demand
-    assert not set(result.drained) & set(result.undrainable)
-    assert all(isinstance(r, str) and r for r in result.undrainable.values())
-
-    for t in targets:
-        for p in [p for p in fresh[t].pods if p.priority < cutoff]:
-            fresh.remove_pod(p)
-
-    by_key = {p.key: p for info in fresh for p in info.pods}
-    evictions: Counter[str] = Counter()
-    moved_keys: set[str] = set()
-    drained = set(result.drained)
-    for m in result.moves:
-        assert m.source in drained, f"{m.pod} moves off {m.source}, which is not drained"
-        assert m.target in targets, f"{m.pod} moves to {m.target}: not a ready spot node outside reclaim"
-        assert m.pod not in moved_keys, f"{m.pod} moves twice"
-        pod = by_key[m.pod]
-        assert pod.node_name == m.source
-        reasons = fits(pod, fresh[m.target], fresh, switches=switches)
-        assert reasons == [], f"{m.pod} -> {m.target}: {[r.message for r in reasons]}"
-        moved = fresh.move_pod(pod, m.target)
-        by_key[m.pod] = moved
-        moved_keys.add(m.pod)
-        selecting = [pdb for pdb in fresh.pdbs if pdb.selects(pod)]
-        assert len(selecting) <= 1, f"{m.pod} is selected by several PDBs"
-        for pdb in selecting:
-            evictions[pdb.key] += 1
-    for pdb in fresh.pdbs:
-        assert evictions[pdb.key] <= pdb.disruptions_allowed, f"PDB {pdb.key} over budget"
-    for name in result.drained:
-        left = [p.key for p in fresh[name].pods if not _stays(p, cutoff)]
-        assert left == [], f"drained node {name} still runs {left}"
-    _check_ceilings(fresh, cls, config, moved_keys, by_key, snap)
-
-
-def _check_ceilings(
-    fresh: ClusterSnapshot,
-    cls: dict[str, str],
-    config: Config,
-    moved_keys: set[str],
-    by_key: dict[str, Pod],
-    original: ClusterSnapshot,
-) -> None:
-    ceiling = config.spot_ceiling
-    moved_workloads = {_workload(by_key[k]) for k in moved_keys} - {None}
-    if not moved_workloads:
-        return
-    spot: Counter[str] = Counter()
-    od: Counter[str] = Counter()
-    total: Counter[str] = Counter()
-    limits: dict[str, tuple[int, int]] = {}
-    for info in original:  # expendable pods taken off the targets still count as on spot
-        for p in info.pods:
-            wk = _workload(p)
-            if wk not in moved_workloads:
-                continue
-            now = fresh[by_key[p.key].node_name].name if p.key in by_key else info.name
-            total[wk] += 1
-            spot[wk] += cls[now] == "spot"
-            od[wk] += cls[now] == "on-demand"
-            pct = p.annotations.get(ceiling.max_spot_percent_annotation)
-            floor = p.annotations.get(ceiling.min_on_demand_annotation)
-            limits[wk] = (
-                int(pct) if pct is not None else ceiling.default_max_spot_percent,
-                int(floor) if floor is not None else ceiling.default_min_on_demand,
-            )
-    for wk in moved_workloads:
-        pct, floor = limits[wk]
-        assert spot[wk] * 100 <= pct * total[wk], f"{wk}: {spot[wk]}/{total[wk]} on spot, ceiling {pct}%"
-        assert od[wk] >= floor, f"{wk}: {od[wk]} on on-demand, floor {floor}"
 
 
 def _state(snap: ClusterSnapshot) -> dict[str, Any]:
@@ -366,6 +243,38 @@ def test_pinned_pod_keeps_its_node() -> None:
     assert result.undrainable["od-1"].startswith("pod shop/db-1: pod is pinned to on-demand")
 
 
+def test_do_not_disrupt_markers_keep_their_node_with_the_reason() -> None:
+    marked = Node.from_api(
+        {
+            "metadata": {
+                "name": "od-2",
+                "labels": {**ON_DEMAND, "kubernetes.io/hostname": "od-2", "topology.kubernetes.io/zone": "a"},
+                "annotations": {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
+            },
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+    snap = cluster(
+        [node("od-1"), marked, node("od-3"), node("spot-1", spot=True, cpu="16")],
+        [
+            pod("web-1", "od-1", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+            pod("web-2", "od-2"),
+            pod("web-3", "od-3"),
+        ],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-3",)
+    assert result.undrainable["od-1"] == 'pod shop/web-1: pod is annotated karpenter.sh/do-not-disrupt: "true"'
+    assert (
+        result.undrainable["od-2"] == 'node is annotated cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"'
+    )
+    assert result.reasons["od-2"].kind is Kind.NODE_DO_NOT_DISRUPT
+    assert pusher_plan(snap).drained == ("od-3",)
+
+
 def test_pdb_with_zero_disruptions_allowed_blocks_the_node() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1", app="web")], [pdb("web", "web", 0)])
     result = planned(snap)
@@ -373,16 +282,46 @@ def test_pdb_with_zero_disruptions_allowed_blocks_the_node() -> None:
     assert "PodDisruptionBudget shop/web allows 0 disruption(s)" in result.undrainable["od-1"]
 
 
-def test_pdb_budget_is_counted_across_nodes() -> None:
+ALL_AT_ONCE = replace(DEFAULT, rescheduler=replace(DEFAULT.rescheduler, pdb_rule=PDB_ALL_AT_ONCE))
+
+
+def test_all_at_once_pdb_budget_is_counted_across_nodes() -> None:
     snap = cluster(
         [node("od-1"), node("od-2"), node("spot-1", spot=True, cpu="8")],
         [pod("web-1", "od-1", app="web"), pod("web-2", "od-2", app="web")],
         [pdb("web", "web", 1)],
     )
-    result = planned(snap)
+    result = planned(snap, ALL_AT_ONCE)
     assert len(result.drained) == 1
     (stays,) = result.undrainable.values()
     assert "allows 1 disruption(s), 1 already planned" in stays
+
+
+def test_all_at_once_pdb_blocks_a_node_needing_more_than_it_allows() -> None:
+    snap = cluster(
+        [node("od-1"), node("spot-1", spot=True, cpu="8")],
+        [pod(f"web-{i}", "od-1", app="web") for i in range(3)],
+        [pdb("web", "web", 1)],
+    )
+    result = planned(snap, ALL_AT_ONCE)
+    assert result.drained == ()
+    assert "allows 1 disruption(s), this node needs 3" in result.undrainable["od-1"]
+    assert result.pacing == {}
+
+
+def test_rate_limit_pdb_paces_several_pods_on_one_node_and_across_nodes() -> None:
+    # kubectl drain's reading: a budget allowing 1 disruption lets the drain evict one pod at a time.
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("spot-1", spot=True, cpu="8")],
+        [pod(f"web-{i}", "od-1", app="web") for i in range(3)] + [pod("web-9", "od-2", app="web")],
+        [pdb("web", "web", 1)],
+    )
+    result = planned(snap)
+    assert sorted(result.drained) == ["od-1", "od-2"]
+    assert [p.to_json() for p in result.pacing["od-1"]] == [{"pdb": "shop/web", "pods": 3, "allowed": 1}]
+    assert "allows 1 disruption(s) at a time: 3 pod(s) here" in result.pacing["od-1"][0].note
+    # od-2's one pod is allowed at once: its drain starts after od-1's replacements are Ready.
+    assert "od-2" not in result.pacing
 
 
 def test_pod_selected_by_two_pdbs_blocks_its_node() -> None:
@@ -673,7 +612,7 @@ def test_volume_zone_keeps_a_pod_in_its_zone() -> None:
     assert [m.target for m in planned(snap).moves] == ["spot-b"]
 
 
-def test_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
+def test_all_at_once_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
     # od-1 holds one pod of each of two PDBs allowing one disruption each; od-2 and od-3 hold one each.
     # Draining od-1 first would cost two nodes: the plan drains od-2 and od-3 and holds od-1 back.
     snap = cluster(
@@ -686,9 +625,11 @@ def test_greedy_mistake_on_pdb_budgets_is_repaired() -> None:
         ],
         [pdb("a", "a", 1), pdb("b", "b", 1)],
     )
-    result = planned(snap)
+    result = planned(snap, ALL_AT_ONCE)
     assert sorted(result.drained) == ["od-2", "od-3"]
     assert result.undrainable["od-1"] in (HELD_BACK,) or "PodDisruptionBudget" in result.undrainable["od-1"]
+    # Under the default rate-limit rule the budgets pace the drains and all three nodes go.
+    assert sorted(planned(snap).drained) == ["od-1", "od-2", "od-3"]
 
 
 def test_config_on_demand_selector_limits_the_candidates() -> None:
@@ -702,9 +643,9 @@ def test_config_on_demand_selector_limits_the_candidates() -> None:
 def test_plan_json_has_exactly_the_documented_shape() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
     doc = planned(snap).to_json()
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing"]
     assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
-    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {}
+    assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {} and doc["pacing"] == {}
     orjson.dumps(doc)  # serialisable as is
 
 

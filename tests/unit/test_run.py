@@ -131,6 +131,59 @@ def test_one_cycle_drains_the_node_with_the_lease_held_and_released() -> None:
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_nodes", {"class": "spot"}) == 1
 
 
+def test_a_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_its_node_under_run() -> None:
+    # The run loop watches PersistentVolumes and claims, so the volume check applies as it does under plan.
+    zone = "topology.kubernetes.io/zone"
+    server = FakeApiServer()
+    server.put("namespaces", namespace("default"))
+    server.put("namespaces", namespace("spotshift"))
+    server.put("nodes", node("od-1", cpu="2", labels={zone: "a"}))
+    server.put("nodes", node("spot-1", spot=True, cpu="8", labels={zone: "b"}))
+    db = pod(
+        "db-0", "od-1", app="db", owner="sts-db", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "d-0"}}]
+    )
+    server.put("pods", db)
+    server.put(
+        "persistentvolumes",
+        {
+            "metadata": {"name": "pv-d-0", "labels": {zone: "a"}},
+            "spec": {
+                "claimRef": {"namespace": "default", "name": "d-0"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": zone, "operator": "In", "values": ["a"]}]}]
+                    }
+                },
+            },
+        },
+    )
+    server.put(
+        "persistentvolumeclaims",
+        {"metadata": {"name": "d-0", "namespace": "default"}, "spec": {"volumeName": "pv-d-0"}},
+    )
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5))
+    try:
+        assert r.run() == 0
+        snap = r.state.snapshot()
+    finally:
+        server.close()
+    assert list(snap.pvs) == ["pv-d-0"] and list(snap.pvcs) == ["default/d-0"]
+    assert r.results == [] and server.evictions == []
+    # Without the volume objects the same pod would have moved: the check is what keeps it.
+    server2 = FakeApiServer()
+    server2.put("namespaces", namespace("default"))
+    server2.put("namespaces", namespace("spotshift"))
+    server2.put("nodes", node("od-1", cpu="2", labels={zone: "a"}))
+    server2.put("nodes", node("spot-1", spot=True, cpu="8", labels={zone: "b"}))
+    server2.put("pods", db)
+    r2 = Rescheduler(server2, fast(("--dry-run",)), RunOptions(once=True, identity="me", sync_timeout=5))
+    try:
+        assert r2.run() == 0
+    finally:
+        server2.close()
+    assert [res.node for res in r2.results] == ["od-1"]
+
+
 def test_unschedulable_pods_pause_the_loop_before_planning() -> None:
     server = cluster()
     server.put("pods", pod("stuck", phase="Pending"))
@@ -169,6 +222,28 @@ def test_once_without_the_lease_does_nothing_and_says_so() -> None:
         assert r.run() == 3
     finally:
         server.close()
+    assert server.evictions == []
+
+
+def test_once_without_the_lease_namespace_exits_non_zero_saying_how_to_fix_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = cluster()
+    server.remove("namespaces", "spotshift")
+    options = RunOptions(
+        once=True, identity="me", sync_timeout=5, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2
+    )
+    r = Rescheduler(server, fast(), options)
+    with caplog.at_level(logging.WARNING, logger="spotshift.rescheduler"):
+        try:
+            assert r.run() == 1
+            assert not r.ready(), "readiness is false while the Lease cannot be used"
+        finally:
+            server.close()
+    errors = [rec.getMessage() for rec in caplog.records if rec.levelname == "ERROR"]
+    assert len(errors) == 1
+    assert errors[0].startswith("cannot create or read the leader-election Lease spotshift/spotshift-rescheduler")
+    assert "--leader-elect=false" in errors[0]
     assert server.evictions == []
 
 
@@ -253,8 +328,12 @@ def test_a_mark_that_appears_while_running_is_rolled_back_by_the_next_cycle() ->
         assert wait_for(lambda: len(cycles) >= 1), "the loop did not plan"
         mark(server, "od-1")  # long after start-up and leadership
         assert wait_for(lambda: not marked(server, "od-1")), "the mark was never removed"
-        why = [e["message"] for e in server.store["events"].values() if e["reason"] == "SpotshiftTaintRemoved"]
-        assert why and "before the node was empty" in why[0]
+
+        def why() -> list[str]:  # the Event is posted just after the mark is removed
+            return [e["message"] for e in server.store["events"].values() if e["reason"] == "SpotshiftTaintRemoved"]
+
+        assert wait_for(lambda: bool(why())), "no Event says why the mark was removed"
+        assert "before the node was empty" in why()[0]
     finally:
         r.stop.set()
         runner.join(30)
@@ -465,3 +544,15 @@ def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
     assert [nm.node for nm in planner(snapshot, config, {})] == ["od-1"]
     current[0] = for_version("v1.26.0")
     assert planner(snapshot, config, {}) == []
+
+
+def test_the_rescheduler_role_lists_and_watches_every_kind_the_state_watches() -> None:
+    import yaml
+
+    from rescheduler.cluster.state import KINDS
+
+    rbac = Path(__file__).resolve().parents[2] / "deploy/base/rescheduler/rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(rbac.read_text()) if d and d["kind"] == "ClusterRole")
+    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    for kind in KINDS:
+        assert (kind.name, "list") in granted and (kind.name, "watch") in granted, kind.name

@@ -1,4 +1,5 @@
-"""The pre-eviction checks: PodDisruptionBudget refusals counted per node, unschedulable pods."""
+"""The pre-eviction checks: PodDisruptionBudget refusals by each rule (``rescheduler.pdb_rule``), unschedulable
+pods."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import pytest
 from rescheduler.plan.safety import (
     REFUSE_MULTIPLE_PDBS,
     REFUSE_PDB_BUDGET,
+    REFUSE_PDB_EXHAUSTED,
     REFUSE_PDB_NOT_COMPUTED,
     PdbIndex,
     pdb_refusals,
     stale_pdbs,
     unschedulable_pods,
 )
+from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.model import PDB, Pod
 from tests.unit.fake_api import pdb, pod
 
@@ -49,16 +52,47 @@ def B(name: str, app: str, allowed: int, **kw) -> PDB:
         ),
     ],
 )
-def test_pdb_refusals(pods: list[Pod], budgets: list[PDB], expected: list[str]) -> None:
-    assert [r.reason for r in pdb_refusals(pods, budgets)] == expected
+def test_pdb_refusals_all_at_once(pods: list[Pod], budgets: list[PDB], expected: list[str]) -> None:
+    assert [r.reason for r in pdb_refusals(pods, budgets, rule=PDB_ALL_AT_ONCE)] == expected
+
+
+@pytest.mark.parametrize(
+    ("pods", "budgets", "expected"),
+    [
+        pytest.param([P("a")], [], [], id="no-budget-always-allowed"),
+        pytest.param([P("a")], [B("web", "web", 1)], [], id="one-pod-one-disruption-allowed"),
+        pytest.param(
+            [P("a"), P("b"), P("c")], [B("web", "web", 1)], [], id="three-pods-one-disruption-paced-not-refused"
+        ),
+        pytest.param([P("a")], [B("web", "web", 0)], [REFUSE_PDB_EXHAUSTED], id="budget-at-zero"),
+        pytest.param([P("a")], [B("web", "web", -1)], [REFUSE_PDB_EXHAUSTED], id="budget-negative"),
+        pytest.param(
+            [P("a")], [B("one", "web", 1), B("two", "web", 1)], [REFUSE_MULTIPLE_PDBS], id="two-budgets-select-the-pod"
+        ),
+        pytest.param(
+            [P("a"), P("b", app="api")],
+            [B("web", "web", 1), B("api", "api", 0)],
+            [REFUSE_PDB_EXHAUSTED],
+            id="one-exhausted-budget-refuses",
+        ),
+    ],
+)
+def test_pdb_refusals_rate_limit(pods: list[Pod], budgets: list[PDB], expected: list[str]) -> None:
+    assert [r.reason for r in pdb_refusals(pods, budgets, rule=PDB_RATE_LIMIT)] == expected
+
+
+def test_an_unknown_rule_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown PodDisruptionBudget rule"):
+        pdb_refusals([P("a")], [], rule="sometimes")
 
 
 def test_a_budget_not_yet_computed_for_its_spec_refuses() -> None:
     raw = pdb("web", "web", allowed=1)
     raw["metadata"]["generation"] = 2
     assert stale_pdbs([raw]) == {"default/web"}
-    refusals = pdb_refusals([P("a")], [PDB.from_api(raw)], stale=stale_pdbs([raw]))
-    assert [r.reason for r in refusals] == [REFUSE_PDB_NOT_COMPUTED]
+    for rule in (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE):
+        refusals = pdb_refusals([P("a")], [PDB.from_api(raw)], stale=stale_pdbs([raw]), rule=rule)
+        assert [r.reason for r in refusals] == [REFUSE_PDB_NOT_COMPUTED]
 
 
 def test_the_index_matches_expression_selectors_too() -> None:

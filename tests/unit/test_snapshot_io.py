@@ -184,6 +184,22 @@ def test_a_typed_list_without_item_kinds_loads() -> None:
     assert len(snap) == 5
 
 
+def test_the_documented_recipe_with_pv_pvc_and_storageclass_loads() -> None:
+    # kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o json: StorageClasses are accepted and not used.
+    items = [
+        {"kind": "StorageClass", "apiVersion": "storage.k8s.io/v1", "metadata": {"name": "gp3"}, "provisioner": "x"},
+        {"kind": "PersistentVolume", "apiVersion": "v1", "metadata": {"name": "pv-1"}, "spec": {}},
+        {
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"volumeName": "pv-1", "storageClassName": "gp3"},
+        },
+    ]
+    snap = load_bytes(orjson.dumps({"kind": "List", "items": items}))
+    assert list(snap.pvs) == ["pv-1"] and list(snap.pvcs) == ["default/c"]
+
+
 def test_a_plain_object_with_items_loads() -> None:
     items = [i for i in generate(2, 5, 40, FULL) if i["kind"] in ("Node", "Pod")]
     assert len(load_bytes(orjson.dumps({"items": items}))) == 5
