@@ -141,8 +141,14 @@ def test_plan_nodes_groups_the_planners_moves_by_node() -> None:
     assert sorted(p.key for p in snapshot["od-1"].pods) == ["default/a", "default/b"], "the snapshot is restored"
 
 
+ALL_AT_ONCE = replace(Config(), rescheduler=replace(Config().rescheduler, pdb_rule=PDB_ALL_AT_ONCE))
+"""Under cluster-autoscaler's rule a budget is shared by every node planned now (under the default rate-limit
+rule both nodes below drain, one after the other)."""
+
+
 def two_nodes_one_budget() -> ClusterState:
-    """od-a and od-b each hold one pod of ``web``, whose budget allows one disruption: only one can go now."""
+    """od-a and od-b each hold one pod of ``web``, whose budget allows one disruption: under :data:`ALL_AT_ONCE`
+    only one can go now."""
     return state(
         node("od-a", cpu="2"),
         node("od-b", cpu="2"),
@@ -156,8 +162,8 @@ def test_the_planner_spends_no_budget_or_room_on_an_excluded_node() -> None:
     from rescheduler.plan.planner import plan
 
     snapshot = two_nodes_one_budget().snapshot()
-    assert plan(snapshot, Config()).drained == ("od-a",), "the smaller node goes first"
-    result = plan(snapshot, Config(), exclude={"od-a": "backing off"})
+    assert plan(snapshot, ALL_AT_ONCE).drained == ("od-a",), "the smaller node goes first"
+    result = plan(snapshot, ALL_AT_ONCE, exclude={"od-a": "backing off"})
     assert result.drained == ("od-b",)
     assert result.undrainable["od-a"] == "backing off"
 
@@ -174,10 +180,10 @@ def test_a_node_the_cycle_leaves_alone_does_not_hold_back_another(the_node: dict
     s = two_nodes_one_budget()
     s.replace(NODES, [the_node, node("od-b", cpu="2"), node("spot-1", spot=True, cpu="8")])
     snapshot = s.snapshot()
-    excluded = excluded_nodes(snapshot, Config(), now=NOW)
+    excluded = excluded_nodes(snapshot, ALL_AT_ONCE, now=NOW)
     assert excluded == {"od-a": reason}
 
-    d = decide(snapshot, plan_nodes(snapshot, Config(), exclude=excluded), Config(), now=NOW, excluded=excluded)
+    d = decide(snapshot, plan_nodes(snapshot, ALL_AT_ONCE, exclude=excluded), ALL_AT_ONCE, now=NOW, excluded=excluded)
 
     assert [nm.node for nm in d.drains] == ["od-b"]
     assert d.skipped == (("od-a", reason),)

@@ -118,6 +118,7 @@ class SlowServer(FakeApiServer):
 
     def __init__(self, clock: Clock) -> None:
         super().__init__()
+        self.put("namespaces", namespace("spotshift"))
         self.clock = clock
         self.delay = 0.0
         self.during: list[object] = []

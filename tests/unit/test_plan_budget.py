@@ -61,7 +61,7 @@ def test_plan_and_the_budgeted_run_loop_planner_free_at_least_what_pushers_order
     full = plan(snapshot(items), config)
     check_plan(snapshot(items), full, config)
     assert len(full.drained) >= baseline
-    budgeted = default_planner(0.5, clock=stepping_clock())(snapshot(items), config)
+    budgeted = default_planner(0.5, clock=stepping_clock())(snapshot(items), config, {})
     assert len(budgeted) >= baseline
 
 
