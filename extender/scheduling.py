@@ -155,28 +155,37 @@ class NodeIndex:
     """The node cache's store: name → :class:`NodeEntry`, plus name → serialised answer for each score set.
 
     The two fragment maps let :func:`prioritize_names` answer with one C-level ``map``/``join`` over the
-    request's names. Each map is replaced whole or updated by single assignments (atomic under the GIL).
+    request's names, and ``reclaimed`` (name → reason, only the nodes being reclaimed) lets
+    :func:`filter_names` answer with one C-level set test. Each map is replaced whole or updated by single
+    assignments (atomic under the GIL).
     """
 
     def __init__(self) -> None:
         self.items: dict[str, NodeEntry] = {}
         self.fragments: dict[str, bytes] = {}
         self.fragments_swapped: dict[str, bytes] = {}
+        self.reclaimed: dict[str, str] = {}
 
     def replace_all(self, items: dict[str, NodeEntry]) -> None:
         fragments = {k: v.fragment for k, v in items.items()}
         swapped = {k: v.fragment_swapped for k, v in items.items()}
-        self.items, self.fragments, self.fragments_swapped = items, fragments, swapped
+        reclaimed = {k: v.reclaim for k, v in items.items() if v.reclaim is not None}
+        self.items, self.fragments, self.fragments_swapped, self.reclaimed = items, fragments, swapped, reclaimed
 
     def put(self, key: str, value: NodeEntry) -> None:
         self.items[key] = value
         self.fragments[key] = value.fragment
         self.fragments_swapped[key] = value.fragment_swapped
+        if value.reclaim is not None:
+            self.reclaimed[key] = value.reclaim
+        else:
+            self.reclaimed.pop(key, None)
 
     def delete(self, key: str) -> None:
         self.items.pop(key, None)
         self.fragments.pop(key, None)
         self.fragments_swapped.pop(key, None)
+        self.reclaimed.pop(key, None)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -300,14 +309,21 @@ def pod_problem(raw: Any) -> str | None:
 # --- filter and prioritize ------------------------------------------------------------------------
 
 
-def filter_names(names: Sequence[str], nodes: Mapping[str, NodeEntry], policy: ExtenderPolicy) -> ExtenderFilterResult:
-    """Drop nodes being reclaimed. A name the cache does not know yet passes: the scheduler's view is newer."""
+def filter_names(names: list[str], nodes: NodeIndex, policy: ExtenderPolicy) -> ExtenderFilterResult:
+    """Drop nodes being reclaimed. A name the cache does not know yet passes: the scheduler's view is newer.
+
+    Most of the time no node the scheduler asks about is being reclaimed: the index keeps the names of those
+    that are, so the answer is then the request's own list, without a look-up per name.
+    """
+    check = policy.scores.filter_reclaimed
+    if not check or nodes.reclaimed.keys().isdisjoint(names):
+        return _filter_result(None, names, {})
     keep: list[str] = []
     failed: dict[str, str] = {}
-    check = policy.scores.filter_reclaimed
+    entries = nodes.items
     for name in names:
-        entry = nodes.get(name)
-        if check and entry is not None and entry.reclaim is not None:
+        entry = entries.get(name)
+        if entry is not None and entry.reclaim is not None:
             failed[name] = ERR_RECLAIMED
         else:
             keep.append(name)

@@ -22,8 +22,8 @@ one GIL, which costs tail latency. :class:`PollerHandshakeWorker` changes three 
    without blocking: a client that does not take it waits on the poller and is cut off after
    :data:`IO_TIMEOUT` seconds; a connection ending after an error lingers on the poller to drain what the
    client still sends, never blocking on it. Nothing a client does (or fails to do) blocks the poller.
-3. Workers spread new connections: a worker holding k connections lets the others take a new one for k ms
-   (at most 5), so a client's few long-lived connections do not all land on one worker.
+3. Workers spread new connections: each goes to the worker holding the fewest, whichever accepted it
+   (:mod:`extender.spreading`), so a client's few long-lived connections do not all land on one worker.
 
 4. Connections are bounded: a new connection has :data:`HANDSHAKE_TIMEOUT` seconds for its TLS handshake and
    then :data:`FIRST_REQUEST_TIMEOUT` seconds for its first request (kept-alive connections keep gunicorn's
@@ -60,6 +60,7 @@ from gunicorn import sock as gsock
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 
 from extender.framing import COMPLETE, PARTIAL, Framing, Refusal
+from extender.spreading import SpreadConnections, shared_spreader
 
 __all__ = [
     "HANDSHAKE_TIMEOUT",
@@ -73,15 +74,6 @@ __all__ = [
 # A client that opened a connection has this long to finish the TLS handshake (Go's default TLS handshake
 # timeout is 10 s; a slow client gets as long as it would give itself).
 HANDSHAKE_TIMEOUT = 10.0
-
-# Every worker polls the shared listening socket and the first to call accept() wins, so keep-alive clients
-# with a few long-lived connections (kube-apiserver, kube-scheduler) often ended up on one worker: measured
-# with wrk's 8 connections over 2 workers, splits of 8/0, 7/1 and 6/2 were as common as 4/4, and the loaded
-# worker's queue set throughput and tail latency. A worker holding k connections now waits k ms (at most
-# 5 ms) before taking a new one, so the worker with fewer connections takes it; a connection nobody else
-# takes is accepted after that delay. Only connection set-up pays it, never a request on an open connection.
-ACCEPT_DELAY_PER_CONNECTION = 0.001
-ACCEPT_DELAY_MAX = 0.005
 
 _ACCEPT_RETRY = (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK)
 
@@ -172,6 +164,9 @@ def _trim_heap() -> None:
 class PolledConn(TConn):  # type: ignore[misc]
     """A connection whose TLS handshake (if any) was done on the poller; ``init`` only builds the parser."""
 
+    initialized: bool  # gunicorn's TConn attributes used here
+    parser: Any
+
     def __init__(self, cfg: Any, sock: Any, client: Any, server: Any) -> None:
         super().__init__(cfg, sock, client, server)
         self.handshaken = False
@@ -195,15 +190,18 @@ class PolledConn(TConn):  # type: ignore[misc]
         self.parser = http.get_parser(self.cfg, self.sock, self.client)
 
 
-class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
+class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[misc]
     """gthread whose poller does the handshakes, reads and writes, and answers complete requests itself;
     see the module docstring."""
+
+    wsgi: Any  # gunicorn's Worker attribute, wrapped in load_wsgi
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         global _large_lock
         if _large_lock is None:  # gunicorn builds every worker in the master, then forks: one for all
             _large_lock = multiprocessing.Lock()
+        self.spreader = shared_spreader(self.cfg.workers)
         self.handshaking: deque[PolledConn] = deque()
         self.reading: deque[PolledConn] = deque()  # requests partly received, oldest first
         self._serving = False  # a request is being answered on the poller thread
@@ -237,15 +235,11 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
 
         self.wsgi = closing_app
 
-    # -- spreading connections over the workers --------------------------------------------------------------
-
-    def _accept_delay(self) -> float:
-        """How long this worker lets the others take a new connection first (0: take it now)."""
-        if self.cfg.workers < 2:
-            return 0.0
-        return min(self.nr_conns * ACCEPT_DELAY_PER_CONNECTION, ACCEPT_DELAY_MAX)
+    # -- accepting ------------------------------------------------------------------------------------------
 
     def set_accept_enabled(self, enabled: bool) -> None:
+        if not enabled and not self.alive:
+            self._stop_taking_connections()
         if self._resume_accepting_at is not None:  # paused: the listeners are already off the poller
             if not enabled:
                 self._resume_accepting_at = None
@@ -261,7 +255,7 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             self._resume_accepting_at = None
             for listener in self.sockets:
                 self.poller.register(listener, selectors.EVENT_READ, self.accept)
-                self._accept_now(listener)  # still queued after the others had their chance: ours
+                self.accept(listener)
 
     # -- requests -------------------------------------------------------------------------------------------
 
@@ -498,15 +492,6 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
     # -- new connections -----------------------------------------------------------------------------------
 
     def accept(self, listener: Any) -> None:
-        delay = self._accept_delay()
-        if delay:
-            for sock in self.sockets:
-                self.poller.unregister(sock)
-            self._resume_accepting_at = time.monotonic() + delay
-            return
-        self._accept_now(listener)
-
-    def _accept_now(self, listener: Any) -> None:
         if self.nr_conns >= self.max_connections and not self._close_oldest_idle():
             # Every connection is busy with a request: let the kernel queue new ones for a moment.
             for sock in self.sockets:
@@ -520,9 +505,16 @@ class PollerHandshakeWorker(ThreadWorker):  # type: ignore[misc]
             if e.errno not in _ACCEPT_RETRY:
                 raise
             return
-        self.nr_conns += 1
+        if self.spreader is not None and not self.spreader.place(client_sock):
+            return  # the worker holding the fewest connections serves it
+        self._nr += 1  # counted for the other workers by place()
+        self._serve_new(client_sock, client_addr, listener.getsockname())
+
+    def _serve_new(self, client_sock: socket.socket, client_addr: Any, server_addr: Any) -> None:
+        """Start a new (counted) connection: the TLS handshake on the poller, then its first request."""
         client_sock = TimedSocket(client_sock.family, client_sock.type, client_sock.proto, client_sock.detach())
-        conn = PolledConn(self.cfg, client_sock, client_addr, listener.getsockname())  # non-blocking
+        client_sock.setblocking(False)
+        conn = PolledConn(self.cfg, client_sock, client_addr, server_addr)
         if not self.cfg.is_ssl:
             self._wait_for_request(conn)
             return

