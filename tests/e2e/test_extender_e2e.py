@@ -115,12 +115,20 @@ def test_nodes_being_reclaimed_are_never_chosen(
         taints=[{"key": "aws-node-termination-handler/spot-itn", "value": "1715677964", "effect": "NoSchedule"}],
     )["metadata"]["name"]
     od = make_node("od", labels={NODE_LABEL: label, **ON_DEMAND}, allocatable={"cpu": "1"})["metadata"]["name"]
-    wait_known(extender, {maintained: 10, interrupted: 10, od: 0})
+    # Being reclaimed, both spot nodes score 0 like the on-demand node; /filter shows the cache knows them.
+    wait_known(extender, {maintained: 0, interrupted: 0, od: 0})
+    pod = {"metadata": {"name": "probe", "namespace": "default"}, "spec": {"containers": []}}
+
+    def filtered_out() -> set[str]:
+        answer = extender.post("/filter", {"Pod": pod, "NodeNames": [maintained, interrupted, od]})
+        return set(answer.get("FailedNodes") or {})
+
+    wait_for(lambda: filtered_out() == {maintained, interrupted}, timeout=30, what="/filter to drop them")
     tolerate_all = [{"operator": "Exists"}]
     placed = [
         schedule_one(control_plane, namespace, pod_body(f"r{i}", label, tolerations=tolerate_all)) for i in range(4)
     ]
-    assert placed == [od] * 4, "spot nodes score higher, but both are being reclaimed"
+    assert placed == [od] * 4, "both spot nodes are being reclaimed"
 
     # The on-demand node is full now: the next pod stays Pending, and says why.
     control_plane.api.post(f"/api/v1/namespaces/{namespace}/pods", pod_body("pending", label, tolerations=tolerate_all))
