@@ -35,7 +35,7 @@ import requests
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.faults import Fault, inject, restore
 from tests.e2e.eviction_gate import EvictionGate
-from tests.e2e.test_rescheduler_e2e import (
+from tests.e2e.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
     TAINT_VALUE,

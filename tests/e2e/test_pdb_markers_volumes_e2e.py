@@ -5,7 +5,7 @@ do-not-disrupt markers and volumes pinned to a zone keep their node.
   emptied onto spot one eviction at a time (the API server answers 429 while the budget is used and the
   evictor retries as the replacements become Ready; whether a 429 happens depends on how fast the
   replacement gets Ready, so the retry itself is asserted in ``tests/unit/test_drain.py``), and a watcher sees
-  ``currentHealthy >= desiredHealthy`` at every poll (the ``budgets`` fixture of ``test_rescheduler_e2e.py``).
+  ``currentHealthy >= desiredHealthy`` at every poll (the ``budgets`` fixture of ``rescheduler_world.py``).
 * A pod annotated ``karpenter.sh/do-not-disrupt: "true"`` keeps its node.
 * A StatefulSet pod whose PersistentVolume is pinned to a zone with no spot node keeps its node under ``run``
   (the loop watches PersistentVolumes and claims; the unit tests show the same pod moving without them).
@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import test_rescheduler_e2e as _base
+from tests.e2e import rescheduler_world as _base
 from tests.e2e.controlplane import wait_for
-from tests.e2e.test_rescheduler_e2e import BudgetWatcher, NodeWatcher, Rescheduler, World, _bind, _names
+from tests.e2e.rescheduler_world import BudgetWatcher, NodeWatcher, Rescheduler, World, _bind, _names
 
-# The fixtures of test_rescheduler_e2e.py, found by pytest under these names.
+# The fixtures of rescheduler_world.py, found by pytest under these names.
 world = _base.world
 budgets = _base.budgets
 start = _base.start

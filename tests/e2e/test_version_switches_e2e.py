@@ -27,8 +27,8 @@ import pytest
 
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.extender_server import ExtenderProcess
-from tests.e2e.test_rescheduler_e2e import NodeWatcher, World, _unschedulable
-from tests.e2e.test_rescheduler_e2e import Rescheduler as RunProcess
+from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable
+from tests.e2e.rescheduler_world import Rescheduler as RunProcess
 
 pytestmark = pytest.mark.e2e
 
