@@ -457,7 +457,10 @@ def _scheduler_fast_path(
         except Exception as e:  # Flask's reader reports it (408 or 400)
             environ["wsgi.input"] = _Unreadable(e)
             return flask_app(environ, start_response)
-        out = answer(environ["PATH_INFO"], body, environ) if len(body) == int(length) else None
+        try:
+            out = answer(environ["PATH_INFO"], body, environ) if len(body) == int(length) else None
+        except Exception:  # Flask's handler logs it and answers with no opinion: never a 500
+            out = None
         if out is None:
             environ["wsgi.input"] = io.BytesIO(body)
             return flask_app(environ, start_response)

@@ -240,6 +240,26 @@ def test_prioritize_before_sync_has_no_opinion() -> None:
     assert post(c, "/prioritize", {"Pod": pod(), "NodeNames": NAMES}) == []
 
 
+class BrokenCache:
+    """A synced cache whose node index fails: an internal error, not the caller's."""
+
+    pods = None
+
+    def synced(self) -> bool:
+        return True
+
+    @property
+    def nodes(self) -> NodeIndex:
+        raise RuntimeError("the node index is broken")
+
+
+@pytest.mark.parametrize("path", ["/filter", "/prioritize"])
+def test_an_internal_error_on_the_node_name_fast_path_is_never_a_500(path: str) -> None:
+    c = client_for(cache=BrokenCache())
+    r = c.post(path, data=orjson.dumps({"Pod": pod(), "NodeNames": NAMES}), content_type="application/json")
+    assert r.status_code < 500, r.data
+
+
 # --- per-workload spot ceilings ---------------------------------------------------------------------------
 
 
