@@ -31,7 +31,7 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -312,6 +312,12 @@ def create_app(
             return True
         return spot_allowed(max_pct, min_on_demand, share_of(workload, pods, nodes))
 
+    def count_filtered(failed: Iterable[str], entries: Mapping[str, NodeEntry]) -> None:
+        """Count the nodes a node-name /filter dropped, by the reclaim signal the cache recorded for each."""
+        for name in failed:
+            entry = entries.get(name)
+            metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
+
     @app.post("/filter", endpoint="filter")
     def filter_() -> Response:
         _, names, nodes = _extender_args(_read_body(max_extender_bytes), max_nodes)
@@ -333,10 +339,7 @@ def create_app(
             log.exception("filter: internal error")
             return _json(_filter_error(f"spotshift: {e}"))
         if names is not None:
-            entries = node_entries()
-            for name in result["FailedNodes"]:
-                entry = entries.get(name)
-                metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
+            count_filtered(result["FailedNodes"], node_entries())
         try:
             return _json(result)
         except orjson.JSONEncodeError as e:  # nested past 254 levels, an integer past 64 bits: no real Node
@@ -376,9 +379,7 @@ def create_app(
         if path == "/prioritize":
             return prioritize_names(names, index, spot_ok=spot_ok(pod, index.items))
         result = filter_names(names, index, ext)
-        for name in result["FailedNodes"]:
-            entry = index.items.get(name)
-            metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
+        count_filtered(result["FailedNodes"], index.items)
         return orjson.dumps(result)
 
     def count(endpoint: str, started: float) -> None:
