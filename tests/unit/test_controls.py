@@ -93,8 +93,7 @@ def test_defaults_change_nothing_but_jobs() -> None:
         ),
         pytest.param(
             {"budgets": [{"nodes": "1", "schedule": "0 22 * * *", "duration": "0s"}]},
-            "config field disruption.budgets[0].duration: must be a positive duration like 30s, 5m or 1h30m, "
-            "got '0s'.",
+            "config field disruption.budgets[0].duration: must be a positive duration like 30s, 5m or 1h30m, got '0s'.",
             id="zero-duration",
         ),
         pytest.param(
