@@ -207,3 +207,14 @@ def test_a_tainted_node_counts_as_draining_and_a_drained_one_does_not() -> None:
     result = planned(cluster(nodes, pods), config(budgets=[{"nodes": "1"}]))
     assert result.summary["disruption_budget"]["draining"] == 1
     assert result.drained == ()
+
+
+def test_the_html_page_and_the_table_group_held_nodes_by_control() -> None:
+    from rescheduler.plan_html import reason_groups
+
+    result = planned(three_drainable(), config(budgets=[{"nodes": "1"}]))
+    (group,) = reason_groups(result)
+    assert group["kind"] == "disruption-budget" and len(group["nodes"]) == 2
+    table = render_table(result)
+    assert "Disruption budget 1: at most 1 node(s) draining at once (0 draining now)." in table
+    assert "disruption budget: enough nodes draining at once (disruption.budgets)  2" in table
