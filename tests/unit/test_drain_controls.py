@@ -14,7 +14,7 @@ from rescheduler.plan.reasons import Kind, StayReason
 from rescheduler.run import Rescheduler, RunOptions, default_planner
 from shared.config import Config, parse_config
 from tests.unit.fake_api import pod
-from tests.unit.test_drain import KEY, Cluster, populate, reasons, taints
+from tests.unit.test_drain import KEY, Cluster, populate, taints
 from tests.unit.test_run import cluster as run_cluster
 from tests.unit.test_run import fast
 
@@ -46,23 +46,27 @@ def test_under_wait_the_node_is_marked_the_job_finishes_then_the_rest_is_evicted
         c.replicate_to(lambda p: "spot-1")
         finished = threading.Event()
 
-        def finish_the_job_once_the_node_is_marked() -> None:
+        def waiting() -> bool:
+            with c.server.cond:
+                return any(e["reason"] == "SpotshiftWaitingForJobs" for e in c.server.store["events"].values())
+
+        def finish_the_job_once_the_drain_waits_for_it() -> None:
             # What the kubelet would do when the Job's container exits: phase Succeeded, through the API.
-            if c.state.wait_until(lambda: any(t["key"] == KEY for t in taints(c, "od-1")), 10, c.stop):
+            if c.state.wait_until(waiting, 10, c.stop):
+                assert any(t["key"] == KEY for t in taints(c, "od-1")), "the node is marked while the Job runs"
                 assert c.server.evictions == [], "nothing is evicted while the Job runs"
                 done = job_pod("report-abc", "od-1")
                 done["status"]["phase"] = "Succeeded"
                 c.server.put("pods", done)
                 finished.set()
 
-        helper = threading.Thread(target=finish_the_job_once_the_node_is_marked)
+        helper = threading.Thread(target=finish_the_job_once_the_drain_waits_for_it)
         helper.start()
         result = c.drainer.drain("od-1", keys)
         helper.join(10)
         assert finished.is_set()
         assert result.outcome == Outcome.SUCCEEDED, result.message
         assert [k for k, _ in c.server.evictions] == keys  # the Job pod was never evicted
-        assert "SpotshiftWaitingForJobs" in reasons(c)
     finally:
         c.close()
 
