@@ -139,7 +139,13 @@ def _run_plan(
         switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
     result = plan(
-        snapshot, config, verify=args.verify, time_budget=args.time_budget, clock=time.monotonic, switches=switches
+        snapshot,
+        config,
+        verify=args.verify,
+        time_budget=args.time_budget,
+        clock=time.monotonic,
+        switches=switches,
+        now=time.time(),  # the operator's disruption controls (ages, windows) are judged now
     )
     progress.done()
     if args.output == "json":
@@ -234,6 +240,18 @@ def render_table(result: Plan) -> str:
         lines.append(
             f"Warning: {s['pending_unschedulable']:,} pod(s) are pending unschedulable; the rescheduler waits for them "
             "before it drains anything."
+        )
+    budget = s.get("disruption_budget")
+    if budget is not None and budget["outside_window_until"]:
+        lines.append(f"Nothing is drained now: {budget['outside_window_until']}.")
+    elif budget is not None:
+        lines.append(
+            f"Disruption budget {budget['budget']}: at most {budget['limit']:,} node(s) draining at once "
+            f"({budget['draining']:,} draining now)."
+        )
+    if s.get("spot_too_young"):
+        lines.append(
+            f"{s['spot_too_young']:,} spot node(s) are younger than disruption.min_target_age and not used as targets."
         )
     if result.drained:
         lines.append("")

@@ -15,7 +15,10 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-__all__ = ["Metrics", "MetricsServer", "parse_bind"]
+__all__ = ["Metrics", "MetricsServer", "parse_bind", "HELD_BACK_CONTROLS"]
+
+HELD_BACK_CONTROLS = ("drain-window", "budget", "min-pod-age", "min-replicas", "scope", "job", "min-target-age")
+"""The label values of ``spotshift_rescheduler_nodes_held_back`` (the planner's control names)."""
 
 _DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 
@@ -76,8 +79,18 @@ class Metrics:
         self.last_cycle = Gauge(
             "spotshift_rescheduler_last_cycle_timestamp_seconds", "Unix time the last cycle finished.", registry=r
         )
+        self.nodes_held_back = Gauge(
+            "spotshift_rescheduler_nodes_held_back",
+            "Nodes an operator's disruption control held back in the last plan, by control: on-demand nodes that "
+            "wait (drain-window, budget, min-pod-age, min-replicas, scope, job) and spot nodes not yet used as "
+            "targets (min-target-age).",
+            ["control"],
+            registry=r,
+        )
         for cls in ("spot", "on-demand", "other"):
             self.nodes.labels(cls).set(0)
+        for control in HELD_BACK_CONTROLS:
+            self.nodes_held_back.labels(control).set(0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

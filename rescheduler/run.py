@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rescheduler.cluster.drain import Drainer, Outcome
-from rescheduler.cluster.events import DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
+from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
@@ -58,8 +58,9 @@ from rescheduler.cluster.state import (
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
-from rescheduler.metrics import Heartbeat, Metrics, MetricsServer
+from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, NodeMoves, decide, excluded_nodes, plan_nodes
+from rescheduler.plan.reasons import CONTROLS
 from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
@@ -176,6 +177,8 @@ class Rescheduler:
         self.informers: list[Informer] = []
         self._next_drain_at = 0.0
         self.last_decision: Decision | None = None
+        self._held_reported: dict[str, str] = {}
+        """Node → the control last reported (an Event) as holding it back; a change is reported again."""
         self.results: list[Any] = []
         """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
 
@@ -382,6 +385,7 @@ class Rescheduler:
         for cls, n in decision.nodes_by_class.items():
             self.metrics.nodes.labels(cls).set(n)
         self.metrics.drainable_nodes.set(len(decision.drains))
+        self._report_held(decision)
         log.info(
             "plan: %d nodes can be emptied onto spot, %d left alone",
             len(decision.drains),
@@ -395,6 +399,22 @@ class Rescheduler:
         )
         return decision
 
+    def _report_held(self, decision: Decision) -> None:
+        """The nodes the operator's controls held back: a gauge per control, and an Event on a node when the
+        control holding it changes (not every cycle: a closed window would otherwise repeat one per interval)."""
+        counts = {control: 0 for control in HELD_BACK_CONTROLS}
+        counts["min-target-age"] = decision.young_targets
+        reported: dict[str, str] = {}
+        for node, why in decision.held.items():
+            control = CONTROLS[why.kind]
+            counts[control] = counts.get(control, 0) + 1
+            reported[node] = control
+            if self._held_reported.get(node) != control:
+                self.events.record(Ref.node(node), NORMAL, DRAIN_HELD_BACK, f"Held back by {control}: {why.message}")
+        self._held_reported = reported
+        for control, n in counts.items():
+            self.metrics.nodes_held_back.labels(control).set(n)
+
 
 # --- the planner --------------------------------------------------------------------------------------------------
 
@@ -403,12 +423,14 @@ def default_planner(
     time_budget: float | None = DEFAULT_PLAN_TIME_BUDGET,
     switches: Callable[[], Switches] = lambda: CURRENT,
     clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
 ) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
     :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
     objects between cycles until an event replaces one; the plans are those made without it). The budget is
     measured on ``clock`` (``time.monotonic``): the plan folder reads no clock of its own. ``switches`` gives the
-    cluster's kube-scheduler rules at each call (the loop learns them when it starts)."""
+    cluster's kube-scheduler rules at each call (the loop learns them when it starts). ``wall`` (``time.time``)
+    is the time the operator's ``disruption`` controls are judged at: pod ages, windows, budgets."""
     from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
@@ -422,6 +444,7 @@ def default_planner(
             cache=cache,
             switches=switches(),
             exclude=exclude,
+            now=wall(),
         )
 
     return plan

@@ -68,6 +68,11 @@ __all__ = [
     "MovabilityConfig",
     "SpotCeilingConfig",
     "ServerConfig",
+    "DisruptionConfig",
+    "JOB_MODES",
+    "JOBS_BLOCK",
+    "JOBS_WAIT",
+    "JOBS_EVICT",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -91,6 +96,10 @@ DRAIN_TAINT_MODES = ("prefer-no-schedule", "cordon")
 PDB_RATE_LIMIT = "rate-limit"
 PDB_ALL_AT_ONCE = "all-at-once"
 PDB_RULES = (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE)
+JOBS_BLOCK = "block"
+JOBS_WAIT = "wait"
+JOBS_EVICT = "evict"
+JOB_MODES = (JOBS_BLOCK, JOBS_WAIT, JOBS_EVICT)
 
 
 class ConfigError(ValueError):
@@ -241,6 +250,37 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DisruptionConfig:
+    """Operator controls on the rescheduler's drains: when and how many (budgets, windows), how settled pods and
+    targets must be, what may move, and Jobs (docs/controls.md). The defaults change nothing but Jobs."""
+
+    budgets: tuple[v.Budget, ...] = v.setting((), v.budgets)
+    """At most this many on-demand nodes draining at once, each ``{nodes: "N" or "P%", schedule, duration}``; a
+    budget with a cron ``schedule`` applies for ``duration`` from each match, the most restrictive applying one
+    wins, and when every budget has a schedule and none applies, nothing drains (outside the drain window).
+    Percentages of the on-demand nodes round up. Empty: no limit beyond ``rescheduler.max_nodes_per_cycle``."""
+    time_zone: str = v.setting("UTC", v.time_zone)
+    """IANA time zone the budgets' schedules are read in (``Europe/Berlin``); durations are elapsed time."""
+    min_pod_age: float = v.setting(0.0, v.duration(positive=False))
+    """Pods younger than this do not move, and their node waits (0: no minimum)."""
+    min_target_age: float = v.setting(0.0, v.duration(positive=False))
+    """Spot nodes younger than this, or Ready for less than this, are not targets (0: no minimum)."""
+    namespaces: tuple[str, ...] = v.setting((), v.seq(v.namespace, comma_separated=True))
+    """If set, only pods in these namespaces may move; a pod elsewhere keeps its node from draining."""
+    excluded_namespaces: tuple[str, ...] = v.setting((), v.seq(v.namespace, comma_separated=True))
+    """Pods in these namespaces never move; their node does not drain."""
+    pod_selector: Selector | None = v.setting(None, v.optional_selector)  # noqa: RUF009 (Selector is frozen)
+    """If set, only pods whose labels match this selector (``tier!=critical``) may move."""
+    min_replicas: int = v.setting(0, v.integer(0))
+    """Pods of a workload with fewer Ready replicas than this do not move, and their node waits (0: no minimum)."""
+    jobs: str = v.setting(JOBS_BLOCK, v.choice(JOB_MODES))
+    """Pods of a running Job: ``block`` keeps their node from draining; ``wait`` marks the node and waits up to
+    ``job_timeout`` for them to finish before evicting the rest; ``evict`` moves them like any pod."""
+    job_timeout: float = v.setting(3600.0, v.duration(positive=True))
+    """With ``jobs: wait``, how long to wait for a node's Job pods to finish before rolling the drain back."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Everything configurable, one schema for the three parts. ``Config()`` is the default."""
 
@@ -253,6 +293,7 @@ class Config:
     movability: MovabilityConfig = field(default_factory=MovabilityConfig, metadata={"section": MovabilityConfig})
     spot_ceiling: SpotCeilingConfig = field(default_factory=SpotCeilingConfig, metadata={"section": SpotCeilingConfig})
     server: ServerConfig = field(default_factory=ServerConfig, metadata={"section": ServerConfig})
+    disruption: DisruptionConfig = field(default_factory=DisruptionConfig, metadata={"section": DisruptionConfig})
 
     @property
     def webhook_excluded_namespaces(self) -> frozenset[str]:
@@ -430,6 +471,14 @@ def _check(config: Config, origin: dict[str, str]) -> None:
             "spot_ceiling.min_on_demand_annotation",
             "must differ from spot_ceiling.max_spot_percent_annotation",
             ceiling.min_on_demand_annotation,
+        )
+    dis = config.disruption
+    both = sorted(set(dis.namespaces) & set(dis.excluded_namespaces))
+    if both:
+        raise fail(
+            "disruption.excluded_namespaces",
+            f"must not name a namespace that disruption.namespaces includes ({', '.join(both)})",
+            list(dis.excluded_namespaces),
         )
     server = config.server
     if bool(server.tls_cert_file) != bool(server.tls_key_file):

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from shared.cron import CronError, CronSchedule, next_start, zone
 from shared.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Toleration
 from shared.names import is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name
 from shared.selectors import Selector, SelectorSyntaxError
@@ -42,6 +43,10 @@ __all__ = [
     "toleration",
     "tolerations",
     "optional_tolerations",
+    "Budget",
+    "budgets",
+    "time_zone",
+    "optional_selector",
 ]
 
 _TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
@@ -282,6 +287,101 @@ tolerations = seq(toleration, comma_separated=False)
 
 def optional_tolerations(raw: Any, from_env: bool) -> tuple[Toleration, ...] | None:
     return None if raw is None else tolerations(raw, from_env)
+
+
+def optional_selector(raw: Any, from_env: bool) -> Selector | None:
+    """A label selector, or ``None`` for an empty string or ``null`` (every pod)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    return selector(raw, from_env)
+
+
+def time_zone(raw: Any, from_env: bool) -> str:
+    value = raw.strip() if from_env and isinstance(raw, str) else raw
+    if not isinstance(value, str) or not value:
+        raise Bad("must be an IANA time zone name like UTC or Europe/Berlin")
+    try:
+        zone(value)
+    except ValueError:
+        raise Bad("must be an IANA time zone name like UTC or Europe/Berlin") from None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """At most ``nodes`` on-demand nodes draining at once: a count, or ``percent`` of the on-demand nodes
+    (rounded up). With a ``schedule`` (cron, in ``disruption.time_zone``) it applies only during the window of
+    ``duration`` seconds that opens at each match; without one it always applies."""
+
+    nodes: int | None = None
+    percent: int | None = None
+    schedule: CronSchedule | None = None
+    duration: float | None = None
+
+    @property
+    def text(self) -> str:
+        """The limit as written: ``3`` or ``20%``."""
+        return f"{self.percent}%" if self.percent is not None else str(self.nodes)
+
+    def limit(self, on_demand: int) -> int:
+        """How many nodes this budget lets drain at once out of ``on_demand`` nodes. A percentage is rounded up,
+        as Karpenter rounds its disruption budgets (``intstr.GetScaledValueFromIntOrPercent(..., true)``): 10% of
+        5 nodes is 1 node, 0% is none, 100% is all."""
+        if self.percent is not None:
+            return (self.percent * on_demand + 99) // 100
+        assert self.nodes is not None
+        return self.nodes
+
+
+_BUDGET_FIELDS = ("nodes", "schedule", "duration")
+_NODES_PHRASE = "must be a node count like 3 or a percentage of on-demand nodes like 20%"
+
+
+def _budget_nodes(raw: Any) -> tuple[int | None, int | None]:
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw, None
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.endswith("%") and text[:-1].isdigit() and int(text[:-1]) <= 100:
+            return None, int(text[:-1])
+        if text.isdigit():
+            return int(text), None
+    raise Bad(_NODES_PHRASE, ".nodes", raw)
+
+
+def budget(raw: Any, from_env: bool) -> Budget:
+    if not isinstance(raw, Mapping):
+        raise Bad("must be a budget mapping with nodes, and optionally schedule and duration")
+    for k in raw:
+        if k not in _BUDGET_FIELDS:
+            raise Bad("is not a budget field (one of " + ", ".join(_BUDGET_FIELDS) + ")", f".{k}", bare=True)
+    if "nodes" not in raw:
+        raise Bad(_NODES_PHRASE, ".nodes", None)
+    nodes, percent = _budget_nodes(raw["nodes"])
+    sched_raw, dur_raw = raw.get("schedule"), raw.get("duration")
+    if (sched_raw is None) != (dur_raw is None):
+        missing = ".duration" if dur_raw is None else ".schedule"
+        other = "schedule" if dur_raw is None else "duration"
+        raise Bad(f"must be set together with {other}", missing, None)
+    schedule: CronSchedule | None = None
+    seconds: float | None = None
+    if sched_raw is not None:
+        if not isinstance(sched_raw, str):
+            raise Bad("must be a cron schedule like '0 22 * * mon-fri'", ".schedule", sched_raw)
+        try:
+            schedule = CronSchedule.parse(sched_raw)
+        except CronError as e:
+            raise Bad(f"must be a cron schedule like '0 22 * * mon-fri' ({e})", ".schedule", sched_raw) from None
+        if next_start(schedule, zone("UTC"), 0.0) is None:
+            raise Bad("must be a cron schedule that matches some day (this one never does)", ".schedule", sched_raw)
+        try:
+            seconds = duration(positive=True)(dur_raw, from_env)
+        except Bad as e:
+            raise Bad(e.problem, ".duration", dur_raw) from None
+    return Budget(nodes, percent, schedule, seconds)
+
+
+budgets = seq(budget, comma_separated=False)
 
 
 def setting(default: Any, conv: Conv) -> Any:

@@ -213,6 +213,8 @@ class Node:
     allocatable: Resources = field(default_factory=dict)
     uid: str = ""
     creation_timestamp: str = ""
+    ready_since: str = ""
+    """The ``Ready`` condition's ``lastTransitionTime`` (empty when absent)."""
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Node:
@@ -224,9 +226,11 @@ class Node:
         spec = raw.get("spec") or {}
         status = raw.get("status") or {}
         ready = False
+        ready_since = ""
         for cond in status.get("conditions") or ():
             if cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
+                ready_since = cond.get("lastTransitionTime") or ""
         allocatable = status.get("allocatable") or status.get("capacity")
         return cls(
             name=name,
@@ -238,6 +242,7 @@ class Node:
             allocatable=parse_resources(allocatable, f"{where}: status.allocatable"),
             uid=meta.get("uid") or "",
             creation_timestamp=meta.get("creationTimestamp") or "",
+            ready_since=ready_since,
         )
 
 

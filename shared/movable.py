@@ -16,13 +16,18 @@ expendable pod         SKIP    priority below ``movability.expendable_priority_c
                                scheduler preempts it, so it neither blocks nor needs room
 terminating pod        BLOCK   already going away; the node is not empty until it is gone
 opted out              BLOCK   label or annotation ``movability.opt_out_key`` (``spotshift.io/exclude``) is ``"true"``
+out of scope           BLOCK   namespace not in ``disruption.namespaces`` (when set) or in
+                               ``disruption.excluded_namespaces``, or labels not matching ``disruption.pod_selector``
 not safe to evict      BLOCK   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``
 do not disrupt         BLOCK   another tool's marker set to ``"true"``: an annotation listed in
                                ``movability.do_not_disrupt_pod_annotations`` (Karpenter's
                                ``karpenter.sh/do-not-disrupt``, and ``karpenter.sh/do-not-evict`` before v0.32)
 pinned to on-demand    BLOCK   no spot node can satisfy its nodeSelector / required affinity (see
                                :func:`pinned_to_on_demand`)
-safe to evict          MOVE    ``safe-to-evict: "true"`` overrides the three checks below, as in cluster-autoscaler
+safe to evict          MOVE    ``safe-to-evict: "true"`` overrides the checks below, as in cluster-autoscaler
+Job pod                BLOCK   an ``ownerReference`` of kind ``Job`` (``batch/*``) and not finished: by default
+                               (``disruption.jobs: block``) it keeps its node; ``wait``: SKIP, the drain waits for
+                               it to finish (:mod:`rescheduler.cluster.drain`); ``evict``: the checks below decide
 bare pod               BLOCK   no controller owner: not recreated (unless ``delete_non_replicated_pods``)
 kube-system without    BLOCK   cluster-autoscaler's rule (unless ``kube_system_without_pdb_blocks`` is off);
 PDB                            a PDB in kube-system selecting the pod lifts it
@@ -48,7 +53,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from shared.classes import classifier
-from shared.config import Config, NodeClasses
+from shared.config import JOBS_EVICT, JOBS_WAIT, Config, NodeClasses
 from shared.model import PDB, Node, Pod
 from shared.selectors import GT, IN, LT, Requirement
 
@@ -72,6 +77,12 @@ __all__ = [
     "BLOCK_KUBE_SYSTEM_NO_PDB",
     "BLOCK_LOCAL_STORAGE",
     "MOVE_SAFE_TO_EVICT",
+    "BLOCK_NAMESPACE_SCOPE",
+    "BLOCK_SELECTOR_SCOPE",
+    "BLOCK_JOB",
+    "SKIP_JOB_WAIT",
+    "is_job_pod",
+    "in_scope",
     "SAFE_TO_EVICT_KEY",
     "SAFE_TO_EVICT_LOCAL_VOLUMES_KEY",
     "DAEMONSET_POD_KEY",
@@ -110,6 +121,10 @@ BLOCK_NOT_REPLICATED = "pod is not managed by a controller"
 BLOCK_KUBE_SYSTEM_NO_PDB = "kube-system pod has no PodDisruptionBudget"
 BLOCK_LOCAL_STORAGE = "pod uses local storage"
 MOVE_SAFE_TO_EVICT = 'pod is annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "true"'
+BLOCK_NAMESPACE_SCOPE = "pod's namespace is outside the disruption scope (disruption.namespaces)"
+BLOCK_SELECTOR_SCOPE = "pod does not match disruption.pod_selector"
+BLOCK_JOB = "pod belongs to a running Job"
+SKIP_JOB_WAIT = "pod belongs to a running Job: the drain waits for it to finish"
 
 
 class Outcome(enum.Enum):
@@ -153,6 +168,10 @@ _BLOCK_NOT_REPLICATED = Movability(Outcome.BLOCK, BLOCK_NOT_REPLICATED)
 _BLOCK_KUBE_SYSTEM = Movability(Outcome.BLOCK, BLOCK_KUBE_SYSTEM_NO_PDB)
 _BLOCK_LOCAL_STORAGE = Movability(Outcome.BLOCK, BLOCK_LOCAL_STORAGE)
 _MOVE_SAFE_TO_EVICT = Movability(Outcome.MOVE, MOVE_SAFE_TO_EVICT)
+_BLOCK_NAMESPACE_SCOPE = Movability(Outcome.BLOCK, BLOCK_NAMESPACE_SCOPE)
+_BLOCK_SELECTOR_SCOPE = Movability(Outcome.BLOCK, BLOCK_SELECTOR_SCOPE)
+_BLOCK_JOB = Movability(Outcome.BLOCK, BLOCK_JOB)
+_SKIP_JOB_WAIT = Movability(Outcome.SKIP, SKIP_JOB_WAIT)
 
 # --- predicates shared with the webhook -----------------------------------------------------------
 
@@ -182,6 +201,22 @@ def is_expendable(pod: Pod, cutoff: int) -> bool:
 def is_opted_out(pod: Pod, key: str) -> bool:
     """The project's opt-out: label or annotation ``key`` set to ``"true"``."""
     return pod.labels.get(key) == "true" or pod.annotations.get(key) == "true"
+
+
+def is_job_pod(pod: Pod) -> bool:
+    """Owned by a Job: an ``ownerReference`` of kind ``Job`` in the ``batch`` API group (CronJobs' pods too,
+    through their Job)."""
+    return any(o.kind == "Job" and o.api_version.startswith("batch/") for o in pod.owners)
+
+
+def in_scope(pod: Pod, config: Config) -> str | None:
+    """``None`` when ``disruption`` scoping lets the pod move, else the reason constant."""
+    d = config.disruption
+    if (d.namespaces and pod.namespace not in d.namespaces) or pod.namespace in d.excluded_namespaces:
+        return BLOCK_NAMESPACE_SCOPE
+    if d.pod_selector is not None and not d.pod_selector.matches(pod.labels):
+        return BLOCK_SELECTOR_SCOPE
+    return None
 
 
 def has_blocking_local_storage(pod: Pod) -> bool:
@@ -348,6 +383,13 @@ def opted_out_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability 
     return _BLOCK_OPTED_OUT if is_opted_out(pod, config.movability.opt_out_key) else None
 
 
+def scope_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    why = in_scope(pod, config)
+    if why is None:
+        return None
+    return _BLOCK_NAMESPACE_SCOPE if why == BLOCK_NAMESPACE_SCOPE else _BLOCK_SELECTOR_SCOPE
+
+
 def not_safe_to_evict_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
     return _BLOCK_NOT_SAFE_TO_EVICT if pod.annotations.get(SAFE_TO_EVICT_KEY) == "false" else None
 
@@ -379,6 +421,13 @@ def safe_to_evict_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movabil
     return _MOVE_SAFE_TO_EVICT if pod.annotations.get(SAFE_TO_EVICT_KEY) == "true" else None
 
 
+def job_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    mode = config.disruption.jobs
+    if mode == JOBS_EVICT or not is_job_pod(pod):
+        return None
+    return _SKIP_JOB_WAIT if mode == JOBS_WAIT else _BLOCK_JOB
+
+
 def bare_pod_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
     if pod.controller is None and not config.movability.delete_non_replicated_pods:
         return _BLOCK_NOT_REPLICATED
@@ -407,10 +456,12 @@ RULES: tuple[Rule, ...] = (
     expendable_rule,
     terminating_rule,
     opted_out_rule,
+    scope_rule,
     not_safe_to_evict_rule,
     do_not_disrupt_rule,
     pinned_rule,
     safe_to_evict_rule,
+    job_rule,
     bare_pod_rule,
     kube_system_rule,
     local_storage_rule,

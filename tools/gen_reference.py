@@ -88,8 +88,21 @@ EXAMPLES: dict[str, str] = {
     "server.bind": "0.0.0.0:9443",
     "server.tls_cert_file": "/etc/spotshift/tls/tls.crt",
     "server.tls_key_file": "/etc/spotshift/tls/tls.key",
+    "disruption.budgets": '[{nodes: "20%"}, {nodes: "0", schedule: "0 8 * * mon-fri", duration: 10h}]',
+    "disruption.time_zone": "Europe/Berlin",
+    "disruption.min_pod_age": "10m",
+    "disruption.min_target_age": "5m",
+    "disruption.namespaces": "[shop, batch]",
+    "disruption.excluded_namespaces": "[payments]",
+    "disruption.pod_selector": '"tier!=critical"',
+    "disruption.min_replicas": "2",
+    "disruption.jobs": "wait",
+    "disruption.job_timeout": "2h",
 }
 """One example value per setting, in YAML flow style."""
+
+_DEFAULT_TEXT: dict[str, str] = {"disruption.pod_selector": '"" (every pod)'}
+"""Defaults that read better in words than as the value (``null``)."""
 
 # Examples that are only valid together with another setting (the loader rejects them alone).
 _COMPANIONS: dict[str, dict[str, Any]] = {
@@ -201,7 +214,7 @@ def settings() -> list[Setting]:
         doc = docs.get(cls.__name__, {}).get(f.name)
         if not doc:
             raise KeyError(f"shared/config.py: the setting {path} has no docstring under its field")
-        out.append(Setting(path, env[path], _show(value), example, _markdown(doc)))
+        out.append(Setting(path, env[path], _DEFAULT_TEXT.get(path) or _show(value), example, _markdown(doc)))
     unknown = set(EXAMPLES) - {s.path for s in out}
     if unknown:
         raise KeyError(f"tools/gen_reference.py: EXAMPLES names settings that do not exist: {sorted(unknown)}")

@@ -10,6 +10,9 @@ The steps, each a place where the drain may stop safely:
    spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The
    mark names spotshift, so a restarted rescheduler finds and removes what it left (:mod:`rescheduler.cluster.marks`)
    and never touches a cordon or taint set by someone else.
+2b. With ``disruption.jobs: wait``, **wait for the node's running Job pods** to finish (Succeeded, Failed or
+   gone) for up to ``disruption.job_timeout``: the mark keeps new pods off meanwhile; on timeout the drain is
+   rolled back and the node backed off like any failed drain.
 3. **Evict** each pod, one at a time, through :class:`~rescheduler.cluster.evictor.Evictor`, which retries a
    budget's 429 until ``pod_eviction_timeout``: a budget allowing fewer disruptions than the node's pods
    paces the drain as replacements become Ready.
@@ -46,6 +49,7 @@ from rescheduler.cluster.events import (
     DRAIN_SUCCEEDED,
     NODE_BACKOFF,
     NORMAL,
+    WAITING_FOR_JOBS,
     WARNING,
     EventRecorder,
     Ref,
@@ -61,9 +65,9 @@ from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
 from rescheduler.plan.safety import Refusal, pdb_refusals, stale_pdbs
 from shared.classes import node_class
-from shared.config import Config
+from shared.config import JOBS_WAIT, Config
 from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
-from shared.movable import movability
+from shared.movable import is_job_pod, movability
 
 __all__ = [
     "Outcome",
@@ -81,6 +85,7 @@ __all__ = [
     "FAIL_REPLACEMENT_TIMEOUT",
     "FAIL_REPLACED_ON_DEMAND",
     "FAIL_INTERRUPTED",
+    "FAIL_JOB_TIMEOUT",
 ]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.drain")
@@ -98,6 +103,7 @@ FAIL_TERMINATION_TIMEOUT = "termination-timeout"
 FAIL_REPLACEMENT_TIMEOUT = "replacement-timeout"
 FAIL_REPLACED_ON_DEMAND = "replaced-on-on-demand"
 FAIL_INTERRUPTED = "interrupted"
+FAIL_JOB_TIMEOUT = "job-timeout"
 
 TERMINATION_HEADROOM = 30.0
 """Added to ``max_graceful_termination`` when waiting for evicted pods to be gone (pusher's podEvictionHeadroom)."""
@@ -255,6 +261,12 @@ class Drainer:
         )
         self.events.record(ref, NORMAL, DRAIN_STARTED, f"Moving {len(pods)} pods to spot nodes: {moves}"[:1000])
 
+        # Step 2b: with disruption.jobs: wait, the node's running Job pods finish first.
+        if self.config.disruption.jobs == JOBS_WAIT:
+            stopped = self._wait_for_jobs(node_name, ref)
+            if stopped is not None:
+                return stopped
+
         # Who will replace whom: the pods of each owner that exist now are not replacements.
         before: dict[str, set[str]] = {}
         need: dict[str, int] = {}
@@ -358,6 +370,45 @@ class Drainer:
         return DrainResult(
             node_name, Outcome.SUCCEEDED, message=msg, evicted=tuple(p.key for p in evicted), replacements=placed
         )
+
+    def _wait_for_jobs(self, node_name: str, ref: Ref) -> DrainResult | None:
+        """Wait for the node's running Job pods to be Succeeded, Failed or gone; ``None`` when they are, else the
+        drain's result (rolled back and backed off on ``disruption.job_timeout``, or interrupted)."""
+        jobs = [p for p in self.state.pods_on(node_name) if is_job_pod(p) and not p.terminal]
+        if not jobs:
+            return None
+        timeout = self.config.disruption.job_timeout
+        names = ", ".join(p.key for p in jobs[:5])
+        self.events.record(
+            ref,
+            NORMAL,
+            WAITING_FOR_JOBS,
+            f"Waiting up to {timeout:.0f}s for {len(jobs)} Job pod(s) to finish before moving the rest: {names}"[:1000],
+        )
+        log.info(
+            "node %s: waiting for %d Job pods to finish",
+            node_name,
+            len(jobs),
+            extra=fields(node=node_name, pods=[p.key for p in jobs], timeout=timeout),
+        )
+
+        def running() -> list[str]:
+            out = []
+            for p in jobs:
+                now = self.state.pods.get(p.key)
+                if now is not None and now.uid == p.uid and not now.terminal:
+                    out.append(p.key)
+            return out
+
+        waited = self._wait(lambda: not running(), timeout)
+        if waited is None:
+            return self._interrupted(node_name, ref, ())
+        if not waited:
+            with self.state.cond:
+                left = running()
+            msg = f"Job pods still running {timeout:.0f}s later: {', '.join(left[:5])}"
+            return self._failed(node_name, ref, FAIL_JOB_TIMEOUT, msg, (), back_off=True)
+        return None
 
     def _wait(self, predicate: Callable[[], bool], timeout: float) -> bool | None:
         """``True`` when ``predicate`` held, ``False`` on timeout, ``None`` when the drain must stop."""

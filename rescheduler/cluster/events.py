@@ -37,6 +37,8 @@ __all__ = [
     "EVICTION_REFUSED",
     "TAINT_CLEANED",
     "NODE_BACKOFF",
+    "DRAIN_HELD_BACK",
+    "WAITING_FOR_JOBS",
 ]
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -52,6 +54,9 @@ EVICTING = "SpotshiftEvicting"
 EVICTION_REFUSED = "SpotshiftEvictionRefused"
 TAINT_CLEANED = "SpotshiftTaintRemoved"
 NODE_BACKOFF = "SpotshiftNodeBackoff"
+DRAIN_HELD_BACK = "SpotshiftDrainHeldBack"
+"""An operator's disruption control holds back a node the plan would otherwise drain (once per change)."""
+WAITING_FOR_JOBS = "SpotshiftWaitingForJobs"
 
 log = logging.getLogger("spotshift.rescheduler.cluster.events")
 

@@ -22,7 +22,7 @@ from rescheduler.logs import fields
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE, backoff_until, is_marked
 from shared.config import Config
 from shared.model import PDB, PREFER_NO_SCHEDULE, Node, Taint
-from shared.movable import movability
+from shared.movable import is_job_pod, movability
 
 __all__ = [
     "TAINT_VALUE",
@@ -222,7 +222,10 @@ def verdict(node: Node, state: ClusterState, config: Config, pdbs: Sequence[PDB]
     """
     status = node.annotations.get(STATE_ANNOTATION, DRAINING)
     with state.cond:
-        holds = any(movability(p, config, pdbs).moves for p in state.pods_on(node.name))
+        # A running Job pod holds the node too: a drain that stopped while waiting for it did not finish.
+        holds = any(
+            movability(p, config, pdbs).moves or (is_job_pod(p) and not p.terminal) for p in state.pods_on(node.name)
+        )
         waiting = sum(1 for p in state.pods.values() if not p.node_name and not p.terminating)
     if holds:
         if status == DRAINED:

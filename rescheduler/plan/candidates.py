@@ -18,6 +18,7 @@ import operator
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from rescheduler.plan.controls import RULE_KINDS, hold_candidates
 from rescheduler.plan.reasons import NODE_DO_NOT_DISRUPT_TEXT, NODE_NOT_READY_TEXT, Kind, StayReason
 from rescheduler.plan.state import Simulation
 from rescheduler.plan.topology_memo import TopologyMemo
@@ -59,6 +60,8 @@ class Candidate:
     """Size weighted by the scarcity of the room its pods can use (:meth:`Candidates.scarcity`)."""
     left_alone: StayReason | None = None
     """Set when the caller leaves the node alone this cycle (:data:`~rescheduler.plan.reasons.Kind.LEFT_ALONE`)."""
+    held: StayReason | None = None
+    """Set when an operator's control makes the node wait (:func:`rescheduler.plan.controls.hold_candidates`)."""
 
     @property
     def name(self) -> str:
@@ -66,7 +69,7 @@ class Candidate:
 
     @property
     def blocker(self) -> StayReason | None:
-        return self.analysis.blocker or self.left_alone
+        return self.analysis.blocker or self.left_alone or self.held
 
     @property
     def movable(self) -> tuple[Pod, ...]:
@@ -137,7 +140,13 @@ class PlanCache:
 class Candidates:
     """Every candidate of one plan, analysed, with the PodDisruptionBudgets they draw on."""
 
-    def __init__(self, sim: Simulation, cache: PlanCache, exclude: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        cache: PlanCache,
+        exclude: Mapping[str, str] | None = None,
+        now: float | None = None,
+    ) -> None:
         self.sim = sim
         self.config = sim.config
         self.pdbs: list[PDB] = list(sim.snapshot.pdbs)
@@ -151,6 +160,8 @@ class Candidates:
         for w in self.work:  # left alone by the caller: no PDB budget or spot room is spent on them
             if exclude and w.name in exclude:
                 w.left_alone = StayReason(Kind.LEFT_ALONE, exclude[w.name])
+        if now is not None:
+            hold_candidates(self.work, sim.snapshot, self.config, now)
         self.by_name = {w.name: w for w in self.work}
         self._group_demand: list[int] | None = None
         self._scarcity_done = False
@@ -191,7 +202,8 @@ class Candidates:
             # movability reads the PDBs only to know whether one selects the pod: these are all that do.
             m = movability(p, config, [self.pdbs[i] for i in matching])
             if m.blocks:
-                blocker = StayReason(Kind.NOT_MOVABLE, m.reason, pod=p.key, cause=m.reason)
+                kind = RULE_KINDS.get(m.reason, Kind.NOT_MOVABLE)
+                blocker = StayReason(kind, m.reason, pod=p.key, cause=m.reason)
                 break
             if not m.moves:
                 continue

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rescheduler.plan.marks import backoff_until, is_marked
+from rescheduler.plan.reasons import CONTROLS, StayReason
 from rescheduler.plan.safety import pdb_refusals, unschedulable_pods
 from shared.classes import classifier
 from shared.config import Config
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NodeMoves",
+    "Planned",
     "exclusion",
     "excluded_nodes",
     "plan_nodes",
@@ -70,6 +72,22 @@ class NodeMoves:
     targets: Mapping[str, str] = field(default_factory=dict)
 
 
+class Planned(list[NodeMoves]):
+    """:func:`plan_nodes`' answer: the nodes to empty, in plan order (a list, as before), and what the operator's
+    ``disruption`` controls held back: ``held`` (node → the control's
+    :class:`~rescheduler.plan.reasons.StayReason`) and ``young_targets`` (spot nodes not yet targets)."""
+
+    held: dict[str, StayReason]
+    young_targets: int
+
+    def __init__(
+        self, nodes: Iterable[NodeMoves] = (), held: Mapping[str, StayReason] | None = None, young_targets: int = 0
+    ) -> None:
+        super().__init__(nodes)
+        self.held = dict(held or {})
+        self.young_targets = young_targets
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     paused: str
@@ -80,6 +98,9 @@ class Decision:
     """``(node, reason)`` for planned nodes left alone this cycle."""
     unschedulable: int
     nodes_by_class: Mapping[str, int]
+    held: Mapping[str, StayReason] = field(default_factory=dict)
+    """Nodes an operator's control held back this cycle (:attr:`Planned.held`), for metrics and Events."""
+    young_targets: int = 0
 
 
 def count_classes(snapshot: ClusterSnapshot, config: Config) -> dict[str, int]:
@@ -146,12 +167,15 @@ def decide(
     excluded: Mapping[str, str] | None = None,
 ) -> Decision:
     """Filter and order the planned nodes. ``now`` is Unix time (backoffs are wall-clock annotations).
-    ``excluded`` (:func:`excluded_nodes`, kept out of the plan) are reported as skipped first."""
+    ``excluded`` (:func:`excluded_nodes`, kept out of the plan) are reported as skipped first. What the
+    operator's controls held back (a :class:`Planned`'s ``held``) is passed on in :attr:`Decision.held`."""
+    held = dict(getattr(planned, "held", None) or {})
+    young = int(getattr(planned, "young_targets", 0) or 0)
     classes = count_classes(snapshot, config)
     if unschedulable is None:
         unschedulable = len(unschedulable_pods(snapshot.pending))
     if unschedulable:
-        return Decision(f"{unschedulable} pods are unschedulable", (), (), unschedulable, classes)
+        return Decision(f"{unschedulable} pods are unschedulable", (), (), unschedulable, classes, held, young)
     taint_key = config.rescheduler.drain_taint_key
     memory_backoff = memory_backoff or {}
     pdbs = PdbIndex(snapshot.pdbs)
@@ -175,7 +199,8 @@ def decide(
             skipped.append((nm.node, SKIP_PDB_CACHED))
             continue
         (last if nm.node == own_node else chosen).append(nm)
-    return Decision("", tuple(chosen + last), tuple(skipped), 0, classes)
+    skipped.extend((node, CONTROLS[why.kind]) for node, why in held.items())
+    return Decision("", tuple(chosen + last), tuple(skipped), 0, classes, held, young)
 
 
 def plan_nodes(
@@ -187,17 +212,26 @@ def plan_nodes(
     cache: PlanCache | None = None,
     switches: Switches = CURRENT,
     exclude: Mapping[str, str] | None = None,
-) -> list[NodeMoves]:
+    now: float | None = None,
+) -> Planned:
     """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
     with its moves. The planner leaves the snapshot as it found it. ``time_budget`` is read on ``clock`` (both
     or neither). ``cache`` is a :class:`rescheduler.plan.candidates.PlanCache` the caller keeps from one cycle
     to the next (see :func:`rescheduler.run.default_planner`); the result is the same without it, only slower.
     ``switches``: the cluster's kube-scheduler rules (:mod:`shared.switches`). ``exclude``
-    (:func:`excluded_nodes`) are not candidates."""
+    (:func:`excluded_nodes`) are not candidates. ``now`` (Unix seconds) is when the operator's ``disruption``
+    controls are judged; what they hold back is in the answer's ``held``."""
     from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
     result = plan(
-        snapshot, config, time_budget=time_budget, clock=clock, cache=cache, switches=switches, exclude=exclude
+        snapshot,
+        config,
+        time_budget=time_budget,
+        clock=clock,
+        cache=cache,
+        switches=switches,
+        exclude=exclude,
+        now=now,
     )
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
@@ -206,4 +240,5 @@ def plan_nodes(
     for node in result.drained:
         moves = by_node.get(node, [])
         out.append(NodeMoves(node, tuple(k for k, _ in moves), dict(moves)))
-    return out
+    held = {node: why for node, why in result.reasons.items() if why.kind in CONTROLS}
+    return Planned(out, held, int(result.summary.get("spot_too_young", 0)))

@@ -35,6 +35,7 @@ from typing import Any
 
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
+from rescheduler.plan.controls import budget_cut, window_text
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.reasons import HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.records import Move, Plan, top_reasons
@@ -79,6 +80,7 @@ def plan(
     cache: PlanCache | None = None,
     switches: Switches = CURRENT,
     exclude: Mapping[str, str] | None = None,
+    now: float | None = None,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -99,17 +101,20 @@ def plan(
     current scheduler's). ``exclude`` maps on-demand nodes the caller will not drain now (backing off,
     marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
     room they would take go to the nodes that can be drained.
+    ``now`` (Unix seconds) is the time the operator's ``disruption`` controls are judged at (pod and target
+    ages, drain windows, budgets: :mod:`rescheduler.plan.controls`); without it they are not applied, except
+    those that need no time (scope and Jobs, which are movability rules).
     """
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
     cache = cache if cache is not None else PlanCache()
     started = clock() if clock is not None else 0.0
-    sim = Simulation(snapshot, config, verify=verify, topology_memo=cache.topology, switches=switches)
+    sim = Simulation(snapshot, config, verify=verify, topology_memo=cache.topology, switches=switches, now=now)
     best: Result | None = None
     ran: list[str] = []
     try:
-        planner = Planner(sim, Candidates(sim, cache, exclude), search_steps=SEARCH_TOTAL)
+        planner = Planner(sim, Candidates(sim, cache, exclude, now), search_steps=SEARCH_TOTAL)
         if strategies is None:
             strategies = LARGE_PORTFOLIO if planner.cands.open_count() > IMPROVE_MAX_CANDIDATES else PORTFOLIO
         strategies = tuple(strategies)
@@ -132,11 +137,31 @@ def plan(
         sim.restore()
     if best is None:
         best = Result(NONE)
-    return _plan_of(planner, best, ran, verify)
+    return _plan_of(planner, best, ran, verify, now)
 
 
-def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool) -> Plan:
+def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: float | None = None) -> Plan:
     sim = planner.sim
+    config = sim.config
+    extra: dict[str, Any] = {}
+    if now is not None and config.disruption.budgets:
+        keep, cut, allowed = budget_cut(best.drained, [info.node for info in sim.candidates], config, now)
+        if cut:
+            best = Result(
+                best.strategy,
+                best.held,
+                [m for m in best.moves if m.source not in cut],
+                best.drained[:keep],
+                {**best.undrainable, **cut},
+            )
+        extra["disruption_budget"] = {
+            "limit": allowed.limit,
+            "budget": allowed.budget,
+            "draining": allowed.in_progress,
+            "outside_window_until": window_text(allowed, config.disruption.time_zone) if allowed.closed else None,
+        }
+    if now is not None and config.disruption.min_target_age > 0:
+        extra["spot_too_young"] = sim.too_young
     reasons = {w.name: best.undrainable[w.name] for w in planner.cands.work if w.name in best.undrainable}
     snapshot = sim.snapshot
     summary: dict[str, Any] = {
@@ -153,6 +178,7 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool) -> Pl
         "freed_cpu_millicores": sum(snapshot[n].allocatable("cpu") for n in best.drained),
         "freed_memory_bytes": sum(snapshot[n].allocatable("memory") for n in best.drained),
         "top_reasons": top_reasons(reasons),
+        **extra,
     }
     if verify:
         summary["verify_rejections"] = sim.verify_rejections

@@ -20,6 +20,8 @@ __all__ = [
     "NO_SPOT_NODES_TEXT",
     "NODE_NOT_READY_TEXT",
     "NODE_DO_NOT_DISRUPT_TEXT",
+    "CONTROLS",
+    "control_of",
 ]
 
 
@@ -44,6 +46,19 @@ class Kind(enum.Enum):
     LEFT_ALONE = "left-alone"
     """The caller leaves the node alone this cycle (backing off, already marked, cordoned): it is not a
     candidate, so the PodDisruptionBudget allowances and spot room it would take go to other nodes."""
+    # The operator's controls (``disruption`` settings, docs/controls.md).
+    OUTSIDE_DRAIN_WINDOW = "outside-drain-window"
+    """Every budget has a schedule and no window is open: nothing drains until the next one opens."""
+    DISRUPTION_BUDGET = "disruption-budget"
+    """The node could drain, but the budget in force allows no more nodes draining at once."""
+    POD_TOO_YOUNG = "pod-too-young"
+    """A pod to move is younger than ``disruption.min_pod_age``: the node waits."""
+    TOO_FEW_REPLICAS = "too-few-replicas"
+    """A pod's workload has fewer Ready replicas than ``disruption.min_replicas``: the node waits."""
+    OUT_OF_SCOPE = "out-of-scope"
+    """A pod outside ``disruption.namespaces`` / ``excluded_namespaces`` / ``pod_selector``."""
+    JOB_RUNNING = "job-running"
+    """A pod of a running Job (``disruption.jobs: block``)."""
 
 
 _LABELS = {
@@ -52,7 +67,30 @@ _LABELS = {
     Kind.SPOT_CEILING: "per-workload spot ceiling",
     Kind.ON_DEMAND_FLOOR: "per-workload on-demand floor",
     Kind.NO_CAPACITY: "not enough free spot capacity",
+    Kind.OUTSIDE_DRAIN_WINDOW: "outside drain window (disruption.budgets)",
+    Kind.DISRUPTION_BUDGET: "disruption budget: enough nodes draining at once (disruption.budgets)",
+    Kind.POD_TOO_YOUNG: "pod younger than disruption.min_pod_age",
+    Kind.TOO_FEW_REPLICAS: "workload has fewer Ready replicas than disruption.min_replicas",
+    Kind.OUT_OF_SCOPE: "pod outside the disruption scope (namespaces or pod_selector)",
+    Kind.JOB_RUNNING: "pod of a running Job (disruption.jobs: block)",
 }
+
+CONTROLS: dict[Kind, str] = {
+    Kind.OUTSIDE_DRAIN_WINDOW: "drain-window",
+    Kind.DISRUPTION_BUDGET: "budget",
+    Kind.POD_TOO_YOUNG: "min-pod-age",
+    Kind.TOO_FEW_REPLICAS: "min-replicas",
+    Kind.OUT_OF_SCOPE: "scope",
+    Kind.JOB_RUNNING: "job",
+}
+"""The kinds that are an operator's control holding a node back, and the control's name: the label value of
+the ``spotshift_rescheduler_nodes_held_back`` metric and the subject of the node's Event."""
+
+
+def control_of(reason: StayReason) -> str | None:
+    """The control holding the node back (:data:`CONTROLS`), or ``None`` for any other reason."""
+    return CONTROLS.get(reason.kind)
+
 
 HELD_BACK_TEXT = (
     "held back: draining it now would keep more nodes from draining (PDB budgets or spot room); "

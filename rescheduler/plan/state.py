@@ -21,6 +21,7 @@ from rescheduler.plan.topology import TopologyIndex
 from rescheduler.plan.topology_memo import TopologyMemo
 from shared.classes import node_class, reclaim_reason
 from shared.config import Config
+from shared.controls import target_too_young
 from shared.fit import fits
 from shared.model import Pod
 from shared.movable import is_expendable
@@ -95,6 +96,7 @@ class Simulation:
         verify: bool,
         topology_memo: TopologyMemo,
         switches: Switches = CURRENT,
+        now: float | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.switches = switches
@@ -108,6 +110,9 @@ class Simulation:
         self.candidates: list[NodeInfo] = []
         self.class_of: dict[str, str] = {}
         self.not_targets: Counter[str] = Counter()
+        min_target_age = config.disruption.min_target_age if now is not None else 0.0
+        self.too_young = 0
+        """Spot nodes that would be targets but are younger than ``disruption.min_target_age``."""
         for info in snapshot:
             node = info.node
             cls = node_class(node, classes)
@@ -117,6 +122,8 @@ class Simulation:
                     self.not_targets["not ready"] += 1
                 elif reclaim_reason(node, classes) is not None:
                     self.not_targets["being reclaimed or cordoned"] += 1
+                elif min_target_age and target_too_young(node, min_target_age, now or 0.0):
+                    self.too_young += 1
                 else:
                     self.targets.append(info)
             elif cls == "on-demand":

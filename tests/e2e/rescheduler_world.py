@@ -64,8 +64,8 @@ class World:
         self.nodes.append(node["metadata"]["name"])
         return node["metadata"]["name"]
 
-    def config(self, **rescheduler: Any) -> Path:
-        data = {
+    def config(self, *, disruption: dict[str, Any] | None = None, **rescheduler: Any) -> Path:
+        data: dict[str, Any] = {
             "namespace": self.ns,
             "node_classes": {
                 "presets": [],
@@ -74,6 +74,8 @@ class World:
             },
             "rescheduler": {"lease_name": f"rescheduler-{self.label}", **rescheduler},
         }
+        if disruption is not None:
+            data["disruption"] = disruption
         path = self.tmp / f"config-{uuid.uuid4().hex[:6]}.yaml"
         path.write_text(yaml.safe_dump(data))
         return path

@@ -81,8 +81,11 @@ def _fresh(snap: ClusterSnapshot) -> ClusterSnapshot:
     )
 
 
-def _stays(pod: Pod, cutoff: int) -> bool:
-    """What may remain on a drained node: DaemonSet and mirror pods, expendable and finished pods."""
+def _stays(pod: Pod, cutoff: int, jobs_wait: bool = False) -> bool:
+    """What may remain on a drained node: DaemonSet and mirror pods, expendable and finished pods, and with
+    ``disruption.jobs: wait`` the pods of Jobs (the drain waits for them to finish in place)."""
+    if jobs_wait and any(o.kind == "Job" and o.api_version.startswith("batch/") for o in pod.owners):
+        return True
     ctrl = pod.controller
     if ctrl is not None and ctrl.kind in ("DaemonSet", "Node"):
         return True
@@ -143,7 +146,8 @@ def check_plan(snap: ClusterSnapshot, result: Plan, config: Config | None = None
     originals = {p.key: p for info in _fresh(snap) for p in info.pods}
     assert pacing_problems(list(fresh.pdbs), originals, result, config.rescheduler.pdb_rule) == []
     for name in result.drained:
-        left = [p.key for p in fresh[name].pods if not _stays(p, cutoff)]
+        jobs_wait = config.disruption.jobs == "wait"
+        left = [p.key for p in fresh[name].pods if not _stays(p, cutoff, jobs_wait)]
         assert left == [], f"drained node {name} still runs {left}"
     _check_ceilings(fresh, cls, config, moved_keys, by_key, snap)
 

@@ -1,5 +1,8 @@
 """shared/ stays pure: no Kubernetes client, no web framework, no clock, no environment, no I/O.
 
+The clock is kept out twice: no ``time`` module, and no call of ``datetime``'s clock reads (``now``, ``utcnow``,
+``today``); ``datetime`` itself is allowed as a calendar (a given time, converted between time zones).
+
 The one rule of the architecture: the webhook, the extender and the rescheduler agree because they call the
 same pure functions. These tests read every module's imports (so a lazy import inside a function is caught
 too) rather than trusting a convention.
@@ -28,7 +31,6 @@ FORBIDDEN = {
     "subprocess": "processes",
     "logging": "logging configuration",
     "time": "the clock",
-    "datetime": "the clock",
     "os": "the environment",
     "prometheus_client": "metrics",
 }
@@ -64,6 +66,36 @@ def _relative_imports(path: Path) -> list[str]:
 def test_shared_module_imports_nothing_impure(path: Path) -> None:
     bad = [f"{name} ({FORBIDDEN[name.split('.')[0]]})" for name in _imports(path) if name.split(".")[0] in FORBIDDEN]
     assert bad == [], f"shared/{path.name} imports {bad}"
+
+
+CLOCK_READS = frozenset({"now", "utcnow", "today"})
+"""``datetime``'s calls that read the clock. The rest of ``datetime`` (with ``zoneinfo``) is a calendar: turning a
+given Unix time into a wall-clock time in a time zone, and back, which drain windows need (shared/cron.py)."""
+
+
+def _clock_reads(source: str) -> list[str]:
+    tree = ast.parse(source)
+    return [
+        f"line {n.lineno}: .{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in CLOCK_READS
+    ]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(SHARED)) for p in MODULES])
+def test_shared_module_never_reads_the_clock(path: Path) -> None:
+    bad = _clock_reads(path.read_text())
+    assert bad == [], f"shared/{path.name} reads the clock: {bad}"
+
+
+def test_the_clock_reader_finds_every_way_to_read_the_clock() -> None:
+    # Guards the test above: each of these reads the clock and must be found.
+    for source in (
+        "import datetime\ndatetime.datetime.now()",
+        "from datetime import datetime\ndatetime.utcnow()",
+        "from datetime import date\ndate.today()",
+        "import datetime as d\nd.datetime.now(d.UTC)",
+    ):
+        assert _clock_reads(source), source
+    assert _clock_reads("import datetime\ndatetime.datetime.fromtimestamp(0, datetime.UTC)") == []
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(SHARED)) for p in MODULES])
