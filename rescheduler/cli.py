@@ -35,6 +35,7 @@ import orjson
 
 from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
+from rescheduler.plan.capacity import CapacityNeed, capacity_needs
 from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
@@ -148,14 +149,27 @@ def _run_plan(
         now=time.time(),  # the operator's disruption controls (ages, windows) are judged now
     )
     progress.done()
+    needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None
     if args.output == "json":
-        text = orjson.dumps(result.to_json()).decode() + "\n"
+        data = result.to_json()
+        if needs is not None:
+            data["capacity"] = [
+                {
+                    "node": n.node,
+                    "pods": [p.key for p in n.pods],
+                    "cpu_millicores": n.cpu,
+                    "memory_bytes": n.memory,
+                    "text": n.text,
+                }
+                for n in needs
+            ]
+        text = orjson.dumps(data).decode() + "\n"
     elif args.output == "html":
         from rescheduler.plan_html import render_html
 
         text = render_html(snapshot, result, config, source=_source(args))
     else:
-        text = render_table(result)
+        text = render_table(result, needs)
     if args.file:
         try:
             with open(args.file, "w", encoding="utf-8") as fh:
@@ -223,8 +237,9 @@ def _gib(b: int) -> str:
     return f"{b / 2**30:,.1f} GiB"
 
 
-def render_table(result: Plan) -> str:
-    """The plan for a person: what gets freed, what moves where, and why the other nodes stay."""
+def render_table(result: Plan, needs: Sequence[CapacityNeed] | None = None) -> str:
+    """The plan for a person: what gets freed, what moves where, and why the other nodes stay; with ``needs``
+    (capacity mode), the spot room each node that only lacks room would need."""
     s = result.summary
     lines: list[str] = []
     lines.append(
@@ -291,6 +306,18 @@ def render_table(result: Plan) -> str:
             lines.append("")
             lines.append("For example:")
             lines.extend(f"  {node}: {why}" for node, why in shown)
+    if needs is not None:
+        lines.append("")
+        if needs:
+            lines.append(
+                f"Capacity mode: {len(needs):,} node(s) stay only for lack of spot room; the rescheduler asks for it "
+                "with placeholder pods (within capacity.max_pods, max_cpu, max_memory):"
+            )
+            lines.extend(f"  {n.node}: {n.text} ({len(n.pods)} pod(s))" for n in needs[:_MAX_ROWS])
+            if len(needs) > _MAX_ROWS:
+                lines.append(f"  ... and {len(needs) - _MAX_ROWS:,} more (--output json lists them all)")
+        else:
+            lines.append("Capacity mode: no node stays only for lack of spot room.")
     return "\n".join(lines) + "\n"
 
 

@@ -87,6 +87,18 @@ class Metrics:
             ["control"],
             registry=r,
         )
+        self.capacity_requests = Counter(
+            "spotshift_rescheduler_capacity_requests",
+            "Requests for spot capacity (one on-demand node's placeholder pods) by what happened: requested, "
+            "provisioned, drained, timed-out, preempted, on-demand, deleted, orphaned, create-failed.",
+            ["outcome"],
+            registry=r,
+        )
+        self.placeholder_pods = Gauge(
+            "spotshift_rescheduler_placeholder_pods",
+            "Placeholder pods holding or asking for spot room, created by this replica and not yet deleted.",
+            registry=r,
+        )
         for cls in ("spot", "on-demand", "other"):
             self.nodes.labels(cls).set(0)
         for control in HELD_BACK_CONTROLS:

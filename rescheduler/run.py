@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rescheduler.cluster.capacity import CapacityRequester
 from rescheduler.cluster.drain import Drainer, Outcome
 from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
@@ -61,6 +62,7 @@ from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, NodeMoves, decide, excluded_nodes, plan_nodes
 from rescheduler.plan.reasons import CONTROLS
+from rescheduler.plan.records import Plan
 from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
@@ -122,7 +124,9 @@ class Rescheduler:
         self.identity = options.identity or default_identity()
         self.switches: Switches = STRICTEST
         """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
-        self.plan_fn = plan or default_planner(options.plan_time_budget, lambda: self.switches)
+        self.last_plan: Plan | None = None
+        """The last plan of :func:`default_planner` (why each node stays: capacity mode reads it)."""
+        self.plan_fn = plan or default_planner(options.plan_time_budget, lambda: self.switches, sink=self._keep_plan)
         self.metrics = metrics or Metrics()
         self.stop = stop or threading.Event()
         self.state = ClusterState()
@@ -174,6 +178,19 @@ class Rescheduler:
         # later cycle (the reconciler's backoff) instead of holding up the loop.
         cleanup = self.marker.with_retry(Retry(min(10.0, r.pod_eviction_timeout)))
         self.reconciler = MarkReconciler(self.state, cleanup, config, self.events, dry_run=self.dry_run)
+        self.capacity = CapacityRequester(
+            self.kube,
+            self.state,
+            config,
+            self.events,
+            self.metrics,
+            dry_run=self.dry_run,
+            back_off=self._back_off,
+            owner=self._placeholder_owner,
+        )
+        """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity`)."""
+        self._orphans_checked = False
+        self._planned_snapshot: ClusterSnapshot | None = None
         self.informers: list[Informer] = []
         self._next_drain_at = 0.0
         self.last_decision: Decision | None = None
@@ -181,6 +198,28 @@ class Rescheduler:
         """Node → the control last reported (an Event) as holding it back; a change is reported again."""
         self.results: list[Any] = []
         """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
+
+    def _keep_plan(self, plan: Plan) -> None:
+        self.last_plan = plan
+
+    def _back_off(self, node: str, reason: str) -> None:
+        until, _ = self.drainer.back_off(node, reason)
+        # Also in memory: the next cycle may come before the watch shows the node's backoff annotation.
+        self.drainer.memory_backoff[node] = max(until, self.drainer.memory_backoff.get(node, 0.0))
+
+    def _placeholder_owner(self) -> dict[str, Any] | None:
+        """The leader-election Lease as the placeholders' controller (``None`` without leader election)."""
+        if self.elector is None:
+            return None
+        lease = self.kube.get(self.elector.path)
+        meta = lease["metadata"]
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        }
 
     def _wait(self, seconds: float) -> None:
         """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
@@ -273,6 +312,7 @@ class Rescheduler:
         while not self.stop.is_set():
             self.heartbeat.beat()
             if self.elector is not None and not self.elector.is_leader():
+                self.capacity.forget()  # the leader now owns whatever placeholders we made
                 # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
                 wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
                 if not self.elector.wait_for_leadership(wait, self.stop):
@@ -302,6 +342,10 @@ class Rescheduler:
         and stop the informers."""
         if self.state.is_synced() and self.is_leader():
             try:
+                self.capacity.shutdown()
+            except Exception:
+                log.exception("could not delete the placeholder pods on the way out")
+            try:
                 self.reconciler.reconcile(force=True)
             except Exception:
                 log.exception("could not put the drain marks right on the way out")
@@ -323,8 +367,14 @@ class Rescheduler:
     def _cycle(self) -> Decision | None:
         cfg = self.config
         with self.state.cond:
-            pending = unschedulable_pods(p for p in self.state.pods.values() if not p.node_name)
+            pending = unschedulable_pods((p for p in self.state.pods.values() if not p.node_name), cfg.namespace)
         self.metrics.pods_pending.set(len(pending))
+        if not self._orphans_checked and not cfg.capacity.enabled:
+            # Placeholders left from when capacity mode was on: they have no purpose now.
+            self.capacity.collect_orphans()
+            self._orphans_checked = True
+        if pending and cfg.capacity.enabled:
+            self.capacity.tend()
         if pending:
             log.info(
                 "paused: %d pods are unschedulable",
@@ -337,6 +387,8 @@ class Rescheduler:
             log.debug("node drain delay: %.0fs left", self._next_drain_at - now)
             return None
         decision = self._plan_and_decide()
+        if decision is not None and cfg.capacity.enabled:
+            self._ask_capacity(decision)
         done: set[str] = set()
         started = 0
         limit = cfg.rescheduler.max_nodes_per_cycle
@@ -346,6 +398,8 @@ class Rescheduler:
                 break
             nm = candidates[0]
             done.add(nm.node)
+            if cfg.capacity.enabled and not self.dry_run:
+                self.capacity.release(nm.node)  # their room is for the evicted pods' replacements now
             result = self.drainer.drain(nm.node, nm.pods, dict(nm.targets))
             self.results.append(result)
             if result.outcome == Outcome.SKIPPED:
@@ -361,10 +415,20 @@ class Rescheduler:
                 decision = self._plan_and_decide()  # the cluster moved: plan again before the next node
         return decision
 
+    def _ask_capacity(self, decision: Decision) -> None:
+        """Capacity mode: follow the placeholder requests out, and ask for the nodes that only lack spot room
+        (:mod:`rescheduler.cluster.capacity`), from this cycle's plan."""
+        plan = self.last_plan
+        if plan is None or decision.paused or self._planned_snapshot is None:
+            self.capacity.tend()
+            return
+        self.capacity.step(self._planned_snapshot, plan.reasons, plan.drained)
+
     def _plan_and_decide(self) -> Decision | None:
         cfg = self.config
         t0 = time.perf_counter()
-        snapshot = self.state.snapshot()
+        snapshot = self._planned_snapshot = self.state.snapshot()
+        self.last_plan = None
         now, broken = time.time(), self.state.broken_nodes()
         backoff = self.drainer.memory_backoff
         # Nodes this cycle will not drain are kept out of the plan, so they take no PDB allowance or spot room.
@@ -424,13 +488,15 @@ def default_planner(
     switches: Callable[[], Switches] = lambda: CURRENT,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
+    sink: Callable[[Plan], None] | None = None,
 ) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
     :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
     objects between cycles until an event replaces one; the plans are those made without it). The budget is
     measured on ``clock`` (``time.monotonic``): the plan folder reads no clock of its own. ``switches`` gives the
     cluster's kube-scheduler rules at each call (the loop learns them when it starts). ``wall`` (``time.time``)
-    is the time the operator's ``disruption`` controls are judged at: pod ages, windows, budgets."""
+    is the time the operator's ``disruption`` controls are judged at: pod ages, windows, budgets. ``sink``
+    receives each whole plan."""
     from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
@@ -445,6 +511,7 @@ def default_planner(
             switches=switches(),
             exclude=exclude,
             now=wall(),
+            sink=sink,
         )
 
     return plan

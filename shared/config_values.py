@@ -20,6 +20,7 @@ import yaml
 from shared.cron import CronError, CronSchedule, next_start, zone
 from shared.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Toleration
 from shared.names import is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name
+from shared.quantity import QuantityError, resource_value
 from shared.selectors import Selector, SelectorSyntaxError
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "budgets",
     "time_zone",
     "optional_selector",
+    "quantity",
+    "image",
 ]
 
 _TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
@@ -382,6 +385,35 @@ def budget(raw: Any, from_env: bool) -> Budget:
 
 
 budgets = seq(budget, comma_separated=False)
+
+
+def quantity(resource: str) -> Conv:
+    """A ``resource.Quantity`` (``16``, ``500m``, ``64Gi``) of at least one unit as the scheduler counts
+    ``resource`` (a millicore for ``cpu``, a byte otherwise); the value stays text, as written, and
+    :func:`shared.quantity.resource_value` reads it."""
+    examples = "4, 500m or 2.5" if resource == "cpu" else "512Mi or 64Gi"
+    phrase = f"must be a positive {resource} quantity like {examples}"
+
+    def conv(raw: Any, from_env: bool) -> str:
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise Bad(phrase)
+        text = raw.strip() if isinstance(raw, str) else str(raw)
+        try:
+            amount = resource_value(resource, text)
+        except (QuantityError, ValueError, TypeError):
+            raise Bad(phrase) from None
+        if amount < 1:
+            raise Bad(phrase)
+        return text
+
+    return conv
+
+
+_IMAGE_RE = re.compile(r"[a-z0-9]+(?:[._/:@-][A-Za-z0-9_.-]+)*")
+image = text(
+    lambda v: len(v) <= 512 and _IMAGE_RE.fullmatch(v) is not None,
+    "must be a container image reference like registry.k8s.io/pause:3.9",
+)
 
 
 def setting(default: Any, conv: Conv) -> Any:

@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:  # `python3 tools/gen_reference.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
 from shared import config as config_module  # noqa: E402
+from shared import config_sections  # noqa: E402
 from shared.classes import Selector  # noqa: E402
 from shared.config import Config, parse_config  # noqa: E402
 from shared.model import Toleration  # noqa: E402
@@ -98,6 +99,13 @@ EXAMPLES: dict[str, str] = {
     "disruption.min_replicas": "2",
     "disruption.jobs": "wait",
     "disruption.job_timeout": "2h",
+    "capacity.enabled": "true",
+    "capacity.timeout": "15m",
+    "capacity.max_pods": "50",
+    "capacity.max_cpu": "32",
+    "capacity.max_memory": "128Gi",
+    "capacity.priority_class_name": "spot-capacity-placeholder",
+    "capacity.image": "registry.internal/pause:3.9",
 }
 """One example value per setting, in YAML flow style."""
 
@@ -121,10 +129,12 @@ class Setting:
 
 
 def _attribute_docs() -> dict[str, dict[str, str]]:
-    """Class name → field name → the docstring written under the field in shared/config.py."""
-    tree = ast.parse(Path(config_module.__file__).read_text(encoding="utf-8"))
+    """Class name → field name → the docstring written under the field (shared/config.py, config_sections.py)."""
     out: dict[str, dict[str, str]] = {}
-    for cls in tree.body:
+    body_of_both: list[ast.stmt] = []
+    for module in (config_module, config_sections):
+        body_of_both += ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8")).body
+    for cls in body_of_both:
         if not isinstance(cls, ast.ClassDef):
             continue
         docs: dict[str, str] = {}
@@ -213,7 +223,7 @@ def settings() -> list[Setting]:
         _check_example(path, example)
         doc = docs.get(cls.__name__, {}).get(f.name)
         if not doc:
-            raise KeyError(f"shared/config.py: the setting {path} has no docstring under its field")
+            raise KeyError(f"shared/config_sections.py: the setting {path} has no docstring under its field")
         out.append(Setting(path, env[path], _DEFAULT_TEXT.get(path) or _show(value), example, _markdown(doc)))
     unknown = set(EXAMPLES) - {s.path for s in out}
     if unknown:

@@ -423,6 +423,27 @@ class Drainer:
             if self.clock() >= deadline:
                 return False
 
+    def back_off(self, node_name: str, reason: str, ref: Ref | None = None) -> tuple[float, str]:
+        """Leave the node alone for ``node_backoff`` × 2^(failures-1), recorded on the node (in memory when it
+        cannot be written), with an Event naming ``reason``. Returns the Unix time until which the node rests,
+        and a note for the message (``""``, or that the backoff is kept in memory only)."""
+        base = self.config.rescheduler.node_backoff
+        now = self.wall()
+        note = ""
+        try:
+            until, failures = self.marker.back_off(node_name, now, base)
+        except ApiError as e:
+            until, failures = now + base, 1
+            self.memory_backoff[node_name] = until
+            note = f" (backoff kept in memory only: {e})"
+        self.events.record(
+            ref or Ref.node(node_name),
+            WARNING,
+            NODE_BACKOFF,
+            f"Not draining this node again before {iso(until)} (failure {failures}): {reason}",
+        )
+        return until, note
+
     def _interrupted(self, node_name: str, ref: Ref, evicted: Sequence[Pod]) -> DrainResult:
         msg = f"stopped (shutdown or lost leadership) after {len(evicted)} evictions; the node's mark is removed"
         try:
@@ -454,20 +475,7 @@ class Drainer:
             except ApiError as e:
                 message += f" (could not remove the mark: {e})"
         if back_off:
-            base = self.config.rescheduler.node_backoff
-            now = self.wall()
-            try:
-                until, failures = self.marker.back_off(node_name, now, base)
-            except ApiError as e:
-                until, failures = now + base, 1
-                self.memory_backoff[node_name] = until
-                message += f" (backoff kept in memory only: {e})"
-            self.events.record(
-                ref,
-                WARNING,
-                NODE_BACKOFF,
-                f"Not draining this node again before {iso(until)} (failure {failures}): {reason}",
-            )
+            message += self.back_off(node_name, reason, ref)[1]
         self.metrics.drains_failed.labels(reason).inc()
         self.events.record(ref, WARNING, DRAIN_FAILED, f"{reason}: {message}"[:1000])
         log.warning(

@@ -39,6 +39,10 @@ __all__ = [
     "NODE_BACKOFF",
     "DRAIN_HELD_BACK",
     "WAITING_FOR_JOBS",
+    "CAPACITY_REQUESTED",
+    "CAPACITY_PROVISIONED",
+    "CAPACITY_RELEASED",
+    "CAPACITY_FAILED",
 ]
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -57,6 +61,10 @@ NODE_BACKOFF = "SpotshiftNodeBackoff"
 DRAIN_HELD_BACK = "SpotshiftDrainHeldBack"
 """An operator's disruption control holds back a node the plan would otherwise drain (once per change)."""
 WAITING_FOR_JOBS = "SpotshiftWaitingForJobs"
+CAPACITY_REQUESTED = "SpotshiftCapacityRequested"
+CAPACITY_PROVISIONED = "SpotshiftCapacityProvisioned"
+CAPACITY_RELEASED = "SpotshiftCapacityReleased"
+CAPACITY_FAILED = "SpotshiftCapacityFailed"
 
 log = logging.getLogger("spotshift.rescheduler.cluster.events")
 

@@ -288,6 +288,9 @@ class Kube:
     def watch(self, path: str, query: Sequence[tuple[str, Any]], timeout: float) -> LineStream:
         return self.transport.stream(path, query=query, timeout=timeout)
 
+    def delete(self, path: str, body: Any = None) -> dict[str, Any]:
+        return _decode(self.transport.request("DELETE", path, body=body))
+
     # discovery
     def eviction_version(self) -> str:
         """``v1`` or ``v1beta1``: the version of the ``pods/eviction`` subresource, as ``kubectl drain`` finds it.

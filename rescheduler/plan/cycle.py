@@ -35,6 +35,7 @@ from shared.switches import CURRENT, Switches
 
 if TYPE_CHECKING:
     from rescheduler.plan.candidates import PlanCache
+    from rescheduler.plan.records import Plan
 
 __all__ = [
     "NodeMoves",
@@ -173,7 +174,7 @@ def decide(
     young = int(getattr(planned, "young_targets", 0) or 0)
     classes = count_classes(snapshot, config)
     if unschedulable is None:
-        unschedulable = len(unschedulable_pods(snapshot.pending))
+        unschedulable = len(unschedulable_pods(snapshot.pending, config.namespace))
     if unschedulable:
         return Decision(f"{unschedulable} pods are unschedulable", (), (), unschedulable, classes, held, young)
     taint_key = config.rescheduler.drain_taint_key
@@ -213,6 +214,7 @@ def plan_nodes(
     switches: Switches = CURRENT,
     exclude: Mapping[str, str] | None = None,
     now: float | None = None,
+    sink: Callable[[Plan], None] | None = None,
 ) -> Planned:
     """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
     with its moves. The planner leaves the snapshot as it found it. ``time_budget`` is read on ``clock`` (both
@@ -220,7 +222,8 @@ def plan_nodes(
     to the next (see :func:`rescheduler.run.default_planner`); the result is the same without it, only slower.
     ``switches``: the cluster's kube-scheduler rules (:mod:`shared.switches`). ``exclude``
     (:func:`excluded_nodes`) are not candidates. ``now`` (Unix seconds) is when the operator's ``disruption``
-    controls are judged; what they hold back is in the answer's ``held``."""
+    controls are judged; what they hold back is in the answer's ``held``. ``sink``, if given, receives the whole
+    :class:`~rescheduler.plan.records.Plan` (why each other node stays: capacity mode reads it)."""
     from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
     result = plan(
@@ -233,6 +236,8 @@ def plan_nodes(
         exclude=exclude,
         now=now,
     )
+    if sink is not None:
+        sink(result)
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
         by_node.setdefault(m.source, []).append((m.pod, m.target))

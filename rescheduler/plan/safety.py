@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.model import PDB, Pod
 from shared.pdbs import PdbIndex
+from shared.placeholders import is_placeholder
 
 __all__ = [
     "Refusal",
@@ -110,14 +111,18 @@ def pdb_refusals(
     return out
 
 
-def unschedulable_pods(pods: Iterable[Pod]) -> list[Pod]:
+def unschedulable_pods(pods: Iterable[Pod], namespace: str | None = None) -> list[Pod]:
     """Pods waiting for a node the scheduler could not find: Pending, unbound, ``PodScheduled=False/Unschedulable``.
 
     While any exist the cluster is short of room; moving more pods would make it worse, so the run loop pauses.
+    spotshift's placeholder pods in ``namespace`` (spotshift's own) do not count: they wait for a node on
+    purpose, for the autoscaler to add one (:mod:`shared.placeholders`).
     """
     out = []
     for p in pods:
         if p.unschedulable and not p.node_name and not p.terminal and not p.terminating:
+            if namespace is not None and is_placeholder(p, namespace):
+                continue
             out.append(p)
     return out
 

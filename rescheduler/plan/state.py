@@ -7,7 +7,8 @@ set of statically feasible targets (:class:`SortedFree`) for best fit by bisecti
 filters (inter-pod affinity, topology spread) are answered by the incremental
 :class:`~rescheduler.plan.topology.TopologyIndex`. Expendable pods on spot targets are taken out for the
 simulation (the scheduler preempts them for the pods that arrive) and put back by :meth:`Simulation.restore`,
-so the snapshot is left as it came in.
+so the snapshot is left as it came in; spotshift's placeholder pods (:mod:`shared.placeholders`) are treated
+alike whatever their priority.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from shared.controls import target_too_young
 from shared.fit import fits
 from shared.model import Pod
 from shared.movable import is_expendable
+from shared.placeholders import is_placeholder
 from shared.ports import check_host_ports
 from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_SPREAD, ERR_SPREAD_MISSING_LABEL, Reason
 from shared.resources import check_resources, requests_anything
@@ -105,6 +107,7 @@ class Simulation:
         self.verify_rejections = 0
         classes = config.node_classes
         cutoff = config.movability.expendable_priority_cutoff
+        home = config.namespace
 
         self.targets: list[NodeInfo] = []
         self.candidates: list[NodeInfo] = []
@@ -133,7 +136,7 @@ class Simulation:
         # (and back in :meth:`restore`, also when anything below fails).
         self.preempted: list[Pod] = []
         for info in self.targets:
-            for p in [p for p in info.pods if is_expendable(p, cutoff)]:
+            for p in [p for p in info.pods if is_expendable(p, cutoff) or is_placeholder(p, home)]:
                 snapshot.remove_pod(p)
                 self.preempted.append(p)
         try:
@@ -142,7 +145,9 @@ class Simulation:
             self.restore()
             raise
         self.pending_unschedulable = sum(
-            1 for p in snapshot.pending if p.unschedulable and not is_expendable(p, cutoff)
+            1
+            for p in snapshot.pending
+            if p.unschedulable and not is_expendable(p, cutoff) and not is_placeholder(p, home)
         )
 
     def _setup(self, topology_memo: TopologyMemo) -> None:

@@ -315,7 +315,24 @@ class FakeApiServer:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction", path)
         if m and method == "POST":
             return self._evict(m[1], m[2], body)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", path)
+        if m and method == "POST":  # create, with generateName as the API server does it
+            meta = dict(body.get("metadata") or {})
+            meta["namespace"] = m[1]
+            if not meta.get("name"):
+                meta["name"] = f"{meta.get('generateName', 'pod-')}{next(self._uid):05d}"
+            with self.cond:
+                if f"{m[1]}/{meta['name']}" in self.store["pods"]:
+                    raise _Error(409, "AlreadyExists", f"pod {meta['name']} already exists")
+            return self.put("pods", {**body, "metadata": meta, "status": {"phase": "Pending"}})
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+        if m and method == "DELETE":
+            with self.cond:
+                obj = self.store["pods"].get(f"{m[1]}/{m[2]}")
+            if obj is None:
+                raise _Error(404, "NotFound", f"pods {m[1]}/{m[2]} not found")
+            self.remove("pods", f"{m[1]}/{m[2]}")
+            return obj
         if m:
             return self._object("pods", f"{m[1]}/{m[2]}", method, body)
         m = re.fullmatch(r"/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path)

@@ -1,6 +1,6 @@
 """README.md's configuration and metrics references are what the code says (tools/gen_reference.py).
 
-A setting added to shared/config.py, or a metric added or renamed in extender/metrics.py or
+A setting added to shared/config_sections.py, or a metric added or renamed in extender/metrics.py or
 rescheduler/metrics.py, fails here until ``python3 tools/gen_reference.py`` rewrites the README.
 """
 

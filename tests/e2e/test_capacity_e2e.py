@@ -1,0 +1,283 @@
+"""Capacity mode on the real 1.20 control plane: placeholder pods ask a node provisioner for spot room.
+
+The provisioner is the stand-in of ``provisioner.py`` (what cluster-autoscaler or Karpenter would do: a Ready
+spot node for pending pods that require spot, after a delay, or never). The placeholders carry the
+PriorityClass shipped in deploy/components/capacity, so the real kube-scheduler preempts them for workload
+pods. Each test ends with no placeholder left in the namespace, checked by label.
+
+* (a) an on-demand node is emptied onto newly provisioned spot capacity;
+* (b) spot never appears: the placeholders are gone after ``capacity.timeout``, the node untouched and backed off;
+* (c) a workload pod preempts a placeholder: the request ends as ``preempted``;
+* (d) a rescheduler killed mid-request leaves placeholders its successor deletes (and its own on a clean exit).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e import rescheduler_world as _base
+from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.provisioner import Provisioner
+from tests.e2e.rescheduler_world import (
+    ROOT,
+    BudgetWatcher,
+    NodeWatcher,
+    Rescheduler,
+    World,
+    _cleanup_rbac,
+    _names,
+    _service_account_kubeconfig,
+)
+
+world = _base.world
+budgets = _base.budgets
+start = _base.start
+
+pytestmark = pytest.mark.e2e
+
+PLACEHOLDER_LABEL = "spotshift.io/placeholder-for"
+BACKOFF_ANNOTATION = "spotshift.io/drain-backoff-until"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def priority_class(control_plane: ControlPlane) -> Iterator[None]:
+    """The PriorityClass deploy/components/capacity ships (cluster-scoped: created once if missing)."""
+    body = yaml.safe_load((ROOT / "deploy/components/capacity/priorityclass.yaml").read_text())
+    try:
+        control_plane.api.post(PRIORITY_CLASSES, body)
+    except ApiError as error:
+        if error.status != 409:
+            raise
+    yield
+
+
+def capacity_config(world: World, timeout: str = "60s", lease_name: str | None = None, **capacity: Any) -> Path:
+    path = world.config(**({"lease_name": lease_name} if lease_name else {}))
+    data = yaml.safe_load(path.read_text())
+    data["capacity"] = {"enabled": True, "timeout": timeout, **capacity}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def placeholders(world: World) -> list[dict[str, Any]]:
+    return world.plane.pods(world.ns, PLACEHOLDER_LABEL)
+
+
+def live_placeholders(world: World) -> list[dict[str, Any]]:
+    return [p for p in placeholders(world) if not p["metadata"].get("deletionTimestamp")]
+
+
+def none_left(world: World, timeout: float = 60) -> None:
+    wait_for(lambda: not placeholders(world), timeout=timeout, what="no placeholder pod left (by label)")
+
+
+def outcome(r: Rescheduler, name: str) -> float:
+    return r.metric("spotshift_rescheduler_capacity_requests_total", f'{{outcome="{name}"}}') or 0.0
+
+
+def capacity_events(world: World, reason: str) -> list[str]:
+    return [e["message"] for e in world.events(reason)]
+
+
+def web(world: World, replicas: int = 2, cpu: str = "500m") -> str:
+    od = world.on_demand()
+    world.deployment(
+        "web",
+        replicas,
+        containers=[{"name": "app", "image": "registry.example/app:1", "resources": {"requests": {"cpu": cpu}}}],
+    )
+    pods = world.ready("web")
+    assert set(_names(pods).values()) == {od}, _names(pods)
+    return od
+
+
+@pytest.fixture
+def provisioner(world: World) -> Iterator[Callable[..., Provisioner]]:
+    made: list[Provisioner] = []
+
+    def make(**kwargs: Any) -> Provisioner:
+        p = Provisioner(world, **kwargs)
+        p.start()
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close()
+
+
+def _capacity_rbac(world: World) -> None:
+    """deploy/components/capacity/rbac.yaml, into the test's namespace (the placeholders' home here)."""
+    paths = {
+        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{world.ns}/roles",
+        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{world.ns}/rolebindings",
+    }
+    for doc in yaml.safe_load_all((ROOT / "deploy/components/capacity/rbac.yaml").read_text()):
+        doc["metadata"]["namespace"] = world.ns
+        for subject in doc.get("subjects") or []:
+            subject["namespace"] = world.ns
+        world.plane.api.post(paths[doc["kind"]], doc)
+
+
+def test_an_on_demand_node_is_emptied_onto_newly_provisioned_spot_capacity(
+    world: World,
+    budgets: BudgetWatcher,
+    start: Callable[..., Rescheduler],
+    provisioner: Callable[..., Provisioner],
+    tmp_path: Path,
+) -> None:
+    od = web(world)
+    cloud = provisioner(mode="auto", delay=2.0)
+    # As deployed: the rescheduler's ServiceAccount with the base RBAC and deploy/components/capacity's.
+    kubeconfig = _service_account_kubeconfig(world.plane, world.ns, tmp_path, world.label)
+    try:
+        _capacity_rbac(world)
+        # The shipped Role grants get/update on the shipped Lease name only (the placeholders' owner).
+        r = start(capacity_config(world, lease_name="spotshift-rescheduler"), kubeconfig=kubeconfig)
+        r.wait_logged("drained node", timeout=180)
+        (spot,) = cloud.added
+        moved = world.pods("web")
+        assert len(moved) == 2 and {p["spec"]["nodeName"] for p in moved} == {spot}, _names(moved)
+        assert len(cloud.seen) == 2, "one placeholder per pod of the node"
+        assert outcome(r, "requested") == 1 and outcome(r, "provisioned") == 1 and outcome(r, "drained") == 1
+        assert outcome(r, "timed-out") == 0 and outcome(r, "preempted") == 0
+        assert r.metric("spotshift_rescheduler_drains_succeeded_total") == 1
+        (requested,) = capacity_events(world, "SpotshiftCapacityRequested")
+        assert "the node needs 1 CPU / 0 GiB on spot" in requested, requested
+        assert capacity_events(world, "SpotshiftCapacityProvisioned")
+        assert any(m.startswith("drained:") for m in capacity_events(world, "SpotshiftCapacityReleased"))
+        assert od in world.nodes
+        none_left(world)
+        assert not [line for line in r.lines() if "403" in json.dumps(line)], "RBAC refused a verb the loop uses"
+    finally:
+        _cleanup_rbac(world.plane, world.label)
+
+
+def test_without_spot_capacity_the_placeholders_go_after_the_timeout_and_the_node_is_backed_off(
+    world: World, budgets: BudgetWatcher, start: Callable[..., Rescheduler], provisioner: Callable[..., Provisioner]
+) -> None:
+    od = web(world)
+    before = _names(world.pods("web"))
+    cloud = provisioner(mode="never")
+    watcher = NodeWatcher(world.plane, [od])
+    watcher.start()
+    try:
+        r = start(capacity_config(world, timeout="6s"))
+        wait_for(lambda: len(cloud.seen) == 2, timeout=60, what="two placeholders pending for spot")
+        wait_for(lambda: outcome(r, "timed-out") == 1, timeout=60, what="the request to time out")
+        none_left(world)
+        node = world.node(od)
+        assert BACKOFF_ANNOTATION in node["metadata"].get("annotations", {}), node["metadata"]
+        assert world.events("SpotshiftNodeBackoff"), "the backoff is recorded on the node"
+        (failed,) = capacity_events(world, "SpotshiftCapacityFailed")
+        assert failed.startswith("timed-out: spot capacity did not appear within 6s"), failed
+        assert r.logged("spot capacity for node")
+        # Backed off: no new request in the cycles that follow (the backoff lasts 30m by default).
+        cycles = len(r.logged("plan: "))
+        wait_for(lambda: len(r.logged("plan: ")) >= cycles + 3, timeout=60, what="three more cycles")
+        assert outcome(r, "requested") == 1 and not placeholders(world)
+    finally:
+        touched = watcher.close()
+    assert touched == {}, f"the node was touched: {touched}"
+    assert _names(world.pods("web")) == before, "the pods stayed where they were"
+    assert cloud.added == []
+
+
+def test_a_placeholder_is_preempted_by_a_workload_pod_that_needs_its_room(
+    world: World, budgets: BudgetWatcher, start: Callable[..., Rescheduler], provisioner: Callable[..., Provisioner]
+) -> None:
+    web(world)
+    cloud = provisioner(mode="manual")
+    r = start(capacity_config(world))
+    wait_for(lambda: len(cloud.pending()) == 2, timeout=60, what="two placeholders pending for spot")
+
+    # A pod no node can take pauses the rescheduler (it only follows its requests then), so it cannot drain
+    # the node onto the placeholders' room before the workload pod below needs that room.
+    pods = f"/api/v1/namespaces/{world.ns}/pods"
+    world.plane.api.post(
+        pods,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "stuck"},
+            "spec": {
+                "nodeSelector": {"e2e.spotshift.io/nowhere": "true"},
+                "containers": [{"name": "c", "image": "registry.example/app:1"}],
+            },
+        },
+    )
+    r.wait_logged("paused: 1 pods are unschedulable", timeout=60)
+    spot = cloud.provision()
+    assert spot is not None
+    wait_for(
+        lambda: len([p for p in live_placeholders(world) if (p.get("status") or {}).get("phase") == "Running"]) == 2,
+        timeout=60,
+        what="both placeholders Running on the new spot node",
+    )
+    # The spot node has 200m left; this pod needs 600m: the scheduler preempts a placeholder for it.
+    world.plane.api.post(
+        pods,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "hungry"},
+            "spec": {
+                "nodeSelector": {world.spot_key: "true"},
+                "containers": [
+                    {"name": "c", "image": "registry.example/app:1", "resources": {"requests": {"cpu": "600m"}}}
+                ],
+            },
+        },
+    )
+    wait_for(
+        lambda: world.plane.api.get(f"{pods}/hungry")["spec"].get("nodeName") == spot,
+        timeout=90,
+        what="the workload pod to be scheduled onto the placeholders' room",
+    )
+    wait_for(lambda: outcome(r, "preempted") == 1, timeout=60, what="the request to end as preempted")
+    (failed,) = capacity_events(world, "SpotshiftCapacityFailed")
+    assert failed.startswith("preempted: placeholder"), failed
+    none_left(world)
+    assert r.metric("spotshift_rescheduler_drains_started_total") == 0
+    # Stopped while still paused; a clean exit leaves no placeholder of any later request either.
+    r.close()
+    world.plane.api.delete_if_exists(f"{pods}/stuck")
+    none_left(world)
+
+
+def test_a_rescheduler_restarted_mid_request_leaves_no_orphan_placeholders(
+    world: World, budgets: BudgetWatcher, start: Callable[..., Rescheduler], provisioner: Callable[..., Provisioner]
+) -> None:
+    web(world)
+    cloud = provisioner(mode="never")
+    config = capacity_config(world, timeout="10m")
+    first = start(config, name="first")
+    wait_for(lambda: len(live_placeholders(world)) == 2, timeout=60, what="the first rescheduler's placeholders")
+    orphans = {p["metadata"]["name"] for p in live_placeholders(world)}
+    first.signal(signal.SIGKILL)  # no chance to clean up
+    assert first.wait(30) == -signal.SIGKILL
+    assert {p["metadata"]["name"] for p in live_placeholders(world)} == orphans, "left behind by the crash"
+
+    second = start(config, name="second")
+    second.wait_logged("spot capacity for node", timeout=90)
+    wait_for(
+        lambda: not orphans & {p["metadata"]["name"] for p in placeholders(world)},
+        timeout=60,
+        what="the successor to delete its predecessor's placeholders",
+    )
+    assert outcome(second, "orphaned") == 1
+    assert capacity_events(world, "SpotshiftCapacityReleased")
+    # The successor asks again for itself; on a clean exit it deletes its own.
+    wait_for(lambda: len(live_placeholders(world)) == 2, timeout=60, what="the successor's own placeholders")
+    second.signal(signal.SIGTERM)
+    assert second.wait(30) == 0
+    none_left(world)
+    assert cloud.added == []
