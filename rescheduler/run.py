@@ -419,7 +419,9 @@ class Rescheduler:
         """Capacity mode: follow the placeholder requests out, and ask for the nodes that only lack spot room
         (:mod:`rescheduler.cluster.capacity`), from this cycle's plan."""
         plan = self.last_plan
-        if plan is None or decision.paused or self._planned_snapshot is None:
+        if plan is None or decision.paused or self._planned_snapshot is None or plan.window_closed:
+            # No drain may start now (paused, or outside every drain window): ask for no new room, whose
+            # placeholders would only hold spot capacity until a window opens; follow the requests out.
             self.capacity.tend()
             return
         self.capacity.step(self._planned_snapshot, plan.reasons, plan.drained)

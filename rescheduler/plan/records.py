@@ -48,6 +48,12 @@ class Plan:
         """Node → the one sentence saying why it stays."""
         return {node: why.message for node, why in self.reasons.items()}
 
+    @property
+    def window_closed(self) -> bool:
+        """Whether every drain window of ``disruption.budgets`` is closed now (the summary says until when)."""
+        budget = self.summary.get("disruption_budget")
+        return bool(budget and budget.get("outside_window_until"))
+
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: ``{"moves": [{"pod", "from", "to"}], "drained", "undrainable" (node → sentence),
         "summary", "reasons" (node → {"kind", "pod", "detail"}), "pacing" (drained node → [{"pdb", "pods",

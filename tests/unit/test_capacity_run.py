@@ -4,6 +4,7 @@ tests/e2e/test_capacity_e2e.py."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -132,6 +133,32 @@ def test_a_placeholder_the_api_refuses_undoes_the_request_and_backs_the_node_off
     assert sample(r, "create-failed") == 1
     assert BACKOFF in server.get_obj("nodes", "od-1")["metadata"]["annotations"]
     assert not [k for k in server.store["pods"] if k.startswith("spotshift/")]
+
+
+def closed_window_env() -> dict[str, str]:
+    """A budget whose only window opens for one minute twelve hours from now, so it is closed now."""
+    hour = time.gmtime(time.time() + 12 * 3600).tm_hour
+    return {
+        "SPOTSHIFT_CAPACITY_ENABLED": "true",
+        "SPOTSHIFT_DISRUPTION_BUDGETS": f'[{{nodes: "1", schedule: "0 {hour} * * *", duration: 1m}}]',
+    }
+
+
+def test_outside_every_drain_window_no_room_is_asked_for() -> None:
+    server = no_room()
+    r = run_once(server, env=closed_window_env())
+    assert r.last_plan is not None and r.last_plan.window_closed
+    assert pod_writes(server) == []
+    assert r.capacity.requests == {} and sample(r, "requested") is None
+
+
+def test_outside_every_drain_window_placeholders_no_request_owns_are_still_deleted() -> None:
+    server = no_room()
+    server.put("pods", leftover("spotshift-placeholder-old"))
+    r = run_once(server, env=closed_window_env())
+    assert sample(r, "orphaned") == 1
+    assert ("DELETE", "/api/v1/namespaces/spotshift/pods/spotshift-placeholder-old") in pod_writes(server)
+    assert [m for m, _ in pod_writes(server)] == ["DELETE"]
 
 
 # ---- the requester on its own, with a clock ------------------------------------------------------------------
