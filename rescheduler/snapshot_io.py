@@ -36,6 +36,7 @@ import orjson
 from msgspec import Raw, Struct
 
 from rescheduler.snapshot_pods import NONE, PodItem, PodReader, validation_problem
+from shared.disruption import with_computed_status
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot
 
@@ -256,8 +257,15 @@ class SnapshotParts:
         return cls([], [], [], [], [], [])
 
     def snapshot(self) -> ClusterSnapshot:
+        """The snapshot; budgets whose status is absent or stale get it computed from the pods, as the run
+        loop's state does (:mod:`shared.disruption`)."""
         return ClusterSnapshot(
-            self.nodes, self.pods, pdbs=self.pdbs, namespaces=self.namespaces, pvs=self.pvs, pvcs=self.pvcs
+            self.nodes,
+            self.pods,
+            pdbs=with_computed_status(self.pdbs, self.pods),
+            namespaces=self.namespaces,
+            pvs=self.pvs,
+            pvcs=self.pvcs,
         )
 
 

@@ -450,6 +450,12 @@ class PDB:
 
     In ``policy/v1`` an empty selector selects every pod of the namespace; in ``policy/v1beta1`` it
     selected none (the API changed meaning in 1.21), so a v1beta1 empty selector is stored as None.
+
+    ``status_current`` is False when the disruption controller has not computed the status for the budget's
+    spec: no status at all, or ``status.observedGeneration`` below ``metadata.generation`` (a new budget, an
+    edited one). Its status numbers are then not to be trusted; :func:`shared.disruption.with_computed_status`
+    computes them from the pods. ``disrupted_pods`` are the names in ``status.disruptedPods``: pods whose
+    eviction the API server accepted and the controller has not yet seen deleted.
     """
 
     namespace: str
@@ -461,6 +467,8 @@ class PDB:
     current_healthy: int = 0
     desired_healthy: int = 0
     expected_pods: int = 0
+    status_current: bool = True
+    disrupted_pods: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -489,6 +497,9 @@ class PDB:
             current_healthy=int(status.get("currentHealthy") or 0),
             desired_healthy=int(status.get("desiredHealthy") or 0),
             expected_pods=int(status.get("expectedPods") or 0),
+            status_current=bool(status)
+            and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
+            disrupted_pods=frozenset(status.get("disruptedPods") or ()),
         )
 
     def selects(self, pod: Pod) -> bool:

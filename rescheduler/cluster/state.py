@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rescheduler.cluster.kube import Kube, LineStream
+from shared.disruption import with_computed_status
 from shared.kube.informer import Informer as SharedInformer
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
@@ -264,11 +265,12 @@ class ClusterState:
         """A fresh snapshot of everything, for the planner to mutate (nodes in name order: stable plans).
 
         Equal to ``ClusterSnapshot(nodes, pods, ...)`` built from the views (a test checks it after random
-        events), but made by copying the maintained NodeInfos' lists and dicts.
+        events), but made by copying the maintained NodeInfos' lists and dicts. Budgets whose status is absent
+        or stale get it computed from the pods (:mod:`shared.disruption`), as ``plan`` does.
         """
         with self.cond:
             snap = ClusterSnapshot(
-                pdbs=list(self.pdbs.values()),
+                pdbs=with_computed_status(list(self.pdbs.values()), self.pods.values()),
                 namespaces=list(self.namespaces.values()),
                 pvs=list(self.pvs.values()),
                 pvcs=list(self.pvcs.values()),

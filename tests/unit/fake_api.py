@@ -414,7 +414,17 @@ class FakeApiServer:
                 )
             if pdbs:
                 pdb = pdbs[0]
-                allowed = (pdb.get("status") or {}).get("disruptionsAllowed") or 0
+                status = pdb.get("status") or {}
+                if (status.get("observedGeneration") or 0) < (pdb["metadata"].get("generation") or 0):
+                    # pkg/registry/core/pod/storage/eviction.go checkAndDecrement: a status not computed for
+                    # the budget's spec refuses every eviction until the disruption controller catches up.
+                    raise _Error(
+                        429,
+                        "TooManyRequests",
+                        "Cannot evict pod as it would violate the pod's disruption budget.",
+                        retry_after=0.01,
+                    )
+                allowed = status.get("disruptionsAllowed") or 0
                 if allowed <= 0:
                     raise _Error(
                         429,
