@@ -25,17 +25,7 @@ from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
-from rescheduler.cluster.state import (
-    NAMESPACES,
-    NODES,
-    PDBS,
-    POD_FIELD_SELECTOR,
-    PODS,
-    PVCS,
-    PVS,
-    ClusterState,
-    Informer,
-)
+from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, Informer
 from rescheduler.metrics import Metrics
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import PDB_ALL_AT_ONCE, Config
@@ -97,14 +87,7 @@ class Cluster:
         return self.abort or self.stop.is_set()
 
     def start(self) -> None:
-        for kind, path, query in (
-            (NODES, "/api/v1/nodes", ()),
-            (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
-            (PDBS, "/apis/policy/v1/poddisruptionbudgets", ()),
-            (NAMESPACES, "/api/v1/namespaces", ()),
-            (PVS, "/api/v1/persistentvolumes", ()),
-            (PVCS, "/api/v1/persistentvolumeclaims", ()),
-        ):
+        for kind, path, query in ((PDBS, "/apis/policy/v1/poddisruptionbudgets", ()), *WATCHES):
             informer = Informer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
             informer.start()
             self.informers.append(informer)
