@@ -329,3 +329,32 @@ def test_plan_keeps_a_pod_whose_claim_can_only_be_provisioned_where_no_spot_node
     stays = planned(_snapshot_with("zonal-sc", "b"))
     assert stays.drained == ()
     assert ERR_VOLUME_BIND_CONFLICT in stays.undrainable["od-1"]
+
+
+def test_plan_sends_a_pod_to_the_one_spot_node_holding_an_available_local_volume() -> None:
+    # Spot nodes alike but for their hostname: the static filters must check them one by one, not as a group.
+    items = [
+        sc_json("local-sc", provisioner="kubernetes.io/no-provisioner"),
+        pv_json("local-spot-2", "local-sc", host="spot-2"),
+        builders.pvc_json("data", namespace="shop") | {"spec": {"storageClassName": "local-sc"}},
+    ]
+    snap = load_bytes(orjson.dumps(builders.api_list(items)))
+    db = builders.pod_json(
+        "db-0",
+        namespace="shop",
+        node_name="od-1",
+        owners=[builders.owner("StatefulSet", "db")],
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        requests={"cpu": "100m"},
+    )
+    spots = [node(f"spot-{i}", spot=True) for i in (1, 2, 3)]
+    result = planned(
+        cluster(
+            [node("od-1"), *spots],
+            [Pod.from_api(db)],
+            pvs=snap.pvs.values(),
+            pvcs=snap.pvcs.values(),
+            storage_classes=snap.storage_classes.values(),
+        )
+    )
+    assert [(m.pod, m.target) for m in result.moves] == [("shop/db-0", "spot-2")]
