@@ -45,17 +45,7 @@ from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.marks import MarkReconciler, NodeMarker
-from rescheduler.cluster.state import (
-    NAMESPACES,
-    NODES,
-    PDBS,
-    POD_FIELD_SELECTOR,
-    PODS,
-    PVCS,
-    PVS,
-    ClusterState,
-    Informer,
-)
+from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, Informer
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
@@ -252,15 +242,7 @@ class Rescheduler:
         """Discover the PodDisruptionBudget version, then list and watch every kind the planner reads (those
         ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
         self.state.pdb_api_version = f"policy/{self.kube.pdb_version()}"
-        specs = (
-            (NODES, "/api/v1/nodes", ()),
-            (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
-            (PDBS, self.kube.pdb_path(), ()),
-            (NAMESPACES, "/api/v1/namespaces", ()),
-            (PVS, "/api/v1/persistentvolumes", ()),
-            (PVCS, "/api/v1/persistentvolumeclaims", ()),
-        )
-        for kind, path, query in specs:
+        for kind, path, query in ((PDBS, self.kube.pdb_path(), ()), *WATCHES):
             informer = Informer(
                 self.kube,
                 self.state,

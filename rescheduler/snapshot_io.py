@@ -11,7 +11,8 @@ whole path, figures in ``bench/README.md``). So:
   ``msgspec.Raw`` byte slices of the input, decoded only when first seen.
 * Pods take the fast path of :mod:`rescheduler.snapshot_pods`: parsed once per distinct template, each part
   cached on its own bytes, tested to build pods equal to ``Pod.from_api``.
-* Everything else (nodes, PDBs, namespaces, PVs, PVCs) goes through the shared ``from_api`` constructors.
+* Everything else (nodes, PDBs, namespaces, PVs, PVCs, StorageClasses) goes through the shared ``from_api``
+  constructors.
 
 The input file is memory-mapped, not read into the heap; peak memory is the mapping plus the lean views.
 A live cluster is read by :mod:`rescheduler.cluster.listing` into the same :class:`SnapshotParts`.
@@ -36,8 +37,10 @@ import orjson
 from msgspec import Raw, Struct
 
 from rescheduler.snapshot_pods import NONE, PodItem, PodReader, validation_problem
+from shared.disruption import with_computed_status
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot
+from shared.storage import StorageClass
 
 __all__ = [
     "SnapshotError",
@@ -60,10 +63,8 @@ KINDS = (
     "PersistentVolumeClaim",
     "StorageClass",
 )
-"""The item kinds a snapshot may hold; anything else is an error (a typo must not be ignored). StorageClasses
-are accepted, so the documented ``kubectl get nodes,pods,pdb,pv,pvc,storageclass`` works, and not used: the
-volume check reads bound claims' PersistentVolumes, and an unbound claim sets no constraint
-(:mod:`shared.volumes`)."""
+"""The item kinds a snapshot may hold; anything else is an error (a typo must not be ignored). The volume check
+(:mod:`shared.volumes`) reads PersistentVolumes, their claims and the claims' StorageClasses."""
 
 
 class SnapshotError(ValueError):
@@ -141,6 +142,15 @@ class _GenericItem(Struct):
     status: Raw = NONE
 
 
+class _StorageClassItem(Struct):
+    """A StorageClass keeps its fields at the top level, not under ``spec``."""
+
+    metadata: Raw = NONE
+    provisioner: str | None = None
+    volumeBindingMode: str | None = None
+    allowedTopologies: Raw = NONE
+
+
 # Tagged variants for mixed ``v1 List`` items (``kubectl get a,b,c -o json`` sets kind on every item).
 class _TPod(PodItem, tag_field="kind", tag="Pod"):
     pass
@@ -166,7 +176,7 @@ class _TPVC(_GenericItem, tag_field="kind", tag="PersistentVolumeClaim"):
     pass
 
 
-class _TSC(_GenericItem, tag_field="kind", tag="StorageClass"):
+class _TSC(_StorageClassItem, tag_field="kind", tag="StorageClass"):
     pass
 
 
@@ -178,7 +188,7 @@ _UNTAGGED: dict[str, type[Struct]] = {
     "Namespace": _GenericItem,
     "PersistentVolume": _GenericItem,
     "PersistentVolumeClaim": _GenericItem,
-    "StorageClass": _GenericItem,
+    "StorageClass": _StorageClassItem,
 }
 _TAGGED_KIND: dict[type, str] = {_TPod: "Pod", _TNode: "Node", _TPDB: "PodDisruptionBudget", _TNamespace: "Namespace"}
 _TAGGED_KIND.update({_TPV: "PersistentVolume", _TPVC: "PersistentVolumeClaim", _TSC: "StorageClass"})
@@ -227,6 +237,17 @@ def _generic(item: _GenericItem, api_version: str | None = None) -> dict[str, An
     return raw
 
 
+def _storage_class(item: _StorageClassItem) -> StorageClass:
+    return StorageClass.from_api(
+        {
+            "metadata": _loads(item.metadata) or {},
+            "provisioner": item.provisioner,
+            "volumeBindingMode": item.volumeBindingMode,
+            "allowedTopologies": _loads(item.allowedTopologies),
+        }
+    )
+
+
 def _node(item: _NodeItem) -> Node:
     raw: dict[str, Any] = {"metadata": _loads(item.metadata) or {}, "spec": _loads(item.spec) or {}}
     st = item.status
@@ -250,14 +271,23 @@ class SnapshotParts:
     namespaces: list[Namespace]
     pvs: list[PersistentVolume]
     pvcs: list[PersistentVolumeClaim]
+    storage_classes: list[StorageClass]
 
     @classmethod
     def empty(cls) -> SnapshotParts:
-        return cls([], [], [], [], [], [])
+        return cls([], [], [], [], [], [], [])
 
     def snapshot(self) -> ClusterSnapshot:
+        """The snapshot; budgets whose status is absent or stale get it computed from the pods, as the run
+        loop's state does (:mod:`shared.disruption`)."""
         return ClusterSnapshot(
-            self.nodes, self.pods, pdbs=self.pdbs, namespaces=self.namespaces, pvs=self.pvs, pvcs=self.pvcs
+            self.nodes,
+            self.pods,
+            pdbs=with_computed_status(self.pdbs, self.pods),
+            namespaces=self.namespaces,
+            pvs=self.pvs,
+            pvcs=self.pvcs,
+            storage_classes=self.storage_classes,
         )
 
 
@@ -284,7 +314,7 @@ class SnapshotReader:
         elif kind == "PersistentVolumeClaim":
             parts.pvcs.append(PersistentVolumeClaim.from_api(_generic(item)))
         elif kind == "StorageClass":
-            pass  # accepted, not used (see KINDS)
+            parts.storage_classes.append(_storage_class(item))
         else:  # pragma: no cover - the decoders admit only KINDS
             raise ParseError(f"unsupported kind {kind!r}")
 

@@ -450,6 +450,12 @@ class PDB:
 
     In ``policy/v1`` an empty selector selects every pod of the namespace; in ``policy/v1beta1`` it
     selected none (the API changed meaning in 1.21), so a v1beta1 empty selector is stored as None.
+
+    ``status_current`` is False when the disruption controller has not computed the status for the budget's
+    spec: no status at all, or ``status.observedGeneration`` below ``metadata.generation`` (a new budget, an
+    edited one). Its status numbers are then not to be trusted; :func:`shared.disruption.with_computed_status`
+    computes them from the pods. ``disrupted_pods`` are the names in ``status.disruptedPods``: pods whose
+    eviction the API server accepted and the controller has not yet seen deleted.
     """
 
     namespace: str
@@ -461,6 +467,8 @@ class PDB:
     current_healthy: int = 0
     desired_healthy: int = 0
     expected_pods: int = 0
+    status_current: bool = True
+    disrupted_pods: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -489,10 +497,17 @@ class PDB:
             current_healthy=int(status.get("currentHealthy") or 0),
             desired_healthy=int(status.get("desiredHealthy") or 0),
             expected_pods=int(status.get("expectedPods") or 0),
+            status_current=bool(status)
+            and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
+            disrupted_pods=frozenset(status.get("disruptedPods") or ()),
         )
 
     def selects(self, pod: Pod) -> bool:
         return self.selector is not None and pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+"""The annotation that names a volume's or claim's class ahead of ``spec.storageClassName``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +516,7 @@ class PersistentVolume:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     node_affinity: NodeSelector | None = None
     claim: str = ""  # "namespace/name" of the bound claim
+    storage_class: str = ""  # GetPersistentVolumeClass: the beta annotation, else spec.storageClassName
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> PersistentVolume:
@@ -508,20 +524,26 @@ class PersistentVolume:
         spec = raw.get("spec") or {}
         na = (spec.get("nodeAffinity") or {}).get("required")
         ref = spec.get("claimRef") or {}
+        storage_class = (meta.get("annotations") or {}).get(BETA_STORAGE_CLASS)
         return cls(
             name=meta.get("name") or "",
             labels=_strmap(meta.get("labels"), "pv: metadata.labels"),
             node_affinity=parse_node_selector(na, "spec.nodeAffinity.required"),
             claim=f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else "",
+            storage_class=storage_class if storage_class is not None else spec.get("storageClassName") or "",
         )
 
 
 @dataclass(frozen=True, slots=True)
 class PersistentVolumeClaim:
+    """``storage_class`` is ``GetPersistentVolumeClaimClass``: the beta annotation, else ``spec.storageClassName``;
+    ``selected_node`` the node the scheduler chose for a claim waiting for its first consumer."""
+
     namespace: str
     name: str
     volume_name: str = ""
     storage_class: str = ""
+    selected_node: str = ""
 
     @property
     def key(self) -> str:
@@ -531,11 +553,14 @@ class PersistentVolumeClaim:
     def from_api(cls, raw: Mapping[str, Any]) -> PersistentVolumeClaim:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        storage_class = annotations.get(BETA_STORAGE_CLASS)
         return cls(
             namespace=meta.get("namespace") or "default",
             name=meta.get("name") or "",
             volume_name=spec.get("volumeName") or "",
-            storage_class=spec.get("storageClassName") or "",
+            storage_class=storage_class if storage_class is not None else spec.get("storageClassName") or "",
+            selected_node=annotations.get("volume.kubernetes.io/selected-node") or "",
         )
 
 

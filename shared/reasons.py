@@ -26,6 +26,8 @@ __all__ = [
     "ERR_SPREAD_MISSING_LABEL",
     "ERR_VOLUME_NODE_AFFINITY",
     "ERR_VOLUME_ZONE",
+    "ERR_UNBOUND_IMMEDIATE_CLAIMS",
+    "ERR_VOLUME_BIND_CONFLICT",
     "ERR_NOT_SPOT",
     "ERR_RECLAIMED",
 ]
@@ -53,6 +55,9 @@ ERR_SPREAD_MISSING_LABEL = ERR_SPREAD + " (missing required label)"
 # volumebinding/volume_binding.go ErrReasonNodeConflict; volumezone/volume_zone.go ErrReasonConflict
 ERR_VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
 ERR_VOLUME_ZONE = "node(s) had no available volume zone"
+# volumebinding/volume_binding.go PreFilter; controller/volume/scheduling/scheduler_binder.go ErrReasonBindConflict
+ERR_UNBOUND_IMMEDIATE_CLAIMS = "pod has unbound immediate PersistentVolumeClaims"
+ERR_VOLUME_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 # spotshift's own, for targets: the rescheduler moves pods only onto spot nodes that are not reclaimed.
 ERR_NOT_SPOT = "node(s) were not spot"
 ERR_RECLAIMED = "node(s) were being reclaimed"

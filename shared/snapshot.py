@@ -24,6 +24,7 @@ from shared.model import (
     PersistentVolumeClaim,
     Pod,
 )
+from shared.storage import StorageClass
 
 __all__ = ["NodeInfo", "ClusterSnapshot"]
 
@@ -101,7 +102,8 @@ def _index_of(pods: list[Pod], pod: Pod) -> int | None:
 
 
 class ClusterSnapshot:
-    """Every node's ``NodeInfo`` plus what cross-node predicates need (namespaces, PVs, PDBs).
+    """Every node's ``NodeInfo`` plus what cross-node predicates need (namespaces, PVs, PVCs, StorageClasses,
+    PDBs).
 
     Pods bound to a node the snapshot does not know are kept in :attr:`unknown_node_pods`; pods with no
     node are :attr:`pending`. Nodes keep their insertion order (the API's list order).
@@ -116,6 +118,7 @@ class ClusterSnapshot:
         namespaces: Iterable[Namespace] = (),
         pvs: Iterable[PersistentVolume] = (),
         pvcs: Iterable[PersistentVolumeClaim] = (),
+        storage_classes: Iterable[StorageClass] = (),
     ) -> None:
         self.nodes: dict[str, NodeInfo] = {n.name: NodeInfo(n) for n in nodes}
         self.pending: list[Pod] = []
@@ -124,6 +127,7 @@ class ClusterSnapshot:
         self.namespaces: dict[str, Namespace] = {ns.name: ns for ns in namespaces}
         self.pvs: dict[str, PersistentVolume] = {pv.name: pv for pv in pvs}
         self.pvcs: dict[str, PersistentVolumeClaim] = {c.key: c for c in pvcs}
+        self.storage_classes: dict[str, StorageClass] = {c.name: c for c in storage_classes}
         self.version = 0
         for p in pods:
             self._place(p)

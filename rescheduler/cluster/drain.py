@@ -5,7 +5,9 @@ The steps, each a place where the drain may stop safely:
 1. **Re-check** against the live state: the node's movable pods are still the planned ones, and the
    PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) let the drain start by
    ``rescheduler.pdb_rule`` (:func:`rescheduler.plan.safety.pdb_refusals`): each allows a disruption now, or
-   under ``all-at-once`` every eviction together. A refusal skips the node untouched.
+   under ``all-at-once`` every eviction together. A budget whose status is absent or stale is judged by the
+   status computed from the watched pods, as the plan judged it (:mod:`shared.disruption`). A refusal skips
+   the node untouched.
 2. **Mark** the node so evicted pods do not come back: a ``PreferNoSchedule`` taint ``<drain_taint_key>=
    spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The
    mark names spotshift, so a restarted rescheduler finds and removes what it left (:mod:`rescheduler.cluster.marks`)
@@ -40,7 +42,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from rescheduler.cluster.events import (
     DRAIN_ABORTED,
@@ -63,9 +64,10 @@ from rescheduler.cluster.marks import (
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
-from rescheduler.plan.safety import Refusal, pdb_refusals, stale_pdbs
+from rescheduler.plan.safety import Refusal, pdb_refusals
 from shared.classes import node_class
 from shared.config import JOBS_WAIT, Config
+from shared.disruption import with_computed_status
 from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import is_job_pod, movability
 
@@ -199,7 +201,6 @@ class Drainer:
             why = f"pods changed since the plan (new: {', '.join(extra[:3]) or 'none'})"
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PLAN_STALE, why)
         live: list[PDB] = []
-        raw_items: list[dict[str, Any]] = []
         retry = Retry(self.config.rescheduler.pod_eviction_timeout, wait=self.stop.wait)
         stop = self.should_abort
         try:
@@ -207,11 +208,15 @@ class Drainer:
             for ns in sorted({p.namespace for p in pods}):
                 path = self.kube.pdb_path(ns)
                 items = retry.call(functools.partial(self.kube.get, path), stop=stop).get("items") or []
-                raw_items.extend(items)
                 live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         except (ApiError, ValueError) as e:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB_LIST, f"cannot list PodDisruptionBudgets: {e}")
-        refusals = pdb_refusals(pods, live, stale=stale_pdbs(raw_items), rule=cfg.rescheduler.pdb_rule)
+        if not all(b.status_current for b in live):
+            namespaces = {b.namespace for b in live}
+            with self.state.cond:
+                peers = [p for p in self.state.pods.values() if p.namespace in namespaces]
+            live = with_computed_status(live, peers)
+        refusals = pdb_refusals(pods, live, rule=cfg.rescheduler.pdb_rule)
         if refusals:
             return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB, str(refusals[0]), refusals=tuple(refusals))
         return pods, None

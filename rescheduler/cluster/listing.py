@@ -1,12 +1,12 @@
 """Read a cluster snapshot from a live cluster: every kind ``plan`` needs, listed page by page.
 
 ``spot-rescheduler plan`` without ``--snapshot`` (and ``kubectl spotshift plan``) plans the cluster of the
-kubeconfig. Nodes, namespaces, PVs, PVCs, PDBs and non-terminal pods are listed with the project's one pager
-(:func:`shared.kube.informer.list_pages`: ``limit``/``continue``), and each page's raw body is decoded by the
-same typed decoders as a snapshot file (:mod:`rescheduler.snapshot_io`), so a live plan and a file plan read
-objects alike; the Kubernetes client's model objects would be far too slow for 150,000 pods. PDBs fall back
-to ``policy/v1beta1`` where the server lacks ``policy/v1`` (Kubernetes before 1.21). Read only: nothing in
-the cluster changes.
+kubeconfig. Nodes, namespaces, PVs, PVCs, StorageClasses, PDBs and non-terminal pods are listed with the
+project's one pager (:func:`shared.kube.informer.list_pages`: ``limit``/``continue``), and each page's raw body
+is decoded by the same typed decoders as a snapshot file (:mod:`rescheduler.snapshot_io`), so a live plan and
+a file plan read objects alike; the Kubernetes client's model objects would be far too slow for 150,000 pods.
+PDBs fall back to ``policy/v1beta1`` where the server lacks ``policy/v1`` (Kubernetes before 1.21). Read
+only: nothing in the cluster changes.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ _RESOURCES = (
     ("Namespace", "/api/v1/namespaces", None),
     ("PersistentVolume", "/api/v1/persistentvolumes", None),
     ("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", None),
+    ("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", None),
     ("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", "policy/v1"),
     ("Pod", "/api/v1/pods", None),
 )
@@ -100,7 +101,7 @@ def load_cluster(
     progress: Progress | None = None,
     fetch: Fetch | None = None,
 ) -> ClusterSnapshot:
-    """List nodes, namespaces, PVs, PVCs, PDBs and non-terminal pods from the cluster into a snapshot.
+    """List nodes, namespaces, PVs, PVCs, StorageClasses, PDBs and non-terminal pods into a snapshot.
 
     ``fetch`` replaces the HTTP layer (tests); by default the kubeconfig (or the in-cluster service
     account when there is no kubeconfig) configures a Kubernetes ``ApiClient`` used only for raw GETs.

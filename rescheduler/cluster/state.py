@@ -1,9 +1,10 @@
-"""Watch-backed cluster state: nodes, pods, PodDisruptionBudgets, namespaces, PersistentVolumes and
-PersistentVolumeClaims, kept current between cycles.
+"""Watch-backed cluster state: nodes, pods, PodDisruptionBudgets, namespaces, PersistentVolumes,
+PersistentVolumeClaims and StorageClasses, kept current between cycles.
 
 The run loop plans from the same kinds of objects as ``spot-rescheduler plan`` (:mod:`rescheduler.cluster.listing`):
-without the PersistentVolumes and their claims the volume check (:mod:`shared.volumes`) would pass every pod,
-and a pod whose volume is pinned to a zone with no spot node would be moved where it cannot follow.
+without the PersistentVolumes, their claims and the claims' StorageClasses the volume check
+(:mod:`shared.volumes`) would pass every pod, and a pod whose volume is pinned to a zone with no spot node, or
+whose unbound claim's class provisions only in such a zone, would be moved where it cannot follow.
 
 Why not list everything each housekeeping interval: a 150,000-pod cluster is about a gigabyte of JSON, so a
 relist every 10 seconds would load the API server and this process far more than the planning itself. Each kind
@@ -35,9 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rescheduler.cluster.kube import Kube, LineStream
+from shared.disruption import with_computed_status
 from shared.kube.informer import Informer as SharedInformer
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.storage import StorageClass
 
 __all__ = [
     "ClusterState",
@@ -50,6 +53,8 @@ __all__ = [
     "NAMESPACES",
     "PVS",
     "PVCS",
+    "STORAGE_CLASSES",
+    "WATCHES",
     "POD_FIELD_SELECTOR",
 ]
 
@@ -72,7 +77,18 @@ PDBS = Kind("poddisruptionbudgets", True)
 NAMESPACES = Kind("namespaces", False)
 PVS = Kind("persistentvolumes", False)
 PVCS = Kind("persistentvolumeclaims", True)
-KINDS = (NODES, PODS, PDBS, NAMESPACES, PVS, PVCS)
+STORAGE_CLASSES = Kind("storageclasses", False)
+KINDS = (NODES, PODS, PDBS, NAMESPACES, PVS, PVCS, STORAGE_CLASSES)
+WATCHES: tuple[tuple[Kind, str, tuple[tuple[str, str], ...]], ...] = (
+    (NODES, "/api/v1/nodes", ()),
+    (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
+    (NAMESPACES, "/api/v1/namespaces", ()),
+    (PVS, "/api/v1/persistentvolumes", ()),
+    (PVCS, "/api/v1/persistentvolumeclaims", ()),
+    (STORAGE_CLASSES, "/apis/storage.k8s.io/v1/storageclasses", ()),
+)
+"""``(kind, collection path, query)`` of every kind the run loop lists and watches but the PodDisruptionBudgets,
+whose path depends on the API versions the server serves (``policy/v1`` or ``v1beta1``)."""
 
 
 def _key(kind: Kind, meta: Mapping[str, Any]) -> str:
@@ -94,6 +110,7 @@ class ClusterState:
         self.namespaces: dict[str, Namespace] = {}
         self.pvs: dict[str, PersistentVolume] = {}
         self.pvcs: dict[str, PersistentVolumeClaim] = {}
+        self.storage_classes: dict[str, StorageClass] = {}
         self.by_node: dict[str, dict[str, Pod]] = {}
         """Pods bound to each node name (also for nodes not, or no longer, in :attr:`nodes`)."""
         self.by_owner: dict[str, dict[str, Pod]] = {}
@@ -113,6 +130,7 @@ class ClusterState:
             NAMESPACES.name: self.namespaces,
             PVS.name: self.pvs,
             PVCS.name: self.pvcs,
+            STORAGE_CLASSES.name: self.storage_classes,
         }
 
     # ---- writers (informer threads, tests, the benchmark) ---------------------------------------------------
@@ -218,6 +236,8 @@ class ClusterState:
                 return key, PersistentVolume.from_api(raw)
             if kind is PVCS:
                 return key, PersistentVolumeClaim.from_api(raw)
+            if kind is STORAGE_CLASSES:
+                return key, StorageClass.from_api(raw)
             return key, Namespace.from_api(raw)
         except (ParseError, TypeError, ValueError, AttributeError) as e:
             log.warning("cannot read %s %s: %s", kind.name, key, e, extra={"fields": {"kind": kind.name, "key": key}})
@@ -264,14 +284,16 @@ class ClusterState:
         """A fresh snapshot of everything, for the planner to mutate (nodes in name order: stable plans).
 
         Equal to ``ClusterSnapshot(nodes, pods, ...)`` built from the views (a test checks it after random
-        events), but made by copying the maintained NodeInfos' lists and dicts.
+        events), but made by copying the maintained NodeInfos' lists and dicts. Budgets whose status is absent
+        or stale get it computed from the pods (:mod:`shared.disruption`), as ``plan`` does.
         """
         with self.cond:
             snap = ClusterSnapshot(
-                pdbs=list(self.pdbs.values()),
+                pdbs=with_computed_status(list(self.pdbs.values()), self.pods.values()),
                 namespaces=list(self.namespaces.values()),
                 pvs=list(self.pvs.values()),
                 pvcs=list(self.pvcs.values()),
+                storage_classes=list(self.storage_classes.values()),
             )
             snap.nodes = {name: _copy_info(self._infos[name]) for name in sorted(self._infos)}
             snap.pending = list(self._pending.values())

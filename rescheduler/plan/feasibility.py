@@ -1,10 +1,11 @@
 """Which spot targets a pod could ever use: the filters that do not depend on what runs where.
 
-Taints, node affinity and selectors, readiness, ``spec.unschedulable``, extended resources and volume zones
-decide the same for every spot node with the same labels, taints and extended resources. Targets are grouped
-by those (ignoring labels nearly unique per node, such as the hostname, unless a pod refers to one), each
-group is checked once per pod constraint signature, and the answer is kept for the whole plan: at 5,000
-nodes most pods then cost a few dictionary look-ups, not a scan of every spot node.
+Taints, node affinity and selectors, readiness, ``spec.unschedulable``, extended resources and volumes (zones,
+PV node affinity, StorageClass topologies) decide the same for every spot node with the same labels, taints
+and extended resources. Targets are grouped by those (ignoring labels nearly unique per node, such as the
+hostname, unless a pod refers to one), each group is checked once per pod constraint signature, and the
+answer is kept for the whole plan: at 5,000 nodes most pods then cost a few dictionary look-ups, not a scan
+of every spot node.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from shared.nodestate import check_ready, check_unschedulable
 from shared.resources import is_scalar_resource
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.taints import check_taints
-from shared.volumes import check_volumes
+from shared.volumes import check_volumes, unbound_claims
 
 __all__ = ["Feasible", "StaticFilter", "PLAIN_RESOURCES"]
 
@@ -107,8 +108,10 @@ class StaticFilter:
 
     def _per_node(self, pod: Pod) -> bool:
         """Whether the pod's static constraints may tell apart nodes of one group (which share every
-        label but the volatile ones, like the hostname): matchFields, a selector on a volatile label, or a
-        bound volume whose PV's node affinity or zone label is about one."""
+        label but the volatile ones, like the hostname): matchFields, a selector on a volatile label, a
+        bound volume whose PV's node affinity or zone label is about one, or an unbound claim placed on one
+        node, with existing PVs it could bind to, or whose StorageClass's allowed topologies are about a
+        volatile label."""
         volatile = self.volatile
         snap = self.snapshot
         for v in pod.volumes:
@@ -126,6 +129,12 @@ class StaticFilter:
                 for term in pv.node_affinity.terms:
                     if term.fields or any(r.key in volatile for r in term.expressions):
                         return True
+        for waiting in unbound_claims(pod, snap).waiting:
+            if waiting.claim.selected_node or waiting.volumes:  # a node name, or PVs' (often per-node) affinity
+                return True
+            for topology in waiting.storage_class.allowed_topologies:
+                if any(key in volatile for key, _ in topology):
+                    return True
         for k in pod.node_selector:
             if k in volatile:
                 return True

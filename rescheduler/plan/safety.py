@@ -15,16 +15,20 @@ The rules are the eviction subresource's own (``pkg/registry/core/pod/storage/ev
 
 * a pod selected by no PodDisruptionBudget may always be evicted;
 * a pod selected by more than one is refused (HTTP 500 "more than one PodDisruptionBudget");
-* a budget whose status the disruption controller has not computed for its current generation refuses
-  (HTTP 429), as does one with ``disruptionsAllowed`` at or below zero;
+* a budget with ``disruptionsAllowed`` at or below zero refuses (HTTP 429);
 * each accepted eviction uses one of the budget's ``disruptionsAllowed``.
+
+A budget whose status the disruption controller has not yet computed for its current spec is judged by the
+status computed from its pods (:mod:`shared.disruption`; the callers pass such budgets), so the plan and the
+drain's re-check agree; the API server itself refuses its evictions with a 429 until the controller catches
+up, which the drain retries like any other budget's.
 
 The reason strings are constants, so the run loop's logs, Events and metric labels come from one place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
@@ -38,16 +42,13 @@ __all__ = [
     "REFUSE_MULTIPLE_PDBS",
     "REFUSE_PDB_BUDGET",
     "REFUSE_PDB_EXHAUSTED",
-    "REFUSE_PDB_NOT_COMPUTED",
     "pdb_refusals",
     "unschedulable_pods",
-    "stale_pdbs",
 ]
 
 REFUSE_MULTIPLE_PDBS = "pod is selected by more than one PodDisruptionBudget"
 REFUSE_PDB_BUDGET = "PodDisruptionBudget allows fewer disruptions than the node's pods need"
 REFUSE_PDB_EXHAUSTED = "PodDisruptionBudget allows no disruption now"
-REFUSE_PDB_NOT_COMPUTED = "PodDisruptionBudget status is not yet computed for its current spec"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +67,12 @@ def pdb_refusals(
     pods: Sequence[Pod],
     pdbs: Iterable[PDB] | PdbIndex,
     *,
-    stale: Collection[str] = (),
     rule: str = PDB_RATE_LIMIT,
 ) -> list[Refusal]:
     """Every refusal that keeps a drain of ``pods`` from starting now under ``rule``, in the pods' order.
 
-    ``pdbs`` are the budgets with their live status (or a :class:`PdbIndex` of them); ``stale`` holds the
-    keys (``namespace/name``) of budgets whose ``status.observedGeneration`` lags ``metadata.generation``.
+    ``pdbs`` are the budgets with their live status (or a :class:`PdbIndex` of them), an absent or stale
+    status already computed from the pods (:func:`shared.disruption.with_computed_status`).
     ``rule`` is ``rescheduler.pdb_rule``: ``rate-limit`` refuses a pod whose budget allows no disruption now,
     ``all-at-once`` also a pod whose budget's allowance the node's earlier pods used up.
     """
@@ -90,14 +90,9 @@ def pdb_refusals(
             out.append(Refusal(REFUSE_MULTIPLE_PDBS, pod.key, names))
             continue
         pdb = matching[0]
-        if pdb.key in stale:
-            out.append(Refusal(REFUSE_PDB_NOT_COMPUTED, pod.key, pdb.key))
-            continue
         if rule == PDB_RATE_LIMIT:
             if pdb.disruptions_allowed < 1:
-                out.append(
-                    Refusal(REFUSE_PDB_EXHAUSTED, pod.key, f"{pdb.key} allows {max(pdb.disruptions_allowed, 0)}")
-                )
+                out.append(Refusal(REFUSE_PDB_EXHAUSTED, pod.key, f"{pdb.key} allows {_allowance(pdb)}"))
             continue
         used[pdb.key] = used.get(pdb.key, 0) + 1
         if used[pdb.key] > pdb.disruptions_allowed:
@@ -105,10 +100,16 @@ def pdb_refusals(
                 Refusal(
                     REFUSE_PDB_BUDGET,
                     pod.key,
-                    f"{pdb.key} allows {max(pdb.disruptions_allowed, 0)}, this node needs {used[pdb.key]}",
+                    f"{pdb.key} allows {_allowance(pdb)}, this node needs {used[pdb.key]}",
                 )
             )
     return out
+
+
+def _allowance(pdb: PDB) -> str:
+    """The budget's ``disruptionsAllowed`` for a refusal's detail, saying when it was computed from the pods."""
+    allowed = max(pdb.disruptions_allowed, 0)
+    return str(allowed) if pdb.status_current else f"{allowed} (computed from its pods: status not yet current)"
 
 
 def unschedulable_pods(pods: Iterable[Pod], namespace: str | None = None) -> list[Pod]:
@@ -124,18 +125,4 @@ def unschedulable_pods(pods: Iterable[Pod], namespace: str | None = None) -> lis
             if namespace is not None and is_placeholder(p, namespace):
                 continue
             out.append(p)
-    return out
-
-
-def stale_pdbs(raw_items: Iterable[Mapping[str, object]]) -> set[str]:
-    """Keys of budgets whose ``status.observedGeneration`` is behind ``metadata.generation``."""
-    out = set()
-    for raw in raw_items:
-        meta = raw.get("metadata") or {}
-        status = raw.get("status") or {}
-        assert isinstance(meta, Mapping) and isinstance(status, Mapping)
-        generation = meta.get("generation") or 0
-        observed = status.get("observedGeneration") or 0
-        if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
-            out.add(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
     return out

@@ -9,6 +9,8 @@ do-not-disrupt markers and volumes pinned to a zone keep their node.
 * A pod annotated ``karpenter.sh/do-not-disrupt: "true"`` keeps its node.
 * A StatefulSet pod whose PersistentVolume is pinned to a zone with no spot node keeps its node under ``run``
   (the loop watches PersistentVolumes and claims; the unit tests show the same pod moving without them).
+* So does one whose unbound claim's StorageClass waits for the first consumer and provisions only in a zone with
+  no spot node (the loop watches StorageClasses).
 
 A budget allowing no disruption keeps its node untouched: ``test_a_node_whose_pdb_forbids_eviction_is_never_touched``
 in ``test_rescheduler_e2e.py``.
@@ -199,3 +201,59 @@ def test_a_statefulset_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_i
     assert [p["spec"]["nodeName"] for p in world.pods("db")] == [od]
     assert r.metric("spotshift_rescheduler_drains_started_total") == 0
     assert all(line.get("drainable") == [] for line in r.logged("plan:"))
+
+
+def test_a_pod_whose_claim_waits_for_a_class_provisioning_only_where_no_spot_is_keeps_its_node_under_run(
+    world: World, start: Callable[..., Rescheduler]
+) -> None:
+    # The claim is unbound (no volume controller runs) and its class waits for the first consumer, provisioning in
+    # zone-a only: the pod could go to no spot node (zone-b). tests/unit/test_run_storage.py shows it moving where the
+    # class provisions.
+    od = _node(world, "od", world.od_key, "zone-a")
+    _node(world, "spot", world.spot_key, "zone-b")
+    storage_class = f"zonal-{world.label}"
+    world.plane.api.post(
+        "/apis/storage.k8s.io/v1/storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": "e2e.spotshift.io/none",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": ["zone-a"]}]}],
+        },
+    )
+    try:
+        claim = f"data-{world.label}"
+        world.plane.api.post(
+            f"/api/v1/namespaces/{world.ns}/persistentvolumeclaims",
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                    "storageClassName": storage_class,
+                },
+            },
+        )
+        _statefulset(world, "db", claim)
+        wait_for(lambda: world.pods("db"), timeout=60, what="the StatefulSet's pod")
+        _bind(world, "db-0", od)
+        wait_for(
+            lambda: world.pods("db")[0].get("status", {}).get("phase") == "Running", timeout=60, what="db-0 to run"
+        )
+        nodes = NodeWatcher(world.plane, [od])
+        nodes.start()
+
+        r = start(world.config())
+        r.wait_logged("plan:", timeout=60)
+        time.sleep(5)  # several housekeeping cycles
+
+        assert nodes.close() == {}
+        assert [p["spec"]["nodeName"] for p in world.pods("db")] == [od]
+        assert r.metric("spotshift_rescheduler_drains_started_total") == 0
+        assert all(line.get("drainable") == [] for line in r.logged("plan:"))
+    finally:
+        world.plane.api.delete_if_exists(f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")

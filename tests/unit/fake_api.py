@@ -146,6 +146,7 @@ class FakeApiServer:
                 "namespaces",
                 "persistentvolumes",
                 "persistentvolumeclaims",
+                "storageclasses",
                 "leases",
                 "events",
             )
@@ -181,7 +182,7 @@ class FakeApiServer:
 
     def _key(self, obj: Obj, kind: str) -> str:
         meta = obj["metadata"]
-        if kind in ("nodes", "namespaces", "persistentvolumes"):
+        if kind in ("nodes", "namespaces", "persistentvolumes", "storageclasses"):
             return meta["name"]
         return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
@@ -270,6 +271,8 @@ class FakeApiServer:
             return "persistentvolumes"
         if path.endswith("/persistentvolumeclaims"):
             return "persistentvolumeclaims"
+        if path == "/apis/storage.k8s.io/v1/storageclasses":
+            return "storageclasses"
         raise _Error(404, "NotFound", f"no collection at {path}")
 
     # ---- routing ---------------------------------------------------------------------------------------
@@ -301,6 +304,8 @@ class FakeApiServer:
         m = re.fullmatch(r"/api/v1/(nodes|pods|namespaces|persistentvolumes|persistentvolumeclaims)", path)
         if m and method == "GET":
             return self._list(m[1], q)
+        if method == "GET" and path == "/apis/storage.k8s.io/v1/storageclasses":
+            return self._list("storageclasses", q)
         m = re.fullmatch(r"/apis/policy/(v1|v1beta1)/poddisruptionbudgets", path)
         if m and method == "GET":
             self._check_pdb_version(m[1])
@@ -414,7 +419,17 @@ class FakeApiServer:
                 )
             if pdbs:
                 pdb = pdbs[0]
-                allowed = (pdb.get("status") or {}).get("disruptionsAllowed") or 0
+                status = pdb.get("status") or {}
+                if (status.get("observedGeneration") or 0) < (pdb["metadata"].get("generation") or 0):
+                    # pkg/registry/core/pod/storage/eviction.go checkAndDecrement: a status not computed for
+                    # the budget's spec refuses every eviction until the disruption controller catches up.
+                    raise _Error(
+                        429,
+                        "TooManyRequests",
+                        "Cannot evict pod as it would violate the pod's disruption budget.",
+                        retry_after=0.01,
+                    )
+                allowed = status.get("disruptionsAllowed") or 0
                 if allowed <= 0:
                     raise _Error(
                         429,

@@ -365,3 +365,16 @@ def test_the_lease_names_granted_are_the_lease_names_used() -> None:
         election = load(path)["leaderElection"]
         assert granted(DEPLOY / "scheduler/base/rbac.yaml") == {election["resourceName"]}
         assert election["resourceNamespace"] == "spotshift"
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_rescheduler_may_list_and_watch_every_kind_its_state_watches(overlay: str) -> None:
+    from rescheduler.cluster.state import KINDS, PDBS, STORAGE_CLASSES
+
+    groups = {PDBS.name: "policy", STORAGE_CLASSES.name: "storage.k8s.io"}
+    rules = rules_of(render(DEPLOY / "overlays" / overlay), "spotshift-rescheduler")
+    for kind in KINDS:
+        for verb in ("list", "watch"):
+            assert rule_allows(rules, verb, groups.get(kind.name, ""), kind.name, ""), (verb, kind.name)
+    assert not rule_allows(rules, "get", "storage.k8s.io", "storageclasses", ""), "only the verbs it uses"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -24,17 +25,7 @@ from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
-from rescheduler.cluster.state import (
-    NAMESPACES,
-    NODES,
-    PDBS,
-    POD_FIELD_SELECTOR,
-    PODS,
-    PVCS,
-    PVS,
-    ClusterState,
-    Informer,
-)
+from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, Informer
 from rescheduler.metrics import Metrics
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import PDB_ALL_AT_ONCE, Config
@@ -96,14 +87,7 @@ class Cluster:
         return self.abort or self.stop.is_set()
 
     def start(self) -> None:
-        for kind, path, query in (
-            (NODES, "/api/v1/nodes", ()),
-            (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
-            (PDBS, "/apis/policy/v1/poddisruptionbudgets", ()),
-            (NAMESPACES, "/api/v1/namespaces", ()),
-            (PVS, "/api/v1/persistentvolumes", ()),
-            (PVCS, "/api/v1/persistentvolumeclaims", ()),
-        ):
+        for kind, path, query in ((PDBS, "/apis/policy/v1/poddisruptionbudgets", ()), *WATCHES):
             informer = Informer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
             informer.start()
             self.informers.append(informer)
@@ -499,3 +483,56 @@ def test_the_node_as_it_is_now_decides_not_the_watch_that_is_behind(cluster: Clu
     assert reconciler.reconcile() == []
     assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == DRAINED
     assert taints(cluster, "od-1") != []
+
+
+def stale_budget(app: str, *, allowed: int) -> dict[str, Any]:
+    """A budget edited to generation 2 whose status still describes generation 1."""
+    raw = pdb(app, app, allowed=allowed)
+    raw["metadata"]["generation"] = 2
+    return raw
+
+
+def test_a_stale_budget_whose_pods_allow_a_disruption_lets_the_drain_start_and_paces_it(cluster: Cluster) -> None:
+    # The status says 0 for the old spec; the pods (two Ready, maxUnavailable 1) allow 1 under the new one. The API
+    # server refuses evictions until the disruption controller (played here) writes the status for generation 2.
+    cluster.server.put("nodes", node("od-1", cpu="4"))
+    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    cluster.server.put("pods", pod("web-0", "od-1", app="web"))
+    cluster.server.put("pods", pod("web-1", "spot-1", app="web"))
+    cluster.server.put("pdbs", stale_budget("web", allowed=0))
+    cluster.start()
+    cluster.replicate_to(lambda _: "spot-1")
+
+    def refused() -> bool:
+        return any(m == "POST" and p.endswith("/eviction") for m, p, _ in cluster.server.requests)
+
+    def catch_up() -> None:  # once the first eviction was refused, not on a timer
+        deadline = time.monotonic() + 5
+        while not refused() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        budget = copy.deepcopy(cluster.server.get_obj("pdbs", "default/web"))
+        budget["status"].update(observedGeneration=2, disruptionsAllowed=1)
+        cluster.server.put("pdbs", budget)
+
+    controller = threading.Thread(target=catch_up)
+    controller.start()
+    result = cluster.drainer.drain("od-1", ["default/web-0"])
+    controller.join(5)
+    assert result.outcome is Outcome.SUCCEEDED, result.message
+    assert [key for key, _ in cluster.server.evictions] == ["default/web-0"]
+    posts = [p for m, p, _ in cluster.server.requests if m == "POST" and p.endswith("/eviction")]
+    assert len(posts) > 1, "the stale budget's 429s were retried"
+
+
+def test_a_stale_budget_whose_pods_allow_no_disruption_skips_the_node(cluster: Cluster) -> None:
+    # The stale status says 1; the pods say 0 (one of the two is not Ready), which is what the controller will write.
+    cluster.server.put("nodes", node("od-1", cpu="4"))
+    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    cluster.server.put("pods", pod("web-0", "od-1", app="web"))
+    cluster.server.put("pods", pod("web-1", "spot-1", app="web", ready=False))
+    cluster.server.put("pdbs", stale_budget("web", allowed=1))
+    cluster.start()
+    result = cluster.drainer.drain("od-1", ["default/web-0"])
+    assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+    assert "computed from its pods" in result.message
+    assert cluster.server.evictions == []

@@ -9,10 +9,8 @@ from rescheduler.plan.safety import (
     REFUSE_MULTIPLE_PDBS,
     REFUSE_PDB_BUDGET,
     REFUSE_PDB_EXHAUSTED,
-    REFUSE_PDB_NOT_COMPUTED,
     PdbIndex,
     pdb_refusals,
-    stale_pdbs,
     unschedulable_pods,
 )
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
@@ -84,15 +82,6 @@ def test_pdb_refusals_rate_limit(pods: list[Pod], budgets: list[PDB], expected: 
 def test_an_unknown_rule_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown PodDisruptionBudget rule"):
         pdb_refusals([P("a")], [], rule="sometimes")
-
-
-def test_a_budget_not_yet_computed_for_its_spec_refuses() -> None:
-    raw = pdb("web", "web", allowed=1)
-    raw["metadata"]["generation"] = 2
-    assert stale_pdbs([raw]) == {"default/web"}
-    for rule in (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE):
-        refusals = pdb_refusals([P("a")], [PDB.from_api(raw)], stale=stale_pdbs([raw]), rule=rule)
-        assert [r.reason for r in refusals] == [REFUSE_PDB_NOT_COMPUTED]
 
 
 def test_the_index_matches_expression_selectors_too() -> None:

@@ -15,6 +15,7 @@ from rescheduler import snapshot_pods
 from rescheduler.cluster.listing import NotFound, load_cluster
 from rescheduler.snapshot_io import Progress, SnapshotError, load_bytes, load_snapshot
 from shared.model import PDB, Node, Pod
+from shared.storage import StorageClass
 from tests.support.cluster_gen import FULL, generate, write_list
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,9 +186,16 @@ def test_a_typed_list_without_item_kinds_loads() -> None:
 
 
 def test_the_documented_recipe_with_pv_pvc_and_storageclass_loads() -> None:
-    # kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o json: StorageClasses are accepted and not used.
+    # kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o json: a StorageClass keeps its fields at the top level.
     items = [
-        {"kind": "StorageClass", "apiVersion": "storage.k8s.io/v1", "metadata": {"name": "gp3"}, "provisioner": "x"},
+        {
+            "kind": "StorageClass",
+            "apiVersion": "storage.k8s.io/v1",
+            "metadata": {"name": "gp3"},
+            "provisioner": "x",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}]}],
+        },
         {"kind": "PersistentVolume", "apiVersion": "v1", "metadata": {"name": "pv-1"}, "spec": {}},
         {
             "kind": "PersistentVolumeClaim",
@@ -198,6 +206,13 @@ def test_the_documented_recipe_with_pv_pvc_and_storageclass_loads() -> None:
     ]
     snap = load_bytes(orjson.dumps({"kind": "List", "items": items}))
     assert list(snap.pvs) == ["pv-1"] and list(snap.pvcs) == ["default/c"]
+    assert snap.storage_classes == {
+        "gp3": StorageClass("gp3", "x", "WaitForFirstConsumer", ((("zone", frozenset({"a", "b"})),),))
+    }
+    typed = load_bytes(
+        orjson.dumps({"kind": "StorageClassList", "items": [{k: v for k, v in items[0].items() if k != "kind"}]})
+    )
+    assert typed.storage_classes == snap.storage_classes
 
 
 def test_a_plain_object_with_items_loads() -> None:
@@ -306,6 +321,7 @@ class FakeApi:
             "Namespace": "/api/v1/namespaces",
             "PersistentVolume": "/api/v1/persistentvolumes",
             "PersistentVolumeClaim": "/api/v1/persistentvolumeclaims",
+            "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
             "PodDisruptionBudget": "/apis/policy/v1/poddisruptionbudgets"
             if v1_pdbs
             else "/apis/policy/v1beta1/poddisruptionbudgets",
