@@ -4,7 +4,8 @@
 
 Needs the e2e tier's control-plane binaries (``bash tests/e2e/controlplane/build.sh``). On that real control
 plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler 1.20.2; the kubelet stand-in keeps the nodes
-Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn:
+Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn (each run
+starting with the next mode: none first, then go-noop first, ...):
 
 * ``none``: kube-scheduler without an extender;
 * ``go-noop``: kube-scheduler with bench/noop_extender (standard-library Go, built with the Go the control-plane
@@ -329,7 +330,8 @@ def main() -> int:
             rows = [] if args.skip_latency else call_latency(names, spot, noop, certs, args.calls)
             rates: dict[str, list[float]] = {mode: [] for mode in MODES}
             for run in range(args.runs):
-                for mode in MODES:
+                # Each run starts with the next mode, so no mode always has the first (or last) slot of a run.
+                for mode in MODES[run % len(MODES) :] + MODES[: run % len(MODES)]:
                     rate = one_round(plane, args.pods, configs[mode], args.qps)
                     rates[mode].append(rate)
                     print(f"run {run + 1}: {mode}: {rate:.1f} pods/s", flush=True)
