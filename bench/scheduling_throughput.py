@@ -52,7 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from extender.app import create_app  # noqa: E402
 from shared.config import Config  # noqa: E402
-from tests.e2e.controlplane.cluster import ControlPlane, cache_dir, free_ports, running_control_plane  # noqa: E402
+from tests.e2e.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
+from tests.e2e.controlplane.process import cache_dir, free_ports  # noqa: E402
 from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
