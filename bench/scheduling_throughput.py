@@ -64,6 +64,7 @@ NOOP_SOURCE = ROOT / "bench" / "noop_extender" / "main.go"
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 MODES = ("none", "go-noop", "spot-extender")
+PODS_PER_NODE = 110  # the pods a node created by ControlPlane.create_node allows (tests/e2e/controlplane/cluster.py)
 
 
 # -- the Go no-op extender --------------------------------------------------------------------------------------
@@ -310,6 +311,12 @@ def main() -> int:
     )
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
+    rounds = args.runs * len(MODES)
+    if rounds * args.pods > args.nodes * PODS_PER_NODE:  # bound pods stay: the last rounds would never finish
+        parser.error(
+            f"{rounds} rounds of {args.pods} pods need {rounds * args.pods} pod slots and {args.nodes} nodes hold "
+            f"{args.nodes * PODS_PER_NODE} ({PODS_PER_NODE} each): raise --nodes or lower --pods or --runs"
+        )
 
     noop_binary = build_noop()
     with running_control_plane() as plane:

@@ -116,9 +116,6 @@ _large_lock: Any = None
 # How long a closing connection is drained (what the client still sends) before it is closed outright.
 CLOSE_LINGER = 2.0
 
-# Seconds between heartbeats to the arbiter (it kills a worker silent for gunicorn's ``timeout``, 30 s).
-NOTIFY_EVERY = 1.0
-
 CLOSED, PAUSED = "closed", "paused"
 
 
@@ -152,7 +149,6 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
         self._body_limit: Any = None
         self._direct: Any = None
-        self._notified = 0.0  # time.monotonic() of the last heartbeat to the arbiter
         self._local = threading.local()  # the arrival time of the request a thread is answering
         self._large = futures.ThreadPoolExecutor(1, thread_name_prefix="large-request")
 
@@ -549,14 +545,6 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         conn.close()
 
     # -- timeouts and shutdown -----------------------------------------------------------------------------
-
-    def notify(self) -> None:
-        """The heartbeat the arbiter watches (a file's mtime): gunicorn's loop sends it on every turn, i.e. about
-        once per request under load; once a second is plenty for a timeout of many seconds."""
-        now = time.monotonic()
-        if now - self._notified >= NOTIFY_EVERY:
-            self._notified = now
-            super().notify()
 
     def murder_pending(self) -> None:
         super().murder_pending()
