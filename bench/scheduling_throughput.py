@@ -4,7 +4,8 @@
 
 Needs the e2e tier's control-plane binaries (``bash tests/e2e/controlplane/build.sh``). On that real control
 plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler 1.20.2; the kubelet stand-in keeps the nodes
-Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn:
+Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn (each run
+starting with the next mode: none first, then go-noop first, ...):
 
 * ``none``: kube-scheduler without an extender;
 * ``go-noop``: kube-scheduler with bench/noop_extender (standard-library Go, built with the Go the control-plane
@@ -51,7 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from extender.app import create_app  # noqa: E402
 from shared.config import Config  # noqa: E402
-from tests.e2e.controlplane.cluster import ControlPlane, cache_dir, free_ports, running_control_plane  # noqa: E402
+from tests.e2e.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
+from tests.e2e.controlplane.process import cache_dir, free_ports  # noqa: E402
 from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -62,6 +64,7 @@ NOOP_SOURCE = ROOT / "bench" / "noop_extender" / "main.go"
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 MODES = ("none", "go-noop", "spot-extender")
+PODS_PER_NODE = 110  # the pods a node created by ControlPlane.create_node allows (tests/e2e/controlplane/cluster.py)
 
 
 # -- the Go no-op extender --------------------------------------------------------------------------------------
@@ -308,6 +311,12 @@ def main() -> int:
     )
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
+    rounds = args.runs * len(MODES)
+    if rounds * args.pods > args.nodes * PODS_PER_NODE:  # bound pods stay: the last rounds would never finish
+        parser.error(
+            f"{rounds} rounds of {args.pods} pods need {rounds * args.pods} pod slots and {args.nodes} nodes hold "
+            f"{args.nodes * PODS_PER_NODE} ({PODS_PER_NODE} each): raise --nodes or lower --pods or --runs"
+        )
 
     noop_binary = build_noop()
     with running_control_plane() as plane:
@@ -329,7 +338,8 @@ def main() -> int:
             rows = [] if args.skip_latency else call_latency(names, spot, noop, certs, args.calls)
             rates: dict[str, list[float]] = {mode: [] for mode in MODES}
             for run in range(args.runs):
-                for mode in MODES:
+                # Each run starts with the next mode, so no mode always has the first (or last) slot of a run.
+                for mode in MODES[run % len(MODES) :] + MODES[: run % len(MODES)]:
                     rate = one_round(plane, args.pods, configs[mode], args.qps)
                     rates[mode].append(rate)
                     print(f"run {run + 1}: {mode}: {rate:.1f} pods/s", flush=True)

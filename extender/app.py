@@ -15,7 +15,8 @@ it schedules, each waited for in turn) are answered by :func:`_scheduler_fast_pa
 same functions, counted in the same metrics, without Flask's per-request machinery (request context,
 routing, hooks, response object), which cost as much as the answer itself. Anything else, and any such
 call the fast path would not answer with a 200 (bad input, cache not synced, too late), goes through Flask
-with the body it read, so errors have one implementation.
+with the body it read, so errors have one implementation. spot-extender's poller worker goes one step further
+and asks the same fast path before gunicorn reads the request at all (extender/direct.py).
 
 Limits (documented in the README, with what a caller gets past them): request bodies of
 :data:`DEFAULT_MAX_ADMISSION_BYTES` and :data:`DEFAULT_MAX_EXTENDER_BYTES` (a larger one is refused with
@@ -211,7 +212,9 @@ def create_app(
     which returns its body: the benchmark's baseline for "the same stack doing nothing".
 
     ``app.spotshift_body_limit(path)`` tells the worker the body limit of a path, so it can refuse an
-    oversized request from its head alone.
+    oversized request from its head alone. ``app.spotshift_direct(path, body, arrived)`` is the NodeNames
+    fast path for a worker that reads scheduler calls itself (extender/direct.py): the 200 body, counted in
+    the metrics as Flask would count it, or None for Flask to answer.
     """
     config = config or Config()
     policy = MutationPolicy.from_config(config)
@@ -362,13 +365,12 @@ def create_app(
             log.exception("prioritize: internal error; answering with no opinion")
             return _raw_json(b"[]")
 
-    def fast_answer(path: str, body: bytes, environ: dict[str, Any]) -> bytes | None:
+    def fast_answer(path: str, body: bytes, arrived: Any) -> bytes | None:
         """The 200 answer of a NodeNames call, or None to let Flask answer (and explain)."""
         try:
             pod, names, _ = _extender_args(body, max_nodes)
         except ExtenderError:
             return None
-        arrived = environ.get(ARRIVED_ENVIRON_KEY)
         if (
             names is None
             or not synced()
@@ -392,7 +394,19 @@ def create_app(
             histogram = latency_by[endpoint] = metrics.LATENCY.labels(endpoint)
         histogram.observe(time.perf_counter() - started)
 
+    def direct(path: str, body: bytes, arrived: float | None) -> bytes | None:
+        """:func:`fast_answer` for a worker that reads the request itself (extender/direct.py), counted alike."""
+        started = time.perf_counter()
+        try:
+            out = fast_answer(path, body, arrived)
+        except Exception:  # Flask's handler logs it and answers with no opinion: never a 500
+            return None
+        if out is not None:
+            count(_FAST_ENDPOINTS[path], started)
+        return out
+
     app.wsgi_app = _scheduler_fast_path(app.wsgi_app, fast_answer, count, max_extender_bytes)  # type: ignore[method-assign]
+    app.spotshift_direct = direct  # type: ignore[attr-defined]
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -437,12 +451,12 @@ class _Unreadable(io.RawIOBase):
 
 def _scheduler_fast_path(
     flask_app: Callable[..., Any],
-    answer: Callable[[str, bytes, dict[str, Any]], bytes | None],
+    answer: Callable[[str, bytes, Any], bytes | None],
     count: Callable[[str, float], None],
     body_limit: int,
 ) -> Callable[..., Any]:
     """WSGI in front of ``flask_app``: a POST to /filter or /prioritize with a ``Content-Length`` body within
-    ``body_limit`` is answered by ``answer(path, body, environ)`` when it returns bytes; otherwise Flask gets
+    ``body_limit`` is answered by ``answer(path, body, arrived)`` when it returns bytes; otherwise Flask gets
     the request, its body put back as it was read."""
 
     def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -459,7 +473,8 @@ def _scheduler_fast_path(
             environ["wsgi.input"] = _Unreadable(e)
             return flask_app(environ, start_response)
         try:
-            out = answer(environ["PATH_INFO"], body, environ) if len(body) == int(length) else None
+            arrived = environ.get(ARRIVED_ENVIRON_KEY)
+            out = answer(environ["PATH_INFO"], body, arrived) if len(body) == int(length) else None
         except Exception:  # Flask's handler logs it and answers with no opinion: never a 500
             out = None
         if out is None:

@@ -22,6 +22,11 @@ one GIL, which costs tail latency. :class:`PollerHandshakeWorker` changes three 
    without blocking: a client that does not take it waits on the poller and is cut off after
    :data:`IO_TIMEOUT` seconds; a connection ending after an error lingers on the poller to drain what the
    client still sends, never blocking on it. Nothing a client does (or fails to do) blocks the poller.
+   kube-scheduler's ``/filter`` and ``/prioritize`` calls skip gunicorn's request handling altogether: they are
+   read from the buffered bytes and answered with one write of a response built whole (:mod:`extender.direct`);
+   any request that module does not read exactly goes through gunicorn and the app as before. (Not while
+   gunicorn writes an access log, which needs its own request objects.) The socket and connection objects are
+   in :mod:`extender.connections`.
 3. Workers spread new connections: each goes to the worker holding the fewest, whichever accepted it
    (:mod:`extender.spreading`), so a client's few long-lived connections do not all land on one worker.
 
@@ -55,10 +60,19 @@ from concurrent import futures
 from functools import partial
 from typing import Any
 
-from gunicorn import http
 from gunicorn import sock as gsock
-from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
+from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
+from extender import direct
+from extender.connections import (
+    IO_TIMEOUT,
+    NOT_YET,
+    WRITE_CHUNK,
+    CollectedWrites,
+    PolledConn,
+    TimedSocket,
+    TimedSSLSocket,
+)
 from extender.framing import COMPLETE, PARTIAL, Framing, Refusal
 from extender.spreading import SpreadConnections, shared_spreader
 
@@ -76,13 +90,6 @@ __all__ = [
 HANDSHAKE_TIMEOUT = 10.0
 
 _ACCEPT_RETRY = (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK)
-
-# A request must arrive within this many seconds of its first bytes, and a blocking socket read or write
-# (the large-request thread writing an answer the client does not take) gives up after as
-# long: a client that stalls mid-request must not hold a thread, or the poller, indefinitely.
-# kube-apiserver's webhook timeout is 3 s (deploy/) and 30 s at most; kube-scheduler's extender httpTimeout
-# is 5 s, so neither is still waiting by then.
-IO_TIMEOUT = 10.0
 
 # A connection that finished its handshake has this long to send its first request. Go parks spare
 # connections idle (up to its 90 s idle timeout); closing one early costs the client a new handshake later,
@@ -109,49 +116,6 @@ _large_lock: Any = None
 # How long a closing connection is drained (what the client still sends) before it is closed outright.
 CLOSE_LINGER = 2.0
 
-
-def _with_io_timeout(cls: type) -> type:
-    """A socket class whose ``setblocking(True)`` (what gunicorn calls before serving) means "block, with
-    :data:`IO_TIMEOUT`" instead of "block forever"."""
-
-    class Timed(cls):  # type: ignore[misc, valid-type]
-        def setblocking(self, flag: bool) -> None:
-            if flag:
-                self.settimeout(IO_TIMEOUT)
-            else:
-                super().setblocking(False)
-
-    Timed.__name__ = Timed.__qualname__ = f"Timed{cls.__name__}"
-    return Timed
-
-
-TimedSocket = _with_io_timeout(socket.socket)
-TimedSSLSocket = _with_io_timeout(ssl.SSLSocket)
-
-_NOT_YET = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
-_WRITE_CHUNK = 64 * 1024
-
-
-class _CollectedWrites:
-    """Stands in for a connection's socket while the poller thread answers a request: what gunicorn writes
-    (``sendall``) is kept in memory and sent afterwards without blocking; everything else is the socket's."""
-
-    def __init__(self, sock: Any) -> None:
-        self._sock = sock
-        self.chunks: list[bytes] = []
-
-    def sendall(self, data: Any) -> None:
-        self.chunks.append(data if type(data) is bytes else bytes(data))
-
-    def setblocking(self, flag: bool) -> None:
-        # The request is all buffered: a read that would need the socket fails at once instead of blocking
-        # the poller (the app answers such a body with 400).
-        self._sock.setblocking(False)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
 CLOSED, PAUSED = "closed", "paused"
 
 
@@ -159,35 +123,6 @@ def _trim_heap() -> None:
     """Give the heap's free pages back to the system after a large request (glibc only; else nothing)."""
     with contextlib.suppress(AttributeError, OSError):
         ctypes.CDLL(None).malloc_trim(0)
-
-
-class PolledConn(TConn):  # type: ignore[misc]
-    """A connection whose TLS handshake (if any) was done on the poller; ``init`` only builds the parser."""
-
-    initialized: bool  # gunicorn's TConn attributes used here
-    parser: Any
-
-    def __init__(self, cfg: Any, sock: Any, client: Any, server: Any) -> None:
-        super().__init__(cfg, sock, client, server)
-        self.handshaken = False
-        self.request_deadline: float | None = None  # set while a request is partly received
-        self.write_deadline: float | None = None  # set while an answer waits for the client to take it
-        self.close_deadline: float | None = None  # set while a closing connection drains
-        self.framing: Framing | None = None  # the request being gathered
-        self.arrived = 0.0  # time.monotonic() at the request's first bytes
-        self.held = 0  # bytes of a partly received request counted against the worker's budget
-        self.lingered = 0
-
-    def init(self) -> None:
-        if getattr(self, "initialized", False):  # set by gunicorn's TConn, which carries no type information
-            return
-        if not self.handshaken:  # plain HTTP: nothing was done on the poller
-            super().init()
-            return
-        self.initialized = True
-        self.sock.setblocking(True)
-        # ALPN offers HTTP/1.1 only (gunicorn's http_protocols default, never changed by spot-extender).
-        self.parser = http.get_parser(self.cfg, self.sock, self.client)
 
 
 class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[misc]
@@ -213,6 +148,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         self.worker_connections = 1 << 30  # gunicorn's own cap stops accepting; ours closes idle ones instead
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
         self._body_limit: Any = None
+        self._direct: Any = None
         self._local = threading.local()  # the arrival time of the request a thread is answering
         self._large = futures.ThreadPoolExecutor(1, thread_name_prefix="large-request")
 
@@ -222,6 +158,10 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         super().load_wsgi()
         app: Any = getattr(self, "wsgi")  # noqa: B009 - gunicorn's Worker attribute, untyped
         self._body_limit = getattr(app, "spotshift_body_limit", None)
+        # Scheduler calls are answered before gunicorn reads them (extender/direct.py), unless every request
+        # must go through gunicorn to be written to the access log.
+        logged = getattr(self.log, "access_log_enabled", True)  # gunicorn's Logger, computed from its settings
+        self._direct = None if logged else getattr(app, "spotshift_direct", None)
 
         def closing_app(environ: dict[str, Any], start_response: Any) -> Any:
             environ["spotshift.arrived"] = getattr(self._local, "arrived", time.monotonic())
@@ -309,9 +249,28 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         self._serving = True
         try:
             conn.framing = None
-            self._answer(conn)
+            if not self._answer_direct(conn):
+                self._answer(conn)
         finally:
             self._serving = False
+
+    def _answer_direct(self, conn: Any) -> bool:
+        """Answer a kube-scheduler call from the buffered bytes and send it in one piece, without gunicorn's
+        request, WSGI or Flask (extender/direct.py); False leaves the request, untouched, to :meth:`_answer`."""
+        if self._direct is None or conn.is_http2 or self.nr + 1 >= self.max_requests:
+            return False  # gunicorn's own handling counts toward max_requests and restarts the worker
+        unreader = conn.parser.unreader
+        data = unreader.buf.getvalue()
+        may_keep = self.alive and bool(self.cfg.keepalive) and len(self.keepalived_conns) < self.max_keepalived
+        done = direct.answer(data, self._direct, conn.arrived, may_keep, self._body_limit)
+        if done is None:
+            return False
+        response, end, keepalive = done
+        unreader.buf = io.BytesIO()
+        unreader.buf.write(memoryview(data)[end:])  # a pipelined next request, served after this one
+        self.nr += 1
+        self._write(conn, deque([memoryview(response)]), keepalive)
+        return True
 
     def _read_ahead(self, conn: PolledConn) -> str:
         """Read what the socket holds, without blocking and within the budget, into ``conn``'s parser buffer,
@@ -331,7 +290,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
             while room > 0:
                 try:
                     data = conn.sock.recv(min(256 * 1024, room))
-                except _NOT_YET:
+                except NOT_YET:
                     break
                 if not data:
                     eof = True
@@ -355,14 +314,14 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
     def _answer(self, conn: Any) -> None:
         """Run the request with the answer collected in memory, then write it without blocking the poller."""
         sock = conn.sock
-        conn.sock = collected = _CollectedWrites(sock)
+        conn.sock = collected = CollectedWrites(sock)
         try:
             keepalive = self.handle(conn)
         finally:
             conn.sock = sock
         chunks = collected.chunks
         # Small answers go out as one piece (one TLS record); a large one is not copied into a second buffer.
-        pieces = [b"".join(chunks)] if sum(map(len, chunks)) <= _WRITE_CHUNK else chunks
+        pieces = [b"".join(chunks)] if sum(map(len, chunks)) <= WRITE_CHUNK else chunks
         self._write(conn, deque(memoryview(c) for c in pieces if c), keepalive)
 
     def _refuse(self, conn: Any, refusal: Refusal) -> None:
@@ -378,8 +337,8 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
             while pieces:
                 data = pieces[0]
                 try:
-                    sent = sock.send(data[:_WRITE_CHUNK])
-                except _NOT_YET:  # the client is not taking it yet: wait for room, holding nothing
+                    sent = sock.send(data[:WRITE_CHUNK])
+                except NOT_YET:  # the client is not taking it yet: wait for room, holding nothing
                     if conn.write_deadline is None:
                         conn.write_deadline = time.monotonic() + IO_TIMEOUT
                         self.writing.append(conn)
@@ -446,7 +405,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
     def _on_linger(self, conn: Any, _fileobj: Any) -> None:
         try:
             data = conn.sock.recv(65536)
-        except _NOT_YET:
+        except NOT_YET:
             return
         except OSError:
             data = b""
