@@ -139,6 +139,7 @@ def _run_plan(
     if switches is None:  # after the load: an unreachable cluster is one error line, not two
         switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
+    now = time.time()  # the operator's disruption controls (ages, windows) are judged now
     result = plan(
         snapshot,
         config,
@@ -146,7 +147,7 @@ def _run_plan(
         time_budget=args.time_budget,
         clock=time.monotonic,
         switches=switches,
-        now=time.time(),  # the operator's disruption controls (ages, windows) are judged now
+        now=now,
     )
     progress.done()
     needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None
@@ -167,7 +168,7 @@ def _run_plan(
     elif args.output == "html":
         from rescheduler.plan_html import render_html
 
-        text = render_html(snapshot, result, config, source=_source(args))
+        text = render_html(snapshot, result, config, source=_source(args), now=now)
     else:
         text = render_table(result, needs)
     if args.file:

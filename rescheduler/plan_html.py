@@ -25,6 +25,7 @@ import orjson
 from rescheduler.plan.records import Plan
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
+from shared.controls import target_too_young
 from shared.snapshot import ClusterSnapshot
 
 __all__ = ["page_data", "render_html", "reason_groups"]
@@ -46,15 +47,19 @@ def _requests(pod: Any) -> tuple[int, int]:
     return pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
 
 
-def page_data(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source: str = "") -> dict[str, Any]:
+def page_data(
+    snapshot: ClusterSnapshot, result: Plan, config: Config, *, source: str = "", now: float | None = None
+) -> dict[str, Any]:
     """The page's JSON: the summary, the moves, and per spot or on-demand node its bins before and after.
 
-    ``snapshot`` must be the one ``result`` was planned on (the planner leaves it as it came in).
+    ``snapshot`` must be the one ``result`` was planned on (the planner leaves it as it came in), and ``now``
+    the time it was planned at (``None``: as planned without one, spot nodes' ages are not judged).
     Quantities are millicores and bytes. Node ``state`` is ``drained``, ``stays`` (on-demand, with
     ``reason`` and ``reason_kind``), ``target`` (spot), ``not-target`` (spot, with ``reason``); ``reasons`` are
     the nodes that stay grouped by kind (:func:`reason_groups`).
     """
     classify = classifier(config.node_classes)
+    min_target_age = config.disruption.min_target_age
     pods = {p.key: p for info in snapshot for p in info.pods}
     leaving: dict[str, list[dict[str, Any]]] = {}
     arriving: dict[str, list[dict[str, Any]]] = {}
@@ -94,6 +99,8 @@ def page_data(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source
             why_not = reclaim_reason(node, config.node_classes)
             if why_not is None and not node.ready:
                 why_not = "node is not Ready"
+            if why_not is None and now is not None and target_too_young(node, min_target_age, now):
+                why_not = "younger, or Ready for less, than disruption.min_target_age"
             state = "not-target" if why_not else "target"
             reason = why_not or ""
         nodes.append(
@@ -128,9 +135,11 @@ def _json_for_script(data: Mapping[str, Any]) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render_html(snapshot: ClusterSnapshot, result: Plan, config: Config, *, source: str = "") -> str:
+def render_html(
+    snapshot: ClusterSnapshot, result: Plan, config: Config, *, source: str = "", now: float | None = None
+) -> str:
     """The self-contained page (see the module docstring)."""
-    data = page_data(snapshot, result, config, source=source)
+    data = page_data(snapshot, result, config, source=source, now=now)
     title = "spotshift plan" + (f": {source}" if source else "")
     return (
         _TEMPLATE.replace("%TITLE%", html.escape(title))

@@ -23,7 +23,7 @@ from rescheduler.plan.planner import plan
 from rescheduler.plan.reasons import Kind
 from rescheduler.plan_html import _json_for_script, page_data, render_html
 from rescheduler.snapshot_io import load_bytes
-from shared.config import Config
+from shared.config import Config, parse_config
 from shared.movable import BLOCK_NOT_SAFE_TO_EVICT
 from tests.builders import api_list, node_json, owner, pod_json
 
@@ -117,6 +117,24 @@ def test_page_data_groups_the_nodes_that_stay_by_the_kind_of_their_reason(planne
     assert [(g["reason"], len(g["nodes"])) for g in data["reasons"]] == [
         (r["reason"], r["nodes"]) for r in result.summary["top_reasons"]
     ]
+
+
+def test_a_spot_node_younger_than_min_target_age_is_drawn_as_no_target_with_its_reason() -> None:
+    now = 1_800_000_000.0
+    items = orjson.loads(cluster())["items"]
+    for item in items:
+        if item["metadata"]["name"] == "spot-1":
+            item["metadata"]["creationTimestamp"] = "2027-01-15T07:59:00Z"  # one minute before ``now``
+    config = parse_config({"disruption": {"min_target_age": "5m"}})
+    snapshot = load_bytes(orjson.dumps(api_list(items)))
+    result = plan(snapshot, config, now=now)
+    assert result.drained == () and result.summary["spot_too_young"] == 1
+    spot = {n["name"]: n for n in page_data(snapshot, result, config, now=now)["nodes"]}["spot-1"]
+    assert spot["state"] == "not-target" and "min_target_age" in spot["reason"]
+    # Ten minutes later the same node is a target, as it is in a plan made without a time.
+    later = {n["name"]: n for n in page_data(snapshot, result, config, now=now + 600)["nodes"]}["spot-1"]
+    assert later["state"] == "target"
+    assert {n["name"]: n for n in page_data(snapshot, result, config)["nodes"]}["spot-1"]["state"] == "target"
 
 
 def test_embedded_json_cannot_close_its_script_element() -> None:
