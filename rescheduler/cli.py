@@ -24,6 +24,7 @@ traceback), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import os
 import sys
@@ -102,12 +103,31 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         "rules); default: the live cluster's API server version, or the current rules for a snapshot",
     )
     p.add_argument(
+        "--now",
+        type=_instant,
+        metavar="TIME",
+        default=None,
+        help="judge the disruption controls (pod and node ages, drain windows and budgets) at TIME, RFC 3339 "
+        "(2027-01-15T08:00:00Z), instead of the current time: to replay a saved snapshot's moment",
+    )
+    p.add_argument(
         "--progress",
         choices=("auto", "always", "never"),
         default="auto",
         help="progress on stderr while a big snapshot loads (auto: when stderr is a terminal)",
     )
     add_plan_config_arguments(p)
+
+
+def _instant(text: str) -> float:
+    """``--now``: an RFC 3339 time with its offset, as seconds since the epoch."""
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time (2027-01-15T08:00:00Z)") from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone offset (end it with Z or +01:00)")
+    return when.timestamp()
 
 
 def _progress(mode: str, stderr: IO[str]) -> Progress:
@@ -139,7 +159,7 @@ def _run_plan(
     if switches is None:  # after the load: an unreachable cluster is one error line, not two
         switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
-    now = time.time()  # the operator's disruption controls (ages, windows) are judged now
+    now = time.time() if args.now is None else args.now  # when the disruption controls are judged
     result = plan(
         snapshot,
         config,
