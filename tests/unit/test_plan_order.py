@@ -1,7 +1,9 @@
-"""The candidate orders of the packing passes (:func:`rescheduler.plan.budgets.dynamic_order`).
+"""The candidate orders of the packing passes (:func:`rescheduler.plan.budgets.dynamic_order`) and pusher's
+first fit (:func:`rescheduler.plan.placement.first_fit`).
 
-Under the default ``rate-limit`` rule no budget is ever scarce, so the re-ranking heap is skipped; the order it
-gives must be the heap's own.
+The fast paths must give what the general code gives. Under the default ``rate-limit`` rule no budget is ever
+scarce, so the re-ranking heap is skipped: the order must be the heap's own. pusher's first fit passes over
+targets short of CPU in C: it must pick the targets its full scan picks.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 from rescheduler.plan.budgets import RateLimit, dynamic_order
 from rescheduler.plan.candidates import Candidate, Candidates, PlanCache
 from rescheduler.plan.placement import Planner
+from rescheduler.plan.planner import PUSHER, plan
 from rescheduler.plan.state import Simulation
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
@@ -46,3 +49,18 @@ def test_rate_limit_order_is_the_heaps_order(seed: int) -> None:
     assert fast == slow
     assert sorted(fast) == sorted(w.name for w in planner.cands.work)
     assert any(w.blocker is not None for w in planner.cands.work)
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_first_fit_takes_the_same_targets_with_and_without_its_fast_scan(seed: int) -> None:
+    """pusher's first fit passes over targets short of CPU without counting them, except under ``verify``
+    (every accepted move re-checked), which scans target by target: both plans must be the same."""
+    items = generate(seed, 60, 60 * 14, PDB_HEAVY)
+    plans = []
+    for verify in (False, True):
+        snap = load_bytes(orjson.dumps({"kind": "List", "items": items}))
+        plans.append(plan(snap, Config(), strategies=[PUSHER], improve=False, verify=verify))
+    fast, slow = plans
+    assert slow.summary["verify_rejections"] == 0
+    assert fast.moves and fast.moves == slow.moves
+    assert fast.drained == slow.drained and fast.reasons == slow.reasons
