@@ -196,7 +196,7 @@ def choose(planner: Planner, pod: Pod, target: TargetRule, order: Sequence[int],
     if target is TargetRule.TIERED and groups is not None and len(groups) > 1:
         contention = planner.cands.contention()
         for g in sorted(groups, key=contention.__getitem__):
-            idx = best_fit(sim, pod, tuple(sim.static.groups[g]), why)
+            idx = best_fit(sim, pod, sim.static.group_targets[g], why)
             if idx is not None:
                 return idx
         return None

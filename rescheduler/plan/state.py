@@ -169,6 +169,7 @@ class Simulation:
         self.ref_mem = alloc_mem / max(1, n)
         self.static = StaticFilter(self.snapshot, targets)
         self._sorted: dict[tuple[tuple[int, ...], str], SortedFree] = {}
+        self._sorted_by_id: dict[tuple[int, str], tuple[tuple[int, ...], SortedFree]] = {}
         self._lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free cpu
         self._mem_lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free memory
         self._domains_of: dict[tuple[str, ...], list[tuple[str | None, ...]]] = {}
@@ -186,13 +187,21 @@ class Simulation:
         return pod.requests.get("cpu", 0) / self.ref_cpu + pod.requests.get("memory", 0) / self.ref_mem
 
     def sorted_free(self, members: tuple[int, ...], resource: str = "cpu") -> SortedFree:
+        # First by the tuple's identity (the static filter hands out the same tuples again and again, and
+        # hashing one of thousands of targets costs more than the rest of a lookup), then by value.
+        seen = self._sorted_by_id.get((id(members), resource))
+        if seen is not None and seen[0] is members:
+            return seen[1]
         sl = self._sorted.get((members, resource))
-        if sl is None:
+        if sl is not None:
+            self._sorted_by_id[(id(members), resource)] = (members, sl)
+        else:
             memory = resource == "memory"
             sl = self._sorted[(members, resource)] = SortedFree(members, self.free_mem if memory else self.free_cpu)
             lists = self._mem_lists_of if memory else self._lists_of
             for i in members:
                 lists[i].append(sl)
+            self._sorted_by_id[(id(members), resource)] = (members, sl)  # kept: the id is not reused
         return sl
 
     # --- moves ------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ targets short of CPU in C: it must pick the targets its full scan picks.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 
@@ -64,3 +66,25 @@ def test_first_fit_takes_the_same_targets_with_and_without_its_fast_scan(seed: i
     assert slow.summary["verify_rejections"] == 0
     assert fast.moves and fast.moves == slow.moves
     assert fast.drained == slow.drained and fast.reasons == slow.reasons
+
+
+def test_static_answers_and_free_lists_are_the_same_for_the_same_object_or_an_equal_one() -> None:
+    items = generate(6, 40, 40 * 14, PDB_HEAVY)
+    snap = load_bytes(orjson.dumps({"kind": "List", "items": items}))
+    cache = PlanCache()
+    sim = Simulation(snap, Config(), verify=False, topology_memo=cache.topology)
+    try:
+        pods = [p for w in Candidates(sim, cache).work for p in w.movable]
+        assert pods
+        for pod in pods:
+            answer = sim.feasible(pod)
+            assert sim.feasible(pod) is answer
+            assert sim.feasible(replace(pod)) == answer
+            again = tuple(answer.targets)  # an equal tuple, another object when non-empty
+            for resource in ("cpu", "memory"):
+                sl = sim.sorted_free(answer.targets, resource)
+                assert sim.sorted_free(answer.targets, resource) is sl
+                assert sim.sorted_free(tuple(list(again)), resource) is sl
+                assert sl.members == frozenset(answer.targets)
+    finally:
+        sim.restore()
