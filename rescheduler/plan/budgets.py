@@ -64,6 +64,8 @@ class BudgetRule:
     ``disruptionsAllowed``."""
 
     name = PDB_ALL_AT_ONCE
+    competes = True
+    """Whether :meth:`scarce` can ever be true, i.e. whether candidates can compete for budgets."""
 
     def __init__(self, pdbs: Sequence[PDB]) -> None:
         self.pdbs = pdbs
@@ -106,6 +108,7 @@ class RateLimit(BudgetRule):
     drain and never runs out, so budgets never make nodes compete."""
 
     name = PDB_RATE_LIMIT
+    competes = False
 
     def refusal(self, w: Candidate, used: Sequence[int]) -> StayReason | None:
         """The first of the node's pods whose budget allows no disruption now."""
@@ -286,6 +289,12 @@ def dynamic_order(
     # Candidates that can never be drained (a budget too small for them alone) or are held back do
     # not compete for budgets: they come last.
     open_ = [w.blocker is None and w.name not in held and rule.fits_alone(need[k]) for k, w in enumerate(work)]
+    if not rule.competes:
+        # No budget is ever scarce: every candidate has no conflicts and keeps them, so the order is the
+        # tie order the heap below would give, without re-ranking anything.
+        yield from (work[k] for _, k in sorted((tie(w), k) for k, w in enumerate(work) if open_[k]))
+        yield from (w for k, w in enumerate(work) if not open_[k])
+        return
     users: dict[int, set[int]] = {}
     total: Counter[int] = Counter()
     for k in range(len(work)):

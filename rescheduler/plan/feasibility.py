@@ -80,7 +80,10 @@ class StaticFilter:
         for g, members in enumerate(self.groups):
             for i in members:
                 self.group_of[i] = g
+        self.group_targets = [tuple(members) for members in self.groups]
+        """Each group's members as one tuple, handed out again and again (:meth:`Simulation.sorted_free`)."""
         self._answers: dict[Hashable, Feasible] = {}
+        self._by_pod: dict[int, tuple[Pod, Feasible]] = {}
 
     def _static_reason(self, pod: Pod, info: NodeInfo, extended: tuple[tuple[str, int], ...]) -> str | None:
         """The first failing filter that does not depend on what runs where (in ``fits`` order), as text.
@@ -149,7 +152,16 @@ class StaticFilter:
         return False
 
     def feasible(self, pod: Pod) -> Feasible:
-        """The targets passing the static filters for ``pod`` (kept per pod constraint signature)."""
+        """The targets passing the static filters for ``pod`` (kept per pod constraint signature, and per pod
+        object: every pass asks again about the same pods)."""
+        seen = self._by_pod.get(id(pod))
+        if seen is not None and seen[0] is pod:
+            return seen[1]
+        answer = self._feasible(pod)
+        self._by_pod[id(pod)] = (pod, answer)  # the pod is kept, so its id is not reused meanwhile
+        return answer
+
+    def _feasible(self, pod: Pod) -> Feasible:
         per_node = self._per_node(pod)
         extended = tuple(
             sorted(

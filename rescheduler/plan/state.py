@@ -13,7 +13,7 @@ alike whatever their priority.
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Sequence
 
@@ -50,9 +50,8 @@ class SortedFree:
 
     def update(self, idx: int, old: int, new: int) -> None:
         e = self.entries
-        j = bisect.bisect_left(e, (old, idx))
-        del e[j]
-        bisect.insort(e, (new, idx))
+        del e[bisect_left(e, (old, idx))]
+        insort(e, (new, idx))
 
 
 class Skip:
@@ -169,6 +168,7 @@ class Simulation:
         self.ref_mem = alloc_mem / max(1, n)
         self.static = StaticFilter(self.snapshot, targets)
         self._sorted: dict[tuple[tuple[int, ...], str], SortedFree] = {}
+        self._sorted_by_id: dict[tuple[int, str], tuple[tuple[int, ...], SortedFree]] = {}
         self._lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free cpu
         self._mem_lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free memory
         self._domains_of: dict[tuple[str, ...], list[tuple[str | None, ...]]] = {}
@@ -186,34 +186,44 @@ class Simulation:
         return pod.requests.get("cpu", 0) / self.ref_cpu + pod.requests.get("memory", 0) / self.ref_mem
 
     def sorted_free(self, members: tuple[int, ...], resource: str = "cpu") -> SortedFree:
+        # First by the tuple's identity (the static filter hands out the same tuples again and again, and
+        # hashing one of thousands of targets costs more than the rest of a lookup), then by value.
+        seen = self._sorted_by_id.get((id(members), resource))
+        if seen is not None and seen[0] is members:
+            return seen[1]
         sl = self._sorted.get((members, resource))
-        if sl is None:
+        if sl is not None:
+            self._sorted_by_id[(id(members), resource)] = (members, sl)
+        else:
             memory = resource == "memory"
             sl = self._sorted[(members, resource)] = SortedFree(members, self.free_mem if memory else self.free_cpu)
             lists = self._mem_lists_of if memory else self._lists_of
             for i in members:
                 lists[i].append(sl)
+            self._sorted_by_id[(id(members), resource)] = (members, sl)  # kept: the id is not reused
         return sl
 
     # --- moves ------------------------------------------------------------------------------------------
 
     def _set_free(self, idx: int) -> None:
         info = self.targets[idx]
-        new = info.free("cpu")
+        # NodeInfo.free, inlined: this runs twice for every move tried.
+        allocatable, requested = info.node.allocatable, info.requested
+        new = allocatable.get("cpu", 0) - requested.get("cpu", 0)
         old = self.free_cpu[idx]
         if new != old:
             for sl in self._lists_of[idx]:
                 sl.update(idx, old, new)
             self.free_cpu[idx] = new
             self.total_cpu += max(0, new) - max(0, old)
-            self.neg_requested[idx] = -info.requested.get("cpu", 0)
-        new, old = info.free("memory"), self.free_mem[idx]
+            self.neg_requested[idx] = -requested.get("cpu", 0)
+        new, old = allocatable.get("memory", 0) - requested.get("memory", 0), self.free_mem[idx]
         if new != old:
             for sl in self._mem_lists_of[idx]:
                 sl.update(idx, old, new)
             self.free_mem[idx] = new
             self.total_mem += max(0, new) - max(0, old)
-        new, old = info.free("pods"), self.free_pods[idx]
+        new, old = allocatable.get("pods", 0) - len(info.pods), self.free_pods[idx]
         self.free_pods[idx] = new
         self.total_pods += max(0, new) - max(0, old)
 

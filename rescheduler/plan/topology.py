@@ -258,12 +258,12 @@ class TopologyIndex:
                 continue
             key = t.topology_key
             for cand in self._candidates(t.selector, self._scope(t.namespaces, t.namespace_selector)):
-                if cand == pid:
+                if loc[cand].node.labels.get(key) != value or cand == pid:  # the domain first, as in _existing
                     continue
                 ep = pods[cand]
                 if uid and ep.uid == uid:
                     continue
-                if loc[cand].node.labels.get(key) == value and term_matches(t, ep, ns_labels):
+                if term_matches(t, ep, ns_labels):
                     return _ANTI_AFFINITY
 
         # Existing pods' anti-affinity terms that match the pod.
@@ -291,15 +291,16 @@ class TopologyIndex:
         pods = self.pods
         loc = self.loc
         for cand, t in entries:
+            # The topology domain first: it rules out nearly every entry (the checks commute).
+            key = t.topology_key
+            value = labels.get(key)
+            if value is None or loc[cand].node.labels.get(key) != value:
+                continue
             if cand == pid:
                 continue
             if uid and pods[cand].uid == uid:
                 continue
-            key = t.topology_key
-            value = labels.get(key)
-            if value is None:
-                continue
-            if loc[cand].node.labels.get(key) == value and term_matches(t, pod, ns_labels):
+            if term_matches(t, pod, ns_labels):
                 return _EXISTING_ANTI_AFFINITY
         return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -500,3 +501,18 @@ def test_cluster_snapshot_add_and_remove_pending_pod() -> None:
     assert snap["n1"].requested["cpu"] == 100
     snap.remove_pod(placed)
     assert _requested(snap["n1"]) == {}
+
+
+def test_moved_pod_is_the_pod_with_only_its_node_changed() -> None:
+    a = bound("a", "n1", spec__affinity=ANTI_AFFINITY)
+    snap = ClusterSnapshot([Node.from_api(node_json("n1")), Node.from_api(node_json("n2"))], [a])
+    moved = snap.move_pod(a, "n2")
+    assert moved == replace(a, node_name="n2")
+    assert all(getattr(moved, f.name) is getattr(a, f.name) for f in fields(Pod) if f.name != "node_name")
+
+
+def test_node_info_removes_the_very_object_before_one_of_the_same_name() -> None:
+    first, second = bound("a"), bound("a")
+    info = NodeInfo(Node.from_api(node_json()), [first, bound("b"), second])
+    info.remove_pod(second)
+    assert [p is first for p in info.pods] == [True, False]
