@@ -179,13 +179,9 @@ def _statefulset(world: World, name: str, claim: str | None) -> None:
     )
 
 
-def test_a_statefulset_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_its_node_under_run(
-    world: World, start: Callable[..., Rescheduler]
-) -> None:
-    od = _node(world, "od", world.od_key, "zone-a")
-    _node(world, "spot", world.spot_key, "zone-b")
-    claim = f"data-{world.label}"
-    _pinned_volume(world, claim, "zone-a")
+def _db_keeps_its_node_under_run(world: World, start: Callable[..., Rescheduler], od: str, claim: str) -> None:
+    """A one-replica StatefulSet ``db`` using ``claim``, running on ``od``: the run loop plans it over several
+    housekeeping cycles and neither drains nor marks ``od``."""
     _statefulset(world, "db", claim)
     wait_for(lambda: world.pods("db"), timeout=60, what="the StatefulSet's pod")
     _bind(world, "db-0", od)
@@ -201,6 +197,16 @@ def test_a_statefulset_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_i
     assert [p["spec"]["nodeName"] for p in world.pods("db")] == [od]
     assert r.metric("spotshift_rescheduler_drains_started_total") == 0
     assert all(line.get("drainable") == [] for line in r.logged("plan:"))
+
+
+def test_a_statefulset_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_its_node_under_run(
+    world: World, start: Callable[..., Rescheduler]
+) -> None:
+    od = _node(world, "od", world.od_key, "zone-a")
+    _node(world, "spot", world.spot_key, "zone-b")
+    claim = f"data-{world.label}"
+    _pinned_volume(world, claim, "zone-a")
+    _db_keeps_its_node_under_run(world, start, od, claim)
 
 
 def test_a_pod_whose_claim_waits_for_a_class_provisioning_only_where_no_spot_is_keeps_its_node_under_run(
@@ -238,22 +244,6 @@ def test_a_pod_whose_claim_waits_for_a_class_provisioning_only_where_no_spot_is_
                 },
             },
         )
-        _statefulset(world, "db", claim)
-        wait_for(lambda: world.pods("db"), timeout=60, what="the StatefulSet's pod")
-        _bind(world, "db-0", od)
-        wait_for(
-            lambda: world.pods("db")[0].get("status", {}).get("phase") == "Running", timeout=60, what="db-0 to run"
-        )
-        nodes = NodeWatcher(world.plane, [od])
-        nodes.start()
-
-        r = start(world.config())
-        r.wait_logged("plan:", timeout=60)
-        time.sleep(5)  # several housekeeping cycles
-
-        assert nodes.close() == {}
-        assert [p["spec"]["nodeName"] for p in world.pods("db")] == [od]
-        assert r.metric("spotshift_rescheduler_drains_started_total") == 0
-        assert all(line.get("drainable") == [] for line in r.logged("plan:"))
+        _db_keeps_its_node_under_run(world, start, od, claim)
     finally:
         world.plane.api.delete_if_exists(f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")
