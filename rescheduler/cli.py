@@ -1,7 +1,8 @@
 """``spot-rescheduler``: the rescheduler's command line.
 
     spot-rescheduler plan [--snapshot FILE|-] [--kubeconfig FILE] [--context NAME] [--config FILE]
-                          [--output table|json|html] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
+                          [--output table|json|html] [--verify] [--time-budget SECONDS] [--workers N]
+                          [--progress auto|always|never]
                           [--spot-node-label SELECTOR] [--on-demand-node-label SELECTOR]
                           [--delete-non-replicated-pods [BOOL]]
                           [--kubernetes-version VERSION] [FILE]
@@ -37,6 +38,7 @@ import orjson
 from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.plan.capacity import CapacityNeed, capacity_needs
+from rescheduler.plan.parallel import default_workers
 from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
@@ -97,6 +99,14 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         help="stop trying further packing strategies after this long (the first always runs)",
     )
     p.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        default=None,
+        help="run the packing strategies on up to N processes at once (default: one per strategy when this "
+        "machine has more than one CPU, else 1; 1 runs them one after another); the plan is the same",
+    )
+    p.add_argument(
         "--kubernetes-version",
         metavar="VERSION",
         help="plan with the kube-scheduler rules of this release (v1.20.2, 1.27.3-eks-abc; 'unknown': the strictest "
@@ -128,6 +138,17 @@ def _instant(text: str) -> float:
     if when.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no time zone offset (end it with Z or +01:00)")
     return when.timestamp()
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number of processes, at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of processes") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 process")
+    return n
 
 
 def _progress(mode: str, stderr: IO[str]) -> Progress:
@@ -168,6 +189,7 @@ def _run_plan(
         clock=time.monotonic,
         switches=switches,
         now=now,
+        workers=args.workers if args.workers is not None else default_workers(),
     )
     progress.done()
     needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None

@@ -36,6 +36,7 @@ from typing import Any
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.controls import budget_cut, window_text
+from rescheduler.plan.parallel import MIN_CANDIDATES, run_all
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.reasons import HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.records import Move, Plan, top_reasons
@@ -81,6 +82,7 @@ def plan(
     switches: Switches = CURRENT,
     exclude: Mapping[str, str] | None = None,
     now: float | None = None,
+    workers: int = 1,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -104,6 +106,10 @@ def plan(
     ``now`` (Unix seconds) is the time the operator's ``disruption`` controls are judged at (pod and target
     ages, drain windows, budgets: :mod:`rescheduler.plan.controls`); without it they are not applied, except
     those that need no time (scope and Jobs, which are movability rules).
+    ``workers`` above 1 runs the strategies' passes on up to that many processes at once
+    (:func:`rescheduler.plan.parallel.run_all`), on clusters with more than
+    :data:`~rescheduler.plan.parallel.MIN_CANDIDATES` drainable candidates and without a ``time_budget``
+    (which judges passes one after another); the plan is the same.
     """
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
@@ -118,8 +124,16 @@ def plan(
         if strategies is None:
             strategies = LARGE_PORTFOLIO if planner.cands.open_count() > IMPROVE_MAX_CANDIDATES else PORTFOLIO
         strategies = tuple(strategies)
+        if workers > 1 and time_budget is None and planner.cands.open_count() > MIN_CANDIDATES:
+            for result in run_all(planner, strategies, workers):
+                ran.append(result.strategy.name)
+                if result.better_than(best):
+                    best = result
+            strategies_left: tuple[Strategy, ...] = ()
+        else:
+            strategies_left = strategies
         slowest = 0.0
-        for strategy in strategies:
+        for strategy in strategies_left:
             before = clock() if clock is not None else 0.0
             over = time_budget is not None and before - started + slowest > time_budget
             if best is not None and over and strategy is not PUSHER:
