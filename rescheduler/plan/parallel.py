@@ -44,9 +44,8 @@ def can_fork() -> bool:
 
 def default_workers() -> int:
     """``spot-rescheduler plan``'s default: a process per strategy of the large portfolio when more than one
-    CPU is usable, else 1. One per strategy rather than one per CPU because the first pass, run by the parent,
-    also undoes its moves while a child's last pass need not: on two CPUs three processes finish first
-    (``bench/plan_scale.py``)."""
+    CPU is usable, else 1. One per strategy rather than one per CPU because a pass that is a child's last
+    need not undo its moves, which is a good part of a pass (``bench/plan_scale.py``)."""
     return len(LARGE_PORTFOLIO) if usable_cpus() > 1 and can_fork() else 1
 
 
@@ -59,27 +58,26 @@ def usable_cpus() -> int:
 
 
 def run_all(planner: Planner, strategies: Sequence[Strategy], workers: int) -> list[Result]:
-    """One pass of each strategy, in order, on up to ``workers`` processes (this one included).
+    """One pass of each strategy, in order, on up to ``workers`` forked processes.
 
-    Strategy ``i`` runs in process ``i % workers``; process 0 is this one, which runs its share while the
-    children run theirs, then collects their answers in strategy order.
+    Strategy ``i`` runs in child ``i % workers``; this process waits for their answers, so no pass here has
+    to undo its moves (a child's last pass need not either: the child ends with it). Passes whose child
+    could not be forked or failed run here, one after another, after the others have answered.
     """
     strategies = list(strategies)
     workers = max(1, min(workers, len(strategies)))
     if workers == 1 or not can_fork():
         return [run(planner, s) for s in strategies]
-    shares = [list(range(k, len(strategies), workers)) for k in range(workers)]
     children: list[tuple[int, int, list[int]]] = []  # (pid, read end, strategy indices)
-    mine = list(shares[0])
-    for share in shares[1:]:
+    mine: list[int] = []
+    for k in range(workers):
+        share = list(range(k, len(strategies), workers))
         child = _fork(planner, [strategies[i] for i in share])
         if child is None:
             mine.extend(share)  # could not fork: run them here
         else:
             children.append((child[0], child[1], share))
     results: dict[int, Result] = {}
-    for i in mine:
-        results[i] = run(planner, strategies[i])
     pods = _movable_by_key(planner)
     for pid, fd, share in children:
         packed = _collect(pid, fd)
@@ -88,6 +86,8 @@ def run_all(planner: Planner, strategies: Sequence[Strategy], workers: int) -> l
                 results[i] = run(planner, strategies[i])  # the child failed: run its pass here
             else:
                 results[i] = _unpack(strategies[i], packed[n], pods)
+    for i in mine:
+        results[i] = run(planner, strategies[i])
     return [results[i] for i in range(len(strategies))]
 
 
