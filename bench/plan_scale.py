@@ -16,7 +16,8 @@ Then, unless ``--no-phases``, one more run in this process prints where the time
 planner's own parts called as :func:`rescheduler.plan.planner.plan` calls them: parse (file to snapshot),
 index (the simulation: targets, classes, topology index), candidates (each on-demand node's pods analysed,
 budgets and ceilings), each packing strategy of the portfolio, and the improvement search; wall and CPU
-seconds each, with the cyclic garbage collector off as the command has it.
+seconds each, with the cyclic garbage collector off as the command has it; each strategy alone, then (on
+a large cluster, with more than one CPU) the three together on forked processes as ``plan`` runs them.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
 
 def _phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
     from rescheduler.plan.candidates import Candidates, PlanCache
+    from rescheduler.plan.parallel import default_workers, run_all
     from rescheduler.plan.placement import Planner, run
     from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL, improve
     from rescheduler.plan.state import Simulation
@@ -95,6 +97,16 @@ def _phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
             t = _clock()
             improve(planner, best, [s for s in PORTFOLIO if s.retry])
             out.append(("improve", _since(t)))
+        workers = default_workers()
+        if large and workers > 1:
+            # As ``plan`` runs them: together, on forked processes; CPU seconds of this process and its children.
+            before = os.times()
+            t = _clock()
+            run_all(planner, LARGE_PORTFOLIO, workers)
+            wall = _since(t)[0]
+            after = os.times()
+            cpu = sum(after[:4]) - sum(before[:4])
+            out.append((f"strategies together, {workers} processes", (wall, cpu)))
     finally:
         sim.restore()
     return out
