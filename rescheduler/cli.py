@@ -163,7 +163,8 @@ def _progress(mode: str, stderr: IO[str]) -> Progress:
 
 def _load(args: argparse.Namespace, progress: Progress, stdin: IO[bytes] | None) -> ClusterSnapshot:
     if args.snapshot is not None:
-        return load_snapshot(args.snapshot, progress=progress, stdin=stdin)
+        workers = args.workers if args.workers is not None else default_workers()
+        return load_snapshot(args.snapshot, progress=progress, stdin=stdin, workers=workers)
     return load_cluster(args.kubeconfig, context=args.context, progress=progress)
 
 
