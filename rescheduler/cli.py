@@ -103,8 +103,9 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         type=_workers,
         metavar="N",
         default=None,
-        help="run the packing strategies on up to N processes at once (default: one per strategy when this "
-        "machine has more than one CPU, else 1; 1 runs them one after another); the plan is the same",
+        help="use up to N processes: a big snapshot file is read by two, a big cluster's packing strategies run "
+        "one per process (default: 3 when more than one CPU is usable, else 1; 1 does everything in one); the "
+        "plan is the same",
     )
     p.add_argument(
         "--kubernetes-version",
