@@ -64,11 +64,11 @@ def phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
 
 def _phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
     from rescheduler.plan.candidates import Candidates, PlanCache
-    from rescheduler.plan.parallel import default_workers, run_all
     from rescheduler.plan.placement import Planner, run
     from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL, improve
     from rescheduler.plan.state import Simulation
     from rescheduler.plan.strategies import LARGE_PORTFOLIO, PORTFOLIO
+    from rescheduler.plan_workers import default_workers, run_all
     from rescheduler.snapshot_io import load_snapshot
     from shared.config import Config
     from shared.switches import CURRENT

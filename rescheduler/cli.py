@@ -38,8 +38,8 @@ import orjson
 from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.plan.capacity import CapacityNeed, capacity_needs
-from rescheduler.plan.parallel import default_workers
 from rescheduler.plan.planner import Plan, plan
+from rescheduler.plan_workers import default_workers, passes
 from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
 from shared.config import Config, ConfigError
@@ -191,7 +191,7 @@ def _run_plan(
         clock=time.monotonic,
         switches=switches,
         now=now,
-        workers=args.workers if args.workers is not None else default_workers(),
+        passes=passes(args.workers if args.workers is not None else default_workers()),
     )
     progress.done()
     needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None

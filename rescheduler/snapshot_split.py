@@ -123,12 +123,12 @@ def _read_in_two(view: mmap.mmap, read: Reader, min_bytes: int) -> Any | None:
     if first is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     try:
-        second = _unpack(answer)
+        kinds, pods = _unpack(answer)
     except Exception:
         return None
     for name in _KINDS:
-        getattr(first, name).extend(getattr(second, name))
-    first.pods.extend(second.pods)
+        getattr(first, name).extend(kinds[name])
+    first.pods.extend(pods)
     return first
 
 
@@ -212,9 +212,8 @@ def _pack(parts: Any) -> bytes:
     return len(head).to_bytes(8, "little") + head + msgspec.msgpack.encode(rows)
 
 
-def _unpack(data: bytes) -> Any:
-    from rescheduler.snapshot_io import SnapshotParts
-
+def _unpack(data: bytes) -> tuple[dict[str, list[Any]], list[Pod]]:
+    """The child's parts: the other kinds by name, and the pods in order."""
     n = int.from_bytes(data[:8], "little")
     # This process's own child's answer, over a pipe only the two of them hold.
     kinds, templates, owners = pickle.loads(data[8 : 8 + n])
@@ -227,8 +226,4 @@ def _unpack(data: bytes) -> Any:
         own[_I_ANNOTATIONS] = own[_I_ANNOTATIONS] or empty
         own[_I_VOLUMES] = tuple(starmap(volume, own[_I_VOLUMES]))
         pods.append(Pod(*order(templates[row[0]] + tuple(own))))
-    parts = SnapshotParts.empty()
-    for name in _KINDS:
-        setattr(parts, name, kinds[name])
-    parts.pods = pods
-    return parts
+    return kinds, pods

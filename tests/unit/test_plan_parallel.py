@@ -1,4 +1,4 @@
-"""The portfolio's passes on several processes (:mod:`rescheduler.plan.parallel`): the same results, the
+"""The portfolio's passes on several processes (:mod:`rescheduler.plan_workers`): the same results, the
 parent's own pod objects in them, the simulation left as it was, and a failed child's passes run again by
 the parent. Real forked processes, no stand-ins."""
 
@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Sequence
 
 import orjson
 import pytest
 
+from rescheduler import plan_workers as parallel
 from rescheduler.cli import main
-from rescheduler.plan import parallel, planner
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.planner import plan
 from rescheduler.plan.state import Simulation
-from rescheduler.plan.strategies import LARGE_PORTFOLIO, PORTFOLIO
+from rescheduler.plan.strategies import LARGE_PORTFOLIO, PORTFOLIO, Strategy
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
@@ -123,26 +124,28 @@ def test_default_workers_is_one_per_large_portfolio_strategy_with_more_than_one_
     assert parallel.default_workers() == expected
 
 
-def test_plan_on_a_large_cluster_is_the_same_with_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Above ``MIN_CANDIDATES`` drainable candidates ``plan`` forks; the plan is the one a single process makes."""
+def test_plan_on_a_large_cluster_is_the_same_with_workers() -> None:
+    """Above ``PARALLEL_MIN_CANDIDATES`` drainable candidates ``plan`` uses the passes it is handed; the plan is
+    the one a single process makes."""
     snap = _snapshot(16, 1500)
     calls: list[int] = []
-    real = planner.run_all
 
-    def counting(p: Planner, strategies: object, workers: int) -> list[Result]:
-        calls.append(workers)
-        return real(p, strategies, workers)  # type: ignore[arg-type]
+    def counting(p: Planner, strategies: Sequence[Strategy]) -> list[Result]:
+        calls.append(len(strategies))
+        return parallel.run_all(p, strategies, 3)
 
-    monkeypatch.setattr(planner, "run_all", counting)
-    one = plan(snap, Config(), workers=1)
-    assert calls == []
-    three = plan(snap, Config(), workers=3)
-    assert calls == [3]
+    assert parallel.passes(1) is None
+    one = plan(snap, Config())
+    three = plan(snap, Config(), passes=counting)
+    assert calls == [len(LARGE_PORTFOLIO)]
     assert one.summary["strategies_tried"] == [s.name for s in LARGE_PORTFOLIO]
     assert orjson.dumps(three.to_json()) == orjson.dumps(one.to_json())
-    # With a time budget the passes run one after another (the budget judges them in turn).
-    plan(snap, Config(), workers=3, time_budget=60.0, clock=lambda: 0.0)
-    assert calls == [3]
+    assert orjson.dumps(plan(snap, Config(), passes=parallel.passes(3)).to_json()) == orjson.dumps(one.to_json())
+    # With a time budget the passes run one after another (the budget judges them in turn); on a small cluster
+    # too (they take milliseconds).
+    plan(snap, Config(), passes=counting, time_budget=60.0, clock=lambda: 0.0)
+    plan(_snapshot(17, 60), Config(), passes=counting)
+    assert calls == [len(LARGE_PORTFOLIO)]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])

@@ -9,10 +9,11 @@ the two nodes, and each kept node's reason. The parent rebuilds the results arou
 what follows (choosing the best result, the improvement search, the printed plan) cannot tell the two ways
 apart: the plan is the same with any number of workers (``tests/unit/test_plan_parallel.py``).
 
-Only where it is safe and worth it: a platform with ``fork``, more than one pass, and more than one worker
-asked for. A child that fails (it could not be forked, it died, its answer does not decode) costs nothing
-but time: the parent runs that child's passes itself. The long-running ``run`` loop does not use this (it
-has watch threads, a time budget and a CPU limit of its own).
+Only where it is safe and worth it: a platform with ``fork``, more than one pass, more than one worker asked
+for, and a cluster big enough (:data:`rescheduler.plan.planner.PARALLEL_MIN_CANDIDATES`; the pure planner
+decides, and is handed :func:`passes` by the command). A child that fails (it could not be forked, it died,
+its answer does not decode) costs nothing but time: the parent runs that child's passes itself. The
+long-running ``run`` loop does not use this (it has watch threads, a time budget and a CPU limit of its own).
 """
 
 from __future__ import annotations
@@ -21,18 +22,24 @@ import os
 import pickle
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from rescheduler.plan.placement import PlannedMove, Planner, Result, run
-from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES
+from rescheduler.plan.planner import Passes
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, Strategy
 from shared.model import Pod
 
-__all__ = ["run_all", "usable_cpus", "can_fork", "default_workers", "MIN_CANDIDATES"]
+__all__ = ["run_all", "usable_cpus", "can_fork", "default_workers", "passes"]
 
-MIN_CANDIDATES = IMPROVE_MAX_CANDIDATES
-"""Below this many drainable candidates the passes take milliseconds and run one after another
-(:func:`rescheduler.plan.planner.plan`): the size at which the large portfolio is chosen."""
+
+def passes(workers: int) -> Passes | None:
+    """What ``spot-rescheduler plan`` hands :func:`rescheduler.plan.planner.plan` to run its passes on
+    ``workers`` processes; ``None`` (one after another, in this process) for 1 or where nothing forks."""
+    if workers <= 1 or not can_fork():
+        return None
+    return partial(run_all, workers=workers)
+
 
 _Packed = tuple[list[str], list[tuple[str, str, str]], dict[str, Any]]
 
