@@ -446,7 +446,8 @@ def _read_in_two(fh: IO[bytes], path: str, progress: Progress) -> ClusterSnapsho
     if size < SPLIT_MIN_BYTES:
         return None
     progress.phase(f"decoding {path} ({size / 1e6:,.0f} MB) in two processes")
-    parts = read_in_two(fh.fileno(), size, lambda half, first: read_tagged(half, progress, first))
+    # Only this process, which reads the first half, shows progress: two writers would garble the line.
+    parts = read_in_two(fh.fileno(), size, lambda half, first: read_tagged(half, progress if first else _QUIET, first))
     if parts is None:
         return None
     progress.phase(f"indexing {len(parts.pods):,} pods on {len(parts.nodes):,} nodes")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from rescheduler import snapshot_io, snapshot_split
 from rescheduler.cli import main
-from rescheduler.snapshot_io import SnapshotError, SnapshotParts, load_snapshot, read_tagged
+from rescheduler.snapshot_io import Progress, SnapshotError, SnapshotParts, load_snapshot, read_tagged
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate, write_list
 from tests.unit.test_snapshot_io import EXTRA_PODS
 
@@ -129,11 +130,9 @@ def test_a_bad_item_in_either_half_falls_back_and_is_worded_as_always(tmp_path: 
     assert "pod x/broken" in str(one.value)
 
 
-def test_plan_reads_a_big_file_in_two_and_prints_the_same_plan(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Through the command, on a file above :data:`~rescheduler.snapshot_split.MIN_BYTES` (a small cluster whose
-    pods carry kubectl's last-applied-configuration, as big as some do)."""
+def _big_file(tmp_path: Path) -> Path:
+    """A file above :data:`~rescheduler.snapshot_split.MIN_BYTES`: a small cluster whose pods carry kubectl's
+    last-applied-configuration, as big as some do."""
     items = generate(27, 40, 900, PDB_HEAVY)
     for item in items:
         if item["kind"] == "Pod":
@@ -143,6 +142,25 @@ def test_plan_reads_a_big_file_in_two_and_prints_the_same_plan(
     with path.open("wb") as fh:
         write_list(items, fh, 4)
     assert path.stat().st_size >= snapshot_split.MIN_BYTES
+    return path
+
+
+def test_only_the_reader_of_the_first_half_shows_progress(tmp_path: Path) -> None:
+    """Both processes share the terminal: the child stays quiet, or the progress line would be garbled."""
+    path = _big_file(tmp_path)
+    log = tmp_path / "progress.txt"
+    with log.open("w") as stream:
+        snap = load_snapshot(str(path), workers=2, progress=Progress(stream, enabled=True, interval=0.0))
+    totals = set(re.findall(r"reading objects: [\d,]+/([\d,]+)", log.read_text()))
+    assert len(totals) == 1  # one reader's count only
+    assert 0 < int(totals.pop().replace(",", "")) < len(snap.pending) + sum(len(i.pods) for i in snap)
+
+
+def test_plan_reads_a_big_file_in_two_and_prints_the_same_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the command, on a file above :data:`~rescheduler.snapshot_split.MIN_BYTES`."""
+    path = _big_file(tmp_path)
     assert _read(path) is not None
     read_in_two = snapshot_io.read_in_two
     halves: list[bool] = []
