@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from rescheduler import forked
+from rescheduler.forked import can_fork
 from rescheduler.plan.placement import PlannedMove, Planner, Result, run
 from rescheduler.plan.planner import Passes
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, Strategy
@@ -42,11 +43,6 @@ def passes(workers: int) -> Passes | None:
 
 
 _Packed = tuple[list[str], list[tuple[str, str, str]], dict[str, Any]]
-
-
-def can_fork() -> bool:
-    """Whether this platform forks (Linux, macOS; not Windows)."""
-    return hasattr(os, "fork")
 
 
 def default_workers() -> int:
@@ -99,41 +95,20 @@ def run_all(planner: Planner, strategies: Sequence[Strategy], workers: int) -> l
 
 
 def _fork(planner: Planner, strategies: list[Strategy]) -> tuple[int, int] | None:
-    """Fork a child that runs ``strategies`` and writes their packed results to a pipe; ``(pid, read end)``."""
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # pragma: no cover - the child's own coverage is not collected; its answer is tested
-        code = 1
-        try:
-            os.close(r)
-            last = len(strategies) - 1  # its moves need no undoing: the process ends with it
-            packed = [_pack(run(planner, s, restore=i < last)) for i, s in enumerate(strategies)]
-            data = pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(w, "wb") as out:
-                out.write(data)
-            code = 0
-        finally:
-            os._exit(code)  # no atexit handlers, no buffers flushed twice: the parent owns the process's exit
-    os.close(w)
-    return pid, r
+    """A child that runs ``strategies`` and answers with their packed results."""
+
+    def work() -> bytes:
+        last = len(strategies) - 1  # its moves need no undoing: the process ends with it
+        packed = [_pack(run(planner, s, restore=i < last)) for i, s in enumerate(strategies)]
+        return pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL)
+
+    return forked.fork(work)
 
 
 def _collect(pid: int, fd: int) -> list[_Packed] | None:
     """A child's answer, or ``None`` when it failed."""
-    with os.fdopen(fd, "rb") as src:
-        data = src.read()
-    _, status = os.waitpid(pid, 0)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    data = forked.answer((pid, fd))
+    if data is None:
         return None
     try:
         packed = pickle.loads(data)  # our own child's answer, over a pipe only this process holds

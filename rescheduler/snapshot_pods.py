@@ -26,7 +26,7 @@ from msgspec import Raw, Struct
 from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume, parse_affinity
 from shared.selectors import parse_node_selector
 
-__all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "validation_problem"]
+__all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "TEMPLATE_FIELDS", "validation_problem"]
 
 # --- the typed skeleton of a pod --------------------------------------------------------------------
 # Only the fields shared.model reads. Parts kept as Raw are decoded on first sight of their bytes.
@@ -137,9 +137,9 @@ _AFFINITY_FIELDS = (
     "preferred_pod_anti_affinity",
 )
 _SPREAD_FIELDS = ("topology_spread",)
-_TEMPLATE_FIELDS = _CONTAINER_FIELDS + _TOLERATION_FIELDS + _SELECTOR_FIELDS + _AFFINITY_FIELDS + _SPREAD_FIELDS
+TEMPLATE_FIELDS = _CONTAINER_FIELDS + _TOLERATION_FIELDS + _SELECTOR_FIELDS + _AFFINITY_FIELDS + _SPREAD_FIELDS
 _POD_FIELDS = tuple(f.name for f in fields(Pod))
-FAST_PATH_COMPLETE = set(_POD_FIELDS) == set(_PER_POD) | set(_TEMPLATE_FIELDS)
+FAST_PATH_COMPLETE = set(_POD_FIELDS) == set(_PER_POD) | set(TEMPLATE_FIELDS)
 """Whether every ``Pod`` field is covered; a test fails if ``shared.model.Pod`` grows a field unknown here."""
 _POD_INDEX = {n: i for i, n in enumerate(_POD_FIELDS)}
 _POD_DEFAULTS = tuple(

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import os
 import pickle
-import sys
 from collections.abc import Callable
 from io import BytesIO
 from itertools import starmap
@@ -34,6 +32,8 @@ from typing import Any
 
 import msgspec
 
+from rescheduler import forked
+from rescheduler.snapshot_pods import TEMPLATE_FIELDS
 from shared.model import EMPTY, Pod, Volume
 
 __all__ = ["read_in_two", "split_point", "MIN_BYTES", "HEAD"]
@@ -69,7 +69,7 @@ def split_point(data: Any, min_bytes: int = MIN_BYTES) -> int | None:
 def read_in_two(fd: int, size: int, read: Reader, min_bytes: int = MIN_BYTES) -> Any | None:
     """The snapshot parts of the file ``fd`` (``size`` bytes), read by this process and a forked child, or
     ``None`` (see the module docstring). ``read`` decodes one half; it is called in both processes."""
-    if not hasattr(os, "fork") or size < min_bytes or size == 0:
+    if not forked.can_fork() or size < min_bytes or size == 0:
         return None
     try:
         view = mmap.mmap(fd, 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
@@ -86,41 +86,23 @@ def _read_in_two(view: mmap.mmap, read: Reader, min_bytes: int) -> Any | None:
     end = split_point(view, min_bytes)
     if end is None:
         return None
-    try:
-        r, w = os.pipe()
-    except OSError:
+
+    def second_half() -> bytes:
+        start = end + 1  # the ",\n" and eight spaces after the "}" make room for the opening
+        view[start : start + len(_OPEN)] = _OPEN
+        return _pack(read(memoryview(view)[start:], False))
+
+    child = forked.fork(second_half)
+    if child is None:
         return None
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # pragma: no cover - the child's own coverage is not collected; its answer is tested
-        code = 1
-        try:
-            os.close(r)
-            start = end + 1  # the ",\n" and eight spaces after the "}" make room for the opening
-            view[start : start + len(_OPEN)] = _OPEN
-            data = _pack(read(memoryview(view)[start:], False))
-            with os.fdopen(w, "wb") as out:
-                out.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
     first: Any = None
     try:
         view[end + 1 : end + 1 + len(_CLOSE)] = _CLOSE
         first = read(memoryview(view)[: end + 1 + len(_CLOSE)], True)
     except Exception:
         first = None
-    with os.fdopen(r, "rb") as src:
-        answer = src.read()
-    _, status = os.waitpid(pid, 0)
-    if first is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    answer = forked.answer(child)
+    if first is None or answer is None:
         return None
     try:
         kinds, pods = _unpack(answer)
@@ -136,22 +118,7 @@ def _read_in_two(view: mmap.mmap, read: Reader, min_bytes: int) -> Any | None:
 
 _KINDS = ("nodes", "pdbs", "namespaces", "pvs", "pvcs", "storage_classes")
 _FIELDS = Pod.__dataclass_fields__
-_TEMPLATE = (
-    "namespace",
-    "labels",
-    "requests",
-    "tolerations",
-    "node_selector",
-    "required_affinity",
-    "preferred_affinity",
-    "pod_affinity",
-    "pod_anti_affinity",
-    "preferred_pod_affinity",
-    "preferred_pod_anti_affinity",
-    "topology_spread",
-    "host_ports",
-    "non_zero_requests",
-)
+_TEMPLATE = ("namespace", "labels", *TEMPLATE_FIELDS)
 """The fields pods of one template share (the same objects: :mod:`rescheduler.snapshot_pods`)."""
 _OWN = tuple(f for f in _FIELDS if f not in _TEMPLATE)
 """Each pod's own fields."""
