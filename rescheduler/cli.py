@@ -1,7 +1,8 @@
 """``spot-rescheduler``: the rescheduler's command line.
 
     spot-rescheduler plan [--snapshot FILE|-] [--kubeconfig FILE] [--context NAME] [--config FILE]
-                          [--output table|json|html] [--verify] [--time-budget SECONDS] [--progress auto|always|never]
+                          [--output table|json|html] [--verify] [--time-budget SECONDS] [--workers N]
+                          [--progress auto|always|never]
                           [--spot-node-label SELECTOR] [--on-demand-node-label SELECTOR]
                           [--delete-non-replicated-pods [BOOL]]
                           [--kubernetes-version VERSION] [FILE]
@@ -38,6 +39,7 @@ from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.plan.capacity import CapacityNeed, capacity_needs
 from rescheduler.plan.planner import Plan, plan
+from rescheduler.plan_workers import default_workers, passes
 from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
 from shared.config import Config, ConfigError
@@ -97,6 +99,15 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         help="stop trying further packing strategies after this long (the first always runs)",
     )
     p.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        default=None,
+        help="use up to N processes: a big snapshot file is read by two, a big cluster's packing strategies run "
+        "one per process (default: 3 when more than one CPU is usable, else 1; 1 does everything in one); the "
+        "plan is the same",
+    )
+    p.add_argument(
         "--kubernetes-version",
         metavar="VERSION",
         help="plan with the kube-scheduler rules of this release (v1.20.2, 1.27.3-eks-abc; 'unknown': the strictest "
@@ -130,6 +141,17 @@ def _instant(text: str) -> float:
     return when.timestamp()
 
 
+def _workers(text: str) -> int:
+    """``--workers``: a whole number of processes, at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of processes") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 process")
+    return n
+
+
 def _progress(mode: str, stderr: IO[str]) -> Progress:
     if mode == "always":
         enabled = True
@@ -142,7 +164,8 @@ def _progress(mode: str, stderr: IO[str]) -> Progress:
 
 def _load(args: argparse.Namespace, progress: Progress, stdin: IO[bytes] | None) -> ClusterSnapshot:
     if args.snapshot is not None:
-        return load_snapshot(args.snapshot, progress=progress, stdin=stdin)
+        workers = args.workers if args.workers is not None else default_workers()
+        return load_snapshot(args.snapshot, progress=progress, stdin=stdin, workers=workers)
     return load_cluster(args.kubeconfig, context=args.context, progress=progress)
 
 
@@ -168,6 +191,7 @@ def _run_plan(
         clock=time.monotonic,
         switches=switches,
         now=now,
+        passes=passes(args.workers if args.workers is not None else default_workers()),
     )
     progress.done()
     needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +38,8 @@ import orjson
 from msgspec import Raw, Struct
 
 from rescheduler.snapshot_pods import NONE, PodItem, PodReader, validation_problem
+from rescheduler.snapshot_split import MIN_BYTES as SPLIT_MIN_BYTES
+from rescheduler.snapshot_split import read_in_two
 from shared.disruption import with_computed_status
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot
@@ -52,6 +55,7 @@ __all__ = [
     "LIST_DECODERS",
     "SnapshotReader",
     "json_problem",
+    "read_tagged",
 ]
 
 KINDS = (
@@ -344,6 +348,30 @@ def json_problem(e: Exception) -> str:
     return text[0].lower() + text[1:] if text else type(e).__name__
 
 
+class _FirstHalf(Struct, forbid_unknown_fields=True):
+    """The first part of a list cut in two (:mod:`rescheduler.snapshot_split`): nothing but these keys."""
+
+    apiVersion: str | None = None
+    items: list[_Tagged] | None = None
+
+
+_FIRST_HALF = msgspec.json.Decoder(_FirstHalf)
+
+
+def read_tagged(data: Any, progress: Progress = _QUIET, first_half: bool = False) -> SnapshotParts:
+    """The parts of a ``v1 List`` whose items all carry their kind (kubectl's ``get a,b,c -o json``), from any
+    bytes-like object; raises what :func:`load_bytes` turns into a :class:`SnapshotError`. ``first_half``:
+    refuse a top level with any key but ``apiVersion`` and ``items``."""
+    reader = SnapshotReader(progress)
+    top = (_FIRST_HALF if first_half else _TOP).decode(data)
+    if top.items is None:
+        raise ParseError("no items")
+    items = top.items
+    del top
+    reader.add_all(lambda it: _TAGGED_KIND[type(it)], items, "reading objects")
+    return reader.parts
+
+
 def load_bytes(data: Any, *, source: str = "snapshot", progress: Progress = _QUIET) -> ClusterSnapshot:
     """Parse a snapshot from a bytes-like object (bytes, mmap): a ``v1 List`` or any object with ``items``.
 
@@ -400,8 +428,40 @@ def _validation_problem(e: msgspec.ValidationError) -> str:
     return validation_problem(e, KINDS)
 
 
-def load_snapshot(path: str, *, progress: Progress = _QUIET, stdin: IO[bytes] | None = None) -> ClusterSnapshot:
-    """Load ``path`` (``-`` is stdin). A regular file is memory-mapped rather than read into the heap."""
+def _map(fd: int) -> mmap.mmap:
+    """The whole file, read-only; on Linux its pages are faulted in at once (``MAP_POPULATE``): the decoder
+    reads every byte, and one call costs less than a fault every few pages."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if populate:
+        return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+    return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+
+
+def _read_in_two(fh: IO[bytes], path: str, progress: Progress) -> ClusterSnapshot | None:
+    """The snapshot of a big regular file in kubectl's layout, read by two processes; ``None`` otherwise."""
+    try:
+        size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None
+    if size < SPLIT_MIN_BYTES:
+        return None
+    progress.phase(f"decoding {path} ({size / 1e6:,.0f} MB) in two processes")
+    # Only this process, which reads the first half, shows progress: two writers would garble the line.
+    parts = read_in_two(fh.fileno(), size, lambda half, first: read_tagged(half, progress if first else _QUIET, first))
+    if parts is None:
+        return None
+    progress.phase(f"indexing {len(parts.pods):,} pods on {len(parts.nodes):,} nodes")
+    snap = parts.snapshot()
+    progress.done()
+    return snap
+
+
+def load_snapshot(
+    path: str, *, progress: Progress = _QUIET, stdin: IO[bytes] | None = None, workers: int = 1
+) -> ClusterSnapshot:
+    """Load ``path`` (``-`` is stdin). A regular file is memory-mapped rather than read into the heap; with
+    ``workers`` above 1, a big file in kubectl's layout is read by two processes at once
+    (:mod:`rescheduler.snapshot_split`), which gives the same snapshot."""
     if path == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
         progress.phase("reading standard input")
@@ -411,9 +471,13 @@ def load_snapshot(path: str, *, progress: Progress = _QUIET, stdin: IO[bytes] | 
     except OSError as e:
         raise SnapshotError(f"snapshot {path}: cannot be read ({e.strerror or type(e).__name__})") from None
     with fh:
+        if workers > 1:
+            snap = _read_in_two(fh, path, progress)
+            if snap is not None:
+                return snap
         data: Any
         try:
-            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            data = _map(fh.fileno())
         except (OSError, ValueError):
             data = fh.read()  # not mappable (a pipe, /dev/stdin, an empty file): read it
         if len(data) == 0:

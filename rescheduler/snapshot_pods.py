@@ -23,10 +23,10 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
-from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume
+from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume, parse_affinity
 from shared.selectors import parse_node_selector
 
-__all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "validation_problem"]
+__all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "TEMPLATE_FIELDS", "validation_problem"]
 
 # --- the typed skeleton of a pod --------------------------------------------------------------------
 # Only the fields shared.model reads. Parts kept as Raw are decoded on first sight of their bytes.
@@ -137,9 +137,9 @@ _AFFINITY_FIELDS = (
     "preferred_pod_anti_affinity",
 )
 _SPREAD_FIELDS = ("topology_spread",)
-_TEMPLATE_FIELDS = _CONTAINER_FIELDS + _TOLERATION_FIELDS + _SELECTOR_FIELDS + _AFFINITY_FIELDS + _SPREAD_FIELDS
+TEMPLATE_FIELDS = _CONTAINER_FIELDS + _TOLERATION_FIELDS + _SELECTOR_FIELDS + _AFFINITY_FIELDS + _SPREAD_FIELDS
 _POD_FIELDS = tuple(f.name for f in fields(Pod))
-FAST_PATH_COMPLETE = set(_POD_FIELDS) == set(_PER_POD) | set(_TEMPLATE_FIELDS)
+FAST_PATH_COMPLETE = set(_POD_FIELDS) == set(_PER_POD) | set(TEMPLATE_FIELDS)
 """Whether every ``Pod`` field is covered; a test fails if ``shared.model.Pod`` grows a field unknown here."""
 _POD_INDEX = {n: i for i, n in enumerate(_POD_FIELDS)}
 _POD_DEFAULTS = tuple(
@@ -162,6 +162,7 @@ class PodReader:
 
     def __init__(self) -> None:
         self.templates: dict[tuple[Any, ...], list[Any]] = {}
+        self._bases: dict[tuple[Any, ...], list[Any]] = {}
         self._containers: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._tolerations: dict[bytes, dict[str, Any]] = {}
         self._selectors: dict[bytes, dict[str, Any]] = {}
@@ -170,6 +171,7 @@ class PodReader:
         self._maps: dict[bytes, Mapping[str, str]] = {}
         self._owners: dict[bytes, Any] = {}
         self._volumes: dict[tuple[tuple[str, bytes], ...], Volume] = {}
+        self._by_owner: dict[tuple[str, bytes], tuple[tuple[Raw, ...], list[Any]]] = {}
 
     def read(self, item: PodItem) -> Pod:
         m = item.metadata or _Meta()
@@ -179,22 +181,32 @@ class PodReader:
         if s is None:
             raise ParseError(f"pod {ns}/{name}: spec is missing")
         st = item.status or _PodStatus()
-        labels_b = bytes(m.labels)
-        key = (
-            ns,
-            labels_b,
-            bytes(s.containers),
-            bytes(s.initContainers),
-            bytes(s.overhead),
-            bytes(s.resources),
-            bytes(s.tolerations),
-            bytes(s.nodeSelector),
-            bytes(s.affinity),
-            bytes(s.topologySpreadConstraints),
+        owners_b = bytes(m.ownerReferences)
+        raws = (
+            m.labels,
+            s.containers,
+            s.initContainers,
+            s.overhead,
+            s.resources,
+            s.tolerations,
+            s.nodeSelector,
+            s.affinity,
+            s.topologySpreadConstraints,
         )
-        proto = self.templates.get(key)
-        if proto is None:
-            proto = self._prototype(key, ns, name)
+        # The previous pod of the same owner usually has the same template: comparing the slices costs a
+        # fraction of copying and hashing them (the owner is only a hint; equal slices are the proof). The
+        # hint keeps copies, not the slices, which would keep a live listing's whole page alive.
+        hint = self._by_owner.get((ns, owners_b))
+        if hint is not None and hint[0] == raws:
+            proto = hint[1]
+        else:
+            parts = tuple(map(bytes, raws))
+            key = (ns, *parts)
+            found = self.templates.get(key)
+            proto = found if found is not None else self._prototype(key, ns, name)
+            if len(self._by_owner) >= _CACHE_LIMIT:
+                self._by_owner.clear()
+            self._by_owner[(ns, owners_b)] = (tuple(Raw(b) for b in parts), proto)
         unschedulable = ready = False
         for c in st.conditions or ():
             if c.type == "PodScheduled":
@@ -208,7 +220,7 @@ class PodReader:
         args[_I_NODE_NAME] = s.nodeName or ""
         args[_I_PHASE] = st.phase or "Pending"
         args[_I_ANNOTATIONS] = self._map(bytes(m.annotations), ns, name, "metadata.annotations")
-        args[_I_OWNERS] = self._owner_refs(bytes(m.ownerReferences), ns, name)
+        args[_I_OWNERS] = self._owner_refs(owners_b, ns, name)
         args[_I_PRIORITY] = int(s.priority) if s.priority is not None else 0
         args[_I_SCHEDULER_NAME] = s.schedulerName or "default-scheduler"
         args[_I_DELETION_TIMESTAMP] = m.deletionTimestamp
@@ -219,22 +231,56 @@ class PodReader:
         return Pod(*args)
 
     def _prototype(self, key: tuple[Any, ...], ns: str, name: str) -> list[Any]:
-        """The positional arguments shared by every pod of a template: its parts, namespace and labels."""
-        labels = self._map(key[1], ns, name, "metadata.labels")
-        args = list(_POD_DEFAULTS)
-        for field_name, value in self._template(key, ns, name).items():
+        """The positional arguments shared by every pod of a template: its parts, namespace and labels.
+
+        Built from the template without its affinity (cached on its own: a DaemonSet's pods differ only in
+        the node their affinity names, so each is a template of its own that shares everything else) plus
+        the affinity part."""
+        base_key = key[:8] + key[9:]
+        base = self._bases.get(base_key)
+        if base is None:
+            labels = self._map(key[1], ns, name, "metadata.labels")
+            base = list(_POD_DEFAULTS)
+            for field_name, value in self._template(key, ns, name).items():
+                base[_POD_INDEX[field_name]] = value
+            base[_I_NAMESPACE] = ns
+            base[_I_LABELS] = labels
+            if len(self._bases) >= _CACHE_LIMIT:
+                self._bases.clear()
+            self._bases[base_key] = base
+        args = base.copy()
+        for field_name, value in self._affinity_part(key, ns, name).items():
             args[_POD_INDEX[field_name]] = value
-        args[_I_NAMESPACE] = ns
-        args[_I_LABELS] = labels
         if len(self.templates) >= _CACHE_LIMIT:
             self.templates.clear()
         self.templates[key] = args
         return args
 
+    def _affinity_part(self, key: tuple[Any, ...], ns: str, name: str) -> dict[str, Any]:
+        """The affinity fields of a template, cached on the affinity's bytes (plus the namespace, the default
+        of pod affinity terms, and the labels when ``matchLabelKeys`` reads them)."""
+        labels_b, affinity = key[1], key[8]
+        aff_key = (
+            affinity,
+            ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else "",
+            labels_b if b"LabelKeys" in affinity else b"",
+        )
+        part = self._affinity.get(aff_key)
+        if part is None:
+            raw = _spec({"affinity": affinity}).get("affinity")
+            part = _node_affinity_only(raw)
+            if part is None:
+                labels = self._map(labels_b, ns, name, "metadata.labels")
+                part = _affinity(raw, ns, name, labels)
+            if len(self._affinity) >= _CACHE_LIMIT:
+                self._affinity.clear()
+            self._affinity[aff_key] = part
+        return part
+
     def _template(self, key: tuple[Any, ...], ns: str, name: str) -> dict[str, Any]:
-        """Parse a template's parts, each cached on the bytes it depends on (plus namespace and labels
-        where the model reads them: affinity's default namespaces and ``matchLabelKeys``)."""
-        _, labels_b, containers, init, overhead, resources, tolerations, selector, affinity, spread = key
+        """Parse a template's parts but its affinity, each cached on the bytes it depends on (plus the labels
+        where the model reads them: ``matchLabelKeys``)."""
+        _, labels_b, containers, init, overhead, resources, tolerations, selector, _, spread = key
         labels = self._map(labels_b, ns, name, "metadata.labels")
         out: dict[str, Any] = {}
         try:
@@ -257,19 +303,6 @@ class PodReader:
         if part is None:
             spec = _spec({"nodeSelector": selector})
             part = self._selectors[selector] = _parse_part(ns, name, labels, spec, _SELECTOR_FIELDS)
-        out.update(part)
-        aff_key = (
-            affinity,
-            ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else "",
-            labels_b if b"LabelKeys" in affinity else b"",
-        )
-        part = self._affinity.get(aff_key)
-        if part is None:
-            spec = _spec({"affinity": affinity})
-            part = _node_affinity_only(spec.get("affinity"))
-            if part is None:
-                part = _parse_part(ns, name, labels, spec, _AFFINITY_FIELDS)
-            self._affinity[aff_key] = part
         out.update(part)
         spread_key = (spread, labels_b if b"LabelKeys" in spread else b"")
         part = self._spread.get(spread_key)
@@ -393,6 +426,20 @@ def _node_affinity_only(affinity: Any) -> dict[str, Any] | None:
     part: dict[str, Any] = dict.fromkeys(_AFFINITY_FIELDS, empty)
     part["required_affinity"] = required
     return part
+
+
+def _affinity(raw: Any, ns: str, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The affinity fields, parsed by the function ``Pod.from_api`` parses them with; a shape it does not
+    expect goes through ``Pod.from_api`` itself, which words the error."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, dict):
+        where = f"pod {ns}/{name}"
+        try:
+            return dict(zip(_AFFINITY_FIELDS, parse_affinity(raw, ns, labels, where), strict=True))
+        except Exception:
+            pass
+    return _parse_part(ns, name, labels, {"affinity": raw}, _AFFINITY_FIELDS)
 
 
 def _parse_part(

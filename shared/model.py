@@ -313,22 +313,9 @@ class Pod:
         except ParseError as e:
             raise ParseError(f"{where}: {e}") from None
         try:
-            affinity = spec.get("affinity") or {}
-            node_aff = affinity.get("nodeAffinity") or {}
-            required = parse_node_selector(
-                node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
-                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            required, preferred, a_req, aa_req, a_pref, aa_pref = parse_affinity(
+                spec.get("affinity") or {}, ns, labels, where
             )
-            preferred = []
-            for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
-                term, _ = parse_node_selector_term(p.get("preference"), f"preferred[{i}]")
-                preferred.append((int(p.get("weight") or 0), term))
-            pod_aff = affinity.get("podAffinity") or {}
-            anti_aff = affinity.get("podAntiAffinity") or {}
-            a_req = _affinity_terms(pod_aff, "required", ns, labels, where)
-            aa_req = _affinity_terms(anti_aff, "required", ns, labels, where)
-            a_pref = _affinity_terms(pod_aff, "preferred", ns, labels, where)
-            aa_pref = _affinity_terms(anti_aff, "preferred", ns, labels, where)
             spread = tuple(
                 _parse_spread(c, labels, f"spec.topologySpreadConstraints[{i}]")
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
@@ -371,7 +358,7 @@ class Pod:
             tolerations=tuple(Toleration.from_api(t) for t in spec.get("tolerations") or ()),
             node_selector=_strmap(spec.get("nodeSelector"), f"{where}: spec.nodeSelector"),
             required_affinity=required,
-            preferred_affinity=tuple(preferred),
+            preferred_affinity=preferred,
             pod_affinity=a_req,
             pod_anti_affinity=aa_req,
             preferred_pod_affinity=a_pref,
@@ -382,6 +369,32 @@ class Pod:
             unschedulable=unschedulable,
             ready=ready,
         )
+
+
+def parse_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], where: str) -> tuple[Any, ...]:
+    """A pod's ``spec.affinity`` as the ``Pod`` fields ``required_affinity``, ``preferred_affinity``,
+    ``pod_affinity``, ``pod_anti_affinity``, ``preferred_pod_affinity``, ``preferred_pod_anti_affinity`` (in
+    that order). ``ns`` is the default namespace of pod affinity terms, ``labels`` the pod's own (for
+    ``matchLabelKeys``). Raises what the selector parsers raise; :meth:`Pod.from_api` names the pod."""
+    node_aff = affinity.get("nodeAffinity") or {}
+    required = parse_node_selector(
+        node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    preferred = []
+    for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+        term, _ = parse_node_selector_term(p.get("preference"), f"preferred[{i}]")
+        preferred.append((int(p.get("weight") or 0), term))
+    pod_aff = affinity.get("podAffinity") or {}
+    anti_aff = affinity.get("podAntiAffinity") or {}
+    return (
+        required,
+        tuple(preferred),
+        _affinity_terms(pod_aff, "required", ns, labels, where),
+        _affinity_terms(anti_aff, "required", ns, labels, where),
+        _affinity_terms(pod_aff, "preferred", ns, labels, where),
+        _affinity_terms(anti_aff, "preferred", ns, labels, where),
+    )
 
 
 def _affinity_terms(section: Mapping[str, Any], kind: str, ns: str, labels: Mapping[str, str], where: str) -> Any:

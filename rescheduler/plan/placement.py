@@ -67,8 +67,11 @@ class Planner:
         return Ledger(self.rule, self.shares)
 
 
-def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()) -> Result:
-    """One greedy pass; ``held`` are candidates not drained on purpose (the improvement step)."""
+def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset(), *, restore: bool = True) -> Result:
+    """One greedy pass; ``held`` are candidates not drained on purpose (the improvement step).
+
+    The simulation is left as it was found, unless ``restore`` is false: then the drained nodes' moves stay
+    applied (for a forked process that exits after its last pass, :mod:`rescheduler.plan_workers`)."""
     sim = planner.sim
     result = Result(strategy, held=held)
     ledger = planner.ledger()
@@ -102,7 +105,10 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
                     result.drained.append(name)
                     continue
             result.undrainable[name] = why
-    finally:
+    except BaseException:
+        sim.undo_all(applied)
+        raise
+    if restore:
         sim.undo_all(applied)
     return result
 

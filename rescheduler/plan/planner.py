@@ -30,7 +30,7 @@ by ``bench/plan_quality.py`` and ``bench/plan_scale.py`` (figures in bench/READM
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rescheduler.plan.budgets import pacing
@@ -64,6 +64,13 @@ __all__ = [
 HELD_BACK = HELD_BACK_TEXT
 """The sentence of a node held back on purpose by the improvement search."""
 
+PARALLEL_MIN_CANDIDATES = IMPROVE_MAX_CANDIDATES
+"""Below this many drainable candidates the passes take milliseconds: ``passes`` is not used (the size at
+which the large portfolio is chosen)."""
+
+Passes = Callable[[Planner, Sequence[Strategy]], list[Result]]
+"""Runs one pass of each strategy from the same start; the results in the strategies' order."""
+
 Clock = Callable[[], float]
 """Seconds from an arbitrary start that never go back (``time.monotonic``)."""
 
@@ -81,6 +88,7 @@ def plan(
     switches: Switches = CURRENT,
     exclude: Mapping[str, str] | None = None,
     now: float | None = None,
+    passes: Passes | None = None,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -104,6 +112,10 @@ def plan(
     ``now`` (Unix seconds) is the time the operator's ``disruption`` controls are judged at (pod and target
     ages, drain windows, budgets: :mod:`rescheduler.plan.controls`); without it they are not applied, except
     those that need no time (scope and Jobs, which are movability rules).
+    ``passes``, when given, runs all the strategies' passes at once and returns their results in order
+    (``spot-rescheduler plan`` hands :func:`rescheduler.plan_workers.passes`, which forks); it is used on
+    clusters with more than :data:`PARALLEL_MIN_CANDIDATES` drainable candidates and without a ``time_budget``
+    (which judges passes one after another). The plan is the same.
     """
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
@@ -118,8 +130,16 @@ def plan(
         if strategies is None:
             strategies = LARGE_PORTFOLIO if planner.cands.open_count() > IMPROVE_MAX_CANDIDATES else PORTFOLIO
         strategies = tuple(strategies)
+        if passes is not None and time_budget is None and planner.cands.open_count() > PARALLEL_MIN_CANDIDATES:
+            for result in passes(planner, strategies):
+                ran.append(result.strategy.name)
+                if result.better_than(best):
+                    best = result
+            strategies_left: tuple[Strategy, ...] = ()
+        else:
+            strategies_left = strategies
         slowest = 0.0
-        for strategy in strategies:
+        for strategy in strategies_left:
             before = clock() if clock is not None else 0.0
             over = time_budget is not None and before - started + slowest > time_budget
             if best is not None and over and strategy is not PUSHER:

@@ -148,6 +148,97 @@ def test_fast_path_equals_from_api_on_a_generated_cluster() -> None:
     assert len(reader.templates) < n  # the template cache is actually shared
 
 
+def _owned(name: str, **spec: Any) -> dict[str, Any]:
+    """A pod of ReplicaSet ``web-1`` (the same owner reference each time) with ``spec`` on top of a base."""
+    base: dict[str, Any] = {
+        "nodeName": "n1",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+        "tolerations": [{"key": "spot", "operator": "Exists"}],
+    }
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": {"app": "web"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1", "uid": "u1", "controller": True}],
+        },
+        "spec": {**base, **spec},
+        "status": {"phase": "Running"},
+    }
+
+
+_ZONE_A = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+        }
+    }
+}
+_ANTI = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+def test_pods_of_one_owner_with_different_specs_are_each_read_as_their_own() -> None:
+    """The owner only hints at the template: a pod of the same ReplicaSet whose spec differs (a webhook or a
+    vertical autoscaler edited it) is read from its own bytes, before and after the common one."""
+    raws = [
+        _owned("a"),
+        _owned("b", containers=[{"name": "c", "resources": {"requests": {"cpu": "2"}}}]),
+        _owned("c"),
+        _owned("d", affinity=_ZONE_A),
+        _owned("e", affinity=_ANTI),
+        _owned("f", tolerations=[]),
+        _owned("g"),
+    ]
+    reader = snapshot_pods.PodReader()
+    pods = [reader.read(msgspec.json.decode(orjson.dumps(r), type=snapshot_pods.PodItem)) for r in raws]
+    assert pods == [Pod.from_api(r) for r in raws]
+    assert pods[1].requests["cpu"] == 2000 and pods[0].requests["cpu"] == 500
+    assert pods[3].required_affinity is not None and pods[0].required_affinity is None
+    assert pods[4].pod_anti_affinity and not pods[3].pod_anti_affinity
+    assert pods[5].tolerations == () and pods[6].tolerations == pods[0].tolerations
+
+
+def test_pods_differing_only_in_their_node_affinity_share_the_rest_of_their_template() -> None:
+    """A DaemonSet's pods: each names its node in a required node affinity, everything else is the same."""
+    raws = []
+    for node in ("n1", "n2", "n3"):
+        pin = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                    ]
+                }
+            }
+        }
+        raws.append(_owned(f"ds-{node}", nodeName=node, affinity=pin))
+    reader = snapshot_pods.PodReader()
+    pods = [reader.read(msgspec.json.decode(orjson.dumps(r), type=snapshot_pods.PodItem)) for r in raws]
+    assert pods == [Pod.from_api(r) for r in raws]
+    assert len({id(p.tolerations) for p in pods}) == 1 and len({id(p.requests) for p in pods}) == 1
+    assert len({p.required_affinity for p in pods}) == 3
+
+
+def test_the_reader_keeps_no_slice_of_the_input_alive() -> None:
+    """A live listing decodes page after page: what the reader keeps between pods must not pin a page's bytes
+    (a resizable buffer cannot grow while anything still points into it)."""
+    page = bytearray(orjson.dumps(_owned("a")))
+    reader = snapshot_pods.PodReader()
+    item = msgspec.json.decode(page, type=snapshot_pods.PodItem)
+    pod = reader.read(item)
+    del item
+    page.extend(b" ")  # raises BufferError if the reader still holds a slice of ``page``
+    assert pod == Pod.from_api(_owned("a"))
+    again = reader.read(msgspec.json.decode(orjson.dumps(_owned("b")), type=snapshot_pods.PodItem))
+    assert again.requests is pod.requests  # and the template is still found
+
+
 def _write(tmp_path: Path, items: list[dict[str, Any]], indent: int) -> Path:
     path = tmp_path / f"snap-{indent}.json"
     with path.open("wb") as fh:
