@@ -162,9 +162,8 @@ def _progress(mode: str, stderr: IO[str]) -> Progress:
     return Progress(stderr, enabled=enabled)
 
 
-def _load(args: argparse.Namespace, progress: Progress, stdin: IO[bytes] | None) -> ClusterSnapshot:
+def _load(args: argparse.Namespace, progress: Progress, stdin: IO[bytes] | None, workers: int) -> ClusterSnapshot:
     if args.snapshot is not None:
-        workers = args.workers if args.workers is not None else default_workers()
         return load_snapshot(args.snapshot, progress=progress, stdin=stdin, workers=workers)
     return load_cluster(args.kubeconfig, context=args.context, progress=progress)
 
@@ -178,7 +177,8 @@ def _run_plan(
     # would only rescan them again and again (bench/plan_scale.py measures the whole command).
     gc.disable()
     switches = _switches_from_flag(args)  # before the load: a bad value fails at once
-    snapshot = _load(args, progress, stdin)
+    workers = args.workers if args.workers is not None else default_workers()
+    snapshot = _load(args, progress, stdin, workers)
     if switches is None:  # after the load: an unreachable cluster is one error line, not two
         switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
@@ -191,7 +191,7 @@ def _run_plan(
         clock=time.monotonic,
         switches=switches,
         now=now,
-        passes=passes(args.workers if args.workers is not None else default_workers()),
+        passes=passes(workers),
     )
     progress.done()
     needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None
