@@ -71,7 +71,7 @@ def run_all(planner: Planner, strategies: Sequence[Strategy], workers: int) -> l
     workers = max(1, min(workers, len(strategies)))
     if workers == 1 or not can_fork():
         return [run(planner, s) for s in strategies]
-    children: list[tuple[int, int, list[int]]] = []  # (pid, read end, strategy indices)
+    children: list[tuple[tuple[int, int], list[int]]] = []  # ((pid, read end), strategy indices)
     mine: list[int] = []
     for k in range(workers):
         share = list(range(k, len(strategies), workers))
@@ -79,11 +79,11 @@ def run_all(planner: Planner, strategies: Sequence[Strategy], workers: int) -> l
         if child is None:
             mine.extend(share)  # could not fork: run them here
         else:
-            children.append((child[0], child[1], share))
+            children.append((child, share))
     results: dict[int, Result] = {}
     pods = _movable_by_key(planner)
-    for pid, fd, share in children:
-        packed = _collect(pid, fd)
+    for child, share in children:
+        packed = _collect(child)
         for n, i in enumerate(share):
             if packed is None or n >= len(packed):
                 results[i] = run(planner, strategies[i])  # the child failed: run its pass here
@@ -105,9 +105,9 @@ def _fork(planner: Planner, strategies: list[Strategy]) -> tuple[int, int] | Non
     return forked.fork(work)
 
 
-def _collect(pid: int, fd: int) -> list[_Packed] | None:
+def _collect(child: tuple[int, int]) -> list[_Packed] | None:
     """A child's answer, or ``None`` when it failed."""
-    data = forked.answer((pid, fd))
+    data = forked.answer(child)
     if data is None:
         return None
     try:

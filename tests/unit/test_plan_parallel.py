@@ -116,12 +116,23 @@ def test_an_answer_that_is_not_a_list_of_results_or_a_failed_exit_reads_as_a_fai
         os.write(w, data)
         os._exit(status)
     os.close(w)
-    assert parallel._collect(pid, r) is None
+    assert parallel._collect((pid, r)) is None
 
 
-def test_default_workers_is_one_per_large_portfolio_strategy_with_more_than_one_cpu() -> None:
-    expected = len(LARGE_PORTFOLIO) if parallel.usable_cpus() > 1 else 1
-    assert parallel.default_workers() == expected
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_default_workers_follows_the_cpus_this_process_may_use() -> None:
+    """One process per large-portfolio strategy with more than one usable CPU, one with a single CPU (as a
+    container's cpuset leaves it), whatever the machine has."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert parallel.default_workers() == 1
+        assert parallel.passes(parallel.default_workers()) is None
+        if len(allowed) > 1:
+            os.sched_setaffinity(0, set(sorted(allowed)[:2]))
+            assert parallel.default_workers() == len(LARGE_PORTFOLIO)
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def test_plan_on_a_large_cluster_is_the_same_with_workers() -> None:
