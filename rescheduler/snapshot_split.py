@@ -42,8 +42,8 @@ MIN_BYTES = 64 * 2**20
 """Below this, forking costs more than it saves."""
 FIRST_SHARE = 0.55
 """Where the cut is looked for, as a share of the bytes: this process takes a little more than half, since the
-child also packs what it built and this process unpacks it once both are done (measured on the bench cluster:
-0.53-0.56 finished first)."""
+child also packs what it built and this process unpacks it once both are done (tuned with the two-process
+parse phase of ``bench/plan_scale.py``)."""
 HEAD = b'{\n    "apiVersion": "v1",\n    "items": [\n'
 """How kubectl's ``-o json`` list starts."""
 _BETWEEN = b"\n        },\n        {\n"
