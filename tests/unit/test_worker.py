@@ -359,6 +359,9 @@ def test_a_client_that_does_not_read_its_answers_cannot_stall_the_worker(tls_ser
         time.sleep(3)  # long enough for the server to answer and block on the full socket
         assert _mutate(tls_server) < STALL, "a client that does not read held up the worker"
         time.sleep(max(0.0, start + IO_TIMEOUT + 3 - time.monotonic()))
+        # The server has hung up, which ends the sender; only then is the connection read here (an SSL object
+        # written and read from two threads at once can crash the interpreter).
+        sender.join(30)
         deaf.settimeout(5)
         received = 0
         while True:
@@ -372,6 +375,8 @@ def test_a_client_that_does_not_read_its_answers_cannot_stall_the_worker(tls_ser
         assert received < 4 * 60000 * 25, "every answer arrived: the server never stopped writing"
         assert _mutate(tls_server) < STALL
     finally:
+        if sender.is_alive():
+            sender.join(30)
         deaf.close()
 
 
@@ -401,15 +406,22 @@ def test_partial_requests_share_one_read_ahead_budget(tmp_path: Path) -> None:
     server = start_server(tmp_path, threads=1)
     conns = [server.tls_connection() for _ in range(6)]
     part = b" " * (24 * 1024 * 1024)
+    statuses: dict[int, int] = {}
+    measured = threading.Event()
 
-    def send(conn: ssl.SSLSocket) -> None:
+    def send_then_read(i: int, conn: ssl.SSLSocket) -> None:
+        # One thread per connection does both, one after the other: an SSL object written and read from two
+        # threads at once can crash the interpreter (OpenSSL's objects are not thread-safe). It reads once the
+        # memory has been measured.
         conn.settimeout(20)
         with contextlib.suppress(OSError):
             conn.sendall(_post_head("/filter", 30 * 1024 * 1024) + part)
+        measured.wait(60)
+        statuses[i], _ = _read_response(conn)
 
+    senders = [threading.Thread(target=send_then_read, args=(i, c), daemon=True) for i, c in enumerate(conns)]
     try:
         before = _worker_rss(server)
-        senders = [threading.Thread(target=send, args=(c,), daemon=True) for c in conns]
         for t in senders:
             t.start()
         grown = 0
@@ -418,10 +430,15 @@ def test_partial_requests_share_one_read_ahead_budget(tmp_path: Path) -> None:
             grown = max(grown, _worker_rss(server) - before)
         assert grown < READ_AHEAD_BUDGET + 40 * 1024 * 1024, f"the worker grew by {grown >> 20} MiB"
         assert _mutate(server) < STALL
-        for conn in conns:
-            status, _ = _read_response(conn)
-            assert status == 408
+        measured.set()
+        for t in senders:
+            t.join(60)
+        assert statuses == dict.fromkeys(range(len(conns)), 408)
     finally:
+        measured.set()
+        for t in senders:
+            if t.is_alive():
+                t.join(60)  # no connection is closed while its thread may still use it
         for conn in conns:
             conn.close()
         stop_server(server)
