@@ -164,6 +164,7 @@ class Candidates:
             hold_candidates(self.work, sim.snapshot, self.config, now)
         self.by_name = {w.name: w for w in self.work}
         self._group_demand: list[int] | None = None
+        self._least_wanted: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._scarcity_done = False
 
     def open_count(self) -> int:
@@ -272,3 +273,11 @@ class Candidates:
                                 demand[g] += 1
             self._group_demand = demand
         return self._group_demand
+
+    def least_wanted_first(self, groups: tuple[int, ...]) -> tuple[int, ...]:
+        """``groups`` by :meth:`contention`, least wanted first (ties keep their order); kept per tuple of
+        groups, as the contention does not change during a plan."""
+        hit = self._least_wanted.get(groups)
+        if hit is None:
+            hit = self._least_wanted[groups] = tuple(sorted(groups, key=self.contention().__getitem__))
+        return hit

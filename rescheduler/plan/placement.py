@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import ge
 from typing import Any, NamedTuple
 
 from rescheduler.plan.budgets import Ledger, budget_rule, count_conflicts, dynamic_order, workload_shares
 from rescheduler.plan.candidates import Candidate, Candidates
 from rescheduler.plan.reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
-from rescheduler.plan.state import Placed, Simulation
+from rescheduler.plan.state import FullestFirst, Placed, Simulation, Skip
 from rescheduler.plan.strategies import RETRIES, NodeOrder, PodOrder, Strategy, TargetRule
 from shared.model import Pod
 
@@ -175,9 +173,7 @@ def place(
     """Place every movable pod of ``w`` (applied), or none (undone) and why the first misfit failed."""
     sim = planner.sim
     pods = sorted_pods(sim, w.movable, pod_order)
-    order: list[int] = []
-    if target is TargetRule.FIRST_FIT:
-        order = sorted(range(len(sim.targets)), key=sim.neg_requested.__getitem__)
+    order = sim.fullest_first() if target is TargetRule.FIRST_FIT else None
     moved: list[Placed] = []
     for pod in pods:
         why: Counter[str] = Counter()
@@ -190,19 +186,27 @@ def place(
     return moved, None
 
 
-def choose(planner: Planner, pod: Pod, target: TargetRule, order: Sequence[int], why: Counter[str]) -> int | None:
-    """The target for ``pod`` by ``target`` rule, or ``None`` (rejections counted in ``why``)."""
+def choose(planner: Planner, pod: Pod, target: TargetRule, order: FullestFirst | None, why: Counter[str]) -> int | None:
+    """The target for ``pod`` by ``target`` rule, or ``None`` (rejections counted in ``why``); ``order`` is
+    :meth:`Simulation.fullest_first` taken before the node's first pod, needed for ``FIRST_FIT`` only."""
     sim = planner.sim
     feasible = sim.feasible(pod)
     if target is TargetRule.FIRST_FIT:
-        return first_fit(sim, pod, order, feasible.targets, why)
+        return first_fit(sim, pod, order if order is not None else sim.fullest_first(), feasible.targets, why)
     if target is TargetRule.BEST_FIT_MEMORY:
         return best_fit(sim, pod, feasible.targets, why, "memory")
     groups = feasible.groups
     if target is TargetRule.TIERED and groups is not None and len(groups) > 1:
-        contention = planner.cands.contention()
-        for g in sorted(groups, key=contention.__getitem__):
-            idx = best_fit(sim, pod, sim.static.group_targets[g], why)
+        group_targets = sim.static.group_targets
+        floors = sim.floors(pod)
+        cpu = floors[0]
+        for g in planner.cands.least_wanted_first(groups):
+            members = group_targets[g]
+            entries = sim.sorted_free(members).entries
+            if cpu is not None and entries and entries[-1][0] < cpu:
+                why["Insufficient cpu"] += len(entries)  # what best_fit counts: no target has the CPU
+                continue
+            idx = best_fit(sim, pod, members, why, floors=floors)
             if idx is not None:
                 return idx
         return None
@@ -210,11 +214,18 @@ def choose(planner: Planner, pod: Pod, target: TargetRule, order: Sequence[int],
 
 
 def best_fit(
-    sim: Simulation, pod: Pod, feasible: tuple[int, ...], why: Counter[str], resource: str = "cpu"
+    sim: Simulation,
+    pod: Pod,
+    feasible: tuple[int, ...],
+    why: Counter[str],
+    resource: str = "cpu",
+    *,
+    floors: tuple[int | None, int | None] | None = None,
 ) -> int | None:
-    """The feasible target with the least free ``resource`` (cpu or memory) that takes the pod."""
+    """The feasible target with the least free ``resource`` (cpu or memory) that takes the pod; ``floors``
+    is :meth:`Simulation.floors` of the pod, when the caller has it."""
     sl = sim.sorted_free(feasible, resource)
-    cpu, mem = sim.floors(pod)
+    cpu, mem = floors if floors is not None else sim.floors(pod)
     entries = sl.entries
     by_memory = resource == "memory"
     floor = mem if by_memory else cpu
@@ -225,7 +236,8 @@ def best_fit(
         (sim.free_cpu, cpu, "Insufficient cpu") if by_memory else (sim.free_mem, mem, "Insufficient memory")
     )
     free_pods = sim.free_pods
-    skip = sim.skip(pod)
+    skip: Skip | None = None
+    skip_made = False  # made for the first target past the checks above: most calls reach none
     for j in range(start, len(entries)):
         idx = entries[j][1]
         if free_pods[idx] < 1:
@@ -234,6 +246,8 @@ def best_fit(
         if need is not None and other[idx] < need:
             why[lack] += 1
             continue
+        if not skip_made:
+            skip, skip_made = sim.skip(pod), True
         if skip is not None:  # what accept() checks first, without the call: most scanned nodes end here
             known = skip.known(idx)
             if known is not None:
@@ -245,7 +259,7 @@ def best_fit(
 
 
 def first_fit(
-    sim: Simulation, pod: Pod, order: Sequence[int], feasible: tuple[int, ...], why: Counter[str]
+    sim: Simulation, pod: Pod, order: FullestFirst, feasible: tuple[int, ...], why: Counter[str]
 ) -> int | None:
     """The first target in ``order`` (pusher's: fullest first) that takes the pod."""
     members = sim.sorted_free(feasible).members
@@ -257,7 +271,7 @@ def first_fit(
             return found
         # None: the scan below finds none either, and counts every rejection for the FitError.
     skip = sim.skip(pod)
-    for idx in order:
+    for idx in order.order:
         if idx not in members:
             continue
         if free_pods[idx] < 1:
@@ -280,16 +294,16 @@ def first_fit(
 
 
 def _first_fit_fast(
-    sim: Simulation, pod: Pod, order: Sequence[int], members: frozenset[int], cpu: int, mem: int | None
+    sim: Simulation, pod: Pod, order: FullestFirst, members: frozenset[int], cpu: int, mem: int | None
 ) -> int | None:
     """:func:`first_fit`'s answer when it has one, without counting rejections: the targets with too little
-    free CPU (most of them, fullest first) are passed over in C, and the rest are checked as :func:`first_fit`
-    checks them, in the same order, so :meth:`Simulation.accept` sees the same targets and learns the same
-    closed domains."""
+    free CPU (most of them, fullest first) are passed over in C (:meth:`FullestFirst.with_cpu`), and the rest
+    are checked as :func:`first_fit` checks them, in the same order, so :meth:`Simulation.accept` sees the same
+    targets and learns the same closed domains."""
     free_mem, free_pods = sim.free_mem, sim.free_pods
     skip = sim.skip(pod)
     scratch: Counter[str] = Counter()
-    for idx in compress(order, map(ge, map(sim.free_cpu.__getitem__, order), repeat(cpu))):
+    for idx in order.with_cpu(sim.free_cpu, cpu):
         if idx not in members or free_pods[idx] < 1:
             continue
         if mem is not None and free_mem[idx] < mem:

@@ -154,7 +154,7 @@ def repack(planner: Planner, best: Result, extra: Candidate) -> Result | None:
     placed: list[Placed] = []
     try:
         for p in pods:
-            idx = choose(planner, p, TargetRule.TIERED, (), Counter())
+            idx = choose(planner, p, TargetRule.TIERED, None, Counter())
             if idx is None:
                 break
             target_of[id(p)] = idx

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import compress, count, repeat
+from operator import ge
 
 from rescheduler.plan.feasibility import Feasible, StaticFilter
 from rescheduler.plan.topology import TopologyIndex
@@ -33,7 +35,7 @@ from shared.resources import check_resources, requests_anything
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches
 
-__all__ = ["Simulation", "SortedFree", "Skip", "Placed"]
+__all__ = ["Simulation", "SortedFree", "FullestFirst", "Skip", "Placed"]
 
 Placed = tuple[Pod, Pod, int]
 """A move applied to the simulation: the original pod, the pod as moved, the target's index."""
@@ -52,6 +54,33 @@ class SortedFree:
         e = self.entries
         del e[bisect_left(e, (old, idx))]
         insort(e, (new, idx))
+
+
+class FullestFirst:
+    """pusher's target order for one node's pods: by requested CPU, most first, ties in target order
+    (:meth:`Simulation.fullest_first`), fixed while that node's pods are placed.
+
+    Most targets near the front are too full for a pod, so :meth:`with_cpu` passes over them a block at a
+    time: ``bounds`` holds the most free CPU of each block of :data:`BLOCK` consecutive targets when the
+    order was taken. While one node's pods are placed free CPU only falls (moves are applied; they are undone
+    only after the last search), so a bound stays a bound and no block with room is passed over.
+    """
+
+    BLOCK = 64
+    __slots__ = ("order", "bounds")
+
+    def __init__(self, order: list[int], free_cpu: Sequence[int]) -> None:
+        self.order = order
+        b = self.BLOCK
+        free = list(map(free_cpu.__getitem__, order))
+        self.bounds = [max(free[i : i + b]) for i in range(0, len(free), b)]
+
+    def with_cpu(self, free_cpu: Sequence[int], cpu: int) -> Iterator[int]:
+        """The targets, in order, with at least ``cpu`` free (read as each is reached)."""
+        order, b = self.order, self.BLOCK
+        for k in compress(count(0, b), map(ge, self.bounds, repeat(cpu))):
+            block = order[k : k + b]
+            yield from compress(block, map(ge, map(free_cpu.__getitem__, block), repeat(cpu)))
 
 
 class Skip:
@@ -157,6 +186,11 @@ class Simulation:
         self.free_pods = [info.free("pods") for info in targets]
         # Negated requested CPU per target: the sort key of pusher's "fullest first" order.
         self.neg_requested = [-info.requested.get("cpu", 0) for info in targets]
+        # That order, kept sorted as (key, index) pairs and brought up to date on demand: the targets whose
+        # key changed since are in ``_requested_changed`` with the key they are sorted under in ``_sorted_as``.
+        self._by_requested = sorted(zip(self.neg_requested, count()))
+        self._sorted_as = list(self.neg_requested)
+        self._requested_changed: set[int] = set()
         # Totals of the positive free amounts, for the fail-fast capacity check.
         self.total_cpu = sum(f for f in self.free_cpu if f > 0)
         self.total_mem = sum(f for f in self.free_mem if f > 0)
@@ -203,6 +237,19 @@ class Simulation:
             self._sorted_by_id[(id(members), resource)] = (members, sl)  # kept: the id is not reused
         return sl
 
+    def fullest_first(self) -> FullestFirst:
+        """pusher's target order now: ``sorted(range(len(targets)), key=neg_requested.__getitem__)``, with
+        only the targets moved to or from since the last call re-sorted."""
+        pairs, sorted_as, keys = self._by_requested, self._sorted_as, self.neg_requested
+        for idx in self._requested_changed:
+            old, new = sorted_as[idx], keys[idx]
+            if old != new:
+                del pairs[bisect_left(pairs, (old, idx))]
+                insort(pairs, (new, idx))
+                sorted_as[idx] = new
+        self._requested_changed.clear()
+        return FullestFirst([idx for _, idx in pairs], self.free_cpu)
+
     # --- moves ------------------------------------------------------------------------------------------
 
     def _set_free(self, idx: int) -> None:
@@ -217,6 +264,7 @@ class Simulation:
             self.free_cpu[idx] = new
             self.total_cpu += max(0, new) - max(0, old)
             self.neg_requested[idx] = -requested.get("cpu", 0)
+            self._requested_changed.add(idx)
         new, old = allocatable.get("memory", 0) - requested.get("memory", 0), self.free_mem[idx]
         if new != old:
             for sl in self._mem_lists_of[idx]:

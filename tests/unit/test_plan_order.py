@@ -8,6 +8,7 @@ targets short of CPU in C: it must pick the targets its full scan picks.
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import orjson
@@ -17,7 +18,7 @@ from rescheduler.plan.budgets import RateLimit, dynamic_order
 from rescheduler.plan.candidates import Candidate, Candidates, PlanCache
 from rescheduler.plan.placement import Planner
 from rescheduler.plan.planner import PUSHER, plan
-from rescheduler.plan.state import Simulation
+from rescheduler.plan.state import FullestFirst, Simulation
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
 from tests.support.cluster_gen import PDB_HEAVY, generate
@@ -87,4 +88,62 @@ def test_static_answers_and_free_lists_are_the_same_for_the_same_object_or_an_eq
                 assert sim.sorted_free(tuple(list(again)), resource) is sl
                 assert sl.members == frozenset(answer.targets)
     finally:
+        sim.restore()
+
+
+def _moved_simulation(seed: int) -> tuple[Simulation, list[tuple[object, object, int]]]:
+    """A simulation of 300 nodes (about 150 targets: a few blocks of :class:`FullestFirst`) with a third of the
+    candidates' pods moved to targets picked by the seed (capacity not checked: only the bookkeeping is under
+    test)."""
+    items = generate(seed, 300, 300 * 14, PDB_HEAVY)
+    snap = load_bytes(orjson.dumps({"kind": "List", "items": items}))
+    cache = PlanCache()
+    sim = Simulation(snap, Config(), verify=False, topology_memo=cache.topology)
+    pods = [p for w in Candidates(sim, cache).work for p in w.movable]
+    rng = random.Random(seed)
+    placed = []
+    for pod in rng.sample(pods, len(pods) // 3):
+        idx = rng.randrange(len(sim.targets))
+        placed.append((pod, sim.apply(pod, idx), idx))
+    return sim, placed
+
+
+def _sorted_order(sim: Simulation) -> list[int]:
+    return sorted(range(len(sim.targets)), key=sim.neg_requested.__getitem__)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_fullest_first_is_the_sorted_order_after_any_moves_and_undos(seed: int) -> None:
+    sim, placed = _moved_simulation(seed)
+    try:
+        assert sim.fullest_first().order == _sorted_order(sim)
+        for k in range(len(placed) - 1, -1, -7):  # undo in steps, asking in between
+            sim.undo_all(placed[k:])
+            del placed[k:]
+            assert sim.fullest_first().order == _sorted_order(sim)
+        assert sim.fullest_first().order == _sorted_order(sim)
+    finally:
+        sim.undo_all(placed)
+        sim.restore()
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_fullest_first_with_cpu_is_the_order_filtered_by_free_cpu_also_after_later_moves(seed: int) -> None:
+    """The block bounds are taken with the order; pods placed afterwards only lower free CPU, and every
+    target with enough free CPU must still be found, in order."""
+    sim, placed = _moved_simulation(seed)
+    try:
+        order = sim.fullest_first()
+        assert len(order.order) > 2 * FullestFirst.BLOCK  # several blocks
+        pods = [p for info in sim.candidates for p in info.pods if p.requests.get("cpu", 0) > 0]
+        rng = random.Random(seed)
+        for step in range(40):
+            for cpu in (1, 100, 250, 1000, 4000, 10**9):
+                want = [i for i in order.order if sim.free_cpu[i] >= cpu]
+                assert list(order.with_cpu(sim.free_cpu, cpu)) == want
+            pod = pods[step]
+            idx = rng.choice(order.order[: order.BLOCK * 2])
+            placed.append((pod, sim.apply(pod, idx), idx))
+    finally:
+        sim.undo_all(placed)
         sim.restore()
