@@ -84,13 +84,25 @@ class NodeInfo:
             req[k] = req.get(k, 0) - v
         for hp in stored.host_ports:
             self.host_ports.remove(hp)
-        for lst in (self.pods_with_affinity, self.pods_with_required_anti_affinity):
-            i = _index_of(lst, stored)
-            if i is not None:
-                lst.pop(i)
+        # Only a pod with such terms was added to these lists (add_pod): most pods have none to look for.
+        if (
+            stored.pod_affinity
+            or stored.pod_anti_affinity
+            or stored.preferred_pod_affinity
+            or stored.preferred_pod_anti_affinity
+        ):
+            _remove_from(self.pods_with_affinity, stored)
+        if stored.pod_anti_affinity:
+            _remove_from(self.pods_with_required_anti_affinity, stored)
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"
+
+
+def _remove_from(pods: list[Pod], pod: Pod) -> None:
+    i = _index_of(pods, pod)
+    if i is not None:
+        pods.pop(i)
 
 
 def _index_of(pods: list[Pod], pod: Pod) -> int | None:

@@ -42,18 +42,45 @@ Placed = tuple[Pod, Pod, int]
 
 
 class SortedFree:
-    """``(free amount, target index)`` of one set of statically feasible targets, kept sorted."""
+    """``(free amount, target index)`` of one set of statically feasible targets, sorted when read.
 
-    __slots__ = ("entries", "members")
+    A move changes the free amount of one target in every set it belongs to, and most sets are read far less
+    often than their targets change (pusher's first fit reads only ``members``): a set notes which targets
+    changed (:attr:`stale`, with the amount each is sorted under) and re-sorts them when :attr:`entries` is
+    next read; a target moved to and back meanwhile costs nothing.
+    """
 
-    def __init__(self, members: Sequence[int], free: Sequence[int]) -> None:
+    __slots__ = ("_entries", "members", "stale", "_free", "_order")
+
+    RESORT = 32
+    """Sorted again whole when more than one in this many targets changed since the last read."""
+
+    def __init__(self, members: Sequence[int], free: list[int]) -> None:
         self.members = frozenset(members)
-        self.entries = sorted((free[i], i) for i in members)
+        self._order = tuple(members)
+        self._free = free  # the simulation's own list, read when the entries are brought up to date
+        self._entries = self._sorted()
+        self.stale: dict[int, int] = {}
+        """Target index -> the free amount it is sorted under, for the targets changed since the last read."""
 
-    def update(self, idx: int, old: int, new: int) -> None:
-        e = self.entries
-        del e[bisect_left(e, (old, idx))]
-        insort(e, (new, idx))
+    def _sorted(self) -> list[tuple[int, int]]:
+        return sorted(zip(map(self._free.__getitem__, self._order), self._order, strict=True))
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        stale = self.stale
+        if stale:
+            e, free = self._entries, self._free
+            if len(stale) * self.RESORT > len(e):
+                e[:] = self._sorted()
+            else:
+                for idx, old in stale.items():
+                    new = free[idx]
+                    if new != old:
+                        del e[bisect_left(e, (old, idx))]
+                        insort(e, (new, idx))
+            stale.clear()
+        return self._entries
 
 
 class FullestFirst:
@@ -260,7 +287,7 @@ class Simulation:
         old = self.free_cpu[idx]
         if new != old:
             for sl in self._lists_of[idx]:
-                sl.update(idx, old, new)
+                sl.stale.setdefault(idx, old)
             self.free_cpu[idx] = new
             self.total_cpu += max(0, new) - max(0, old)
             self.neg_requested[idx] = -requested.get("cpu", 0)
@@ -268,7 +295,7 @@ class Simulation:
         new, old = allocatable.get("memory", 0) - requested.get("memory", 0), self.free_mem[idx]
         if new != old:
             for sl in self._mem_lists_of[idx]:
-                sl.update(idx, old, new)
+                sl.stale.setdefault(idx, old)
             self.free_mem[idx] = new
             self.total_mem += max(0, new) - max(0, old)
         new, old = allocatable.get("pods", 0) - len(info.pods), self.free_pods[idx]

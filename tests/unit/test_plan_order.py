@@ -18,9 +18,10 @@ from rescheduler.plan.budgets import RateLimit, dynamic_order
 from rescheduler.plan.candidates import Candidate, Candidates, PlanCache
 from rescheduler.plan.placement import Planner
 from rescheduler.plan.planner import PUSHER, plan
-from rescheduler.plan.state import FullestFirst, Simulation
+from rescheduler.plan.state import FullestFirst, Simulation, SortedFree
 from rescheduler.snapshot_io import load_bytes
 from shared.config import Config
+from shared.model import Pod
 from tests.support.cluster_gen import PDB_HEAVY, generate
 
 
@@ -144,6 +145,47 @@ def test_fullest_first_with_cpu_is_the_order_filtered_by_free_cpu_also_after_lat
             pod = pods[step]
             idx = rng.choice(order.order[: order.BLOCK * 2])
             placed.append((pod, sim.apply(pod, idx), idx))
+    finally:
+        sim.undo_all(placed)
+        sim.restore()
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_free_lists_read_between_moves_are_sorted_by_the_free_amounts_now(seed: int) -> None:
+    """A list re-sorts the targets changed since it was last read, one by one (a read after each move, or
+    after two moves to one target) or whole (after many): always what sorting from scratch gives."""
+    sim, placed = _moved_simulation(seed)
+    try:
+        pods = [p for info in sim.candidates for p in info.pods]
+        sets = {sim.feasible(p).targets for p in pods if sim.feasible(p).targets}
+        lists = [(sim.sorted_free(t, r), r) for t in sets for r in ("cpu", "memory")]
+        assert max(len(sl.members) for sl, _ in lists) > 2 * SortedFree.RESORT  # one change: one by one
+
+        def check() -> None:
+            for sl, resource in lists:
+                free = sim.free_mem if resource == "memory" else sim.free_cpu
+                assert sl.entries == sorted((free[i], i) for i in sl.members)
+
+        def move(pod: Pod, idx: int) -> None:
+            placed.append((pod, sim.apply(pod, idx), idx))
+
+        check()
+        rng = random.Random(seed)
+        spare = rng.sample(pods, 120)
+        for pod in spare[:20]:
+            move(pod, rng.randrange(len(sim.targets)))
+            check()
+        for a, b in zip(spare[20:40:2], spare[21:40:2], strict=True):  # twice to one target between reads
+            idx = rng.randrange(len(sim.targets))
+            move(a, idx)
+            move(b, idx)
+            check()
+        for pod in spare[40:]:
+            move(pod, rng.randrange(len(sim.targets)))
+        check()  # many changed since the last read
+        sim.undo_all(placed[-30:])
+        del placed[-30:]
+        check()
     finally:
         sim.undo_all(placed)
         sim.restore()
