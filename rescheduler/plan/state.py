@@ -3,12 +3,12 @@
 Every move the planner considers is applied to the snapshot itself (:meth:`Simulation.apply`, through the
 snapshot's own methods) and undone if the node it belongs to does not drain, so each check sees the state
 after every earlier move. Alongside, the free CPU, memory and pod slots of every target are kept, sorted per
-set of statically feasible targets (:class:`SortedFree`) for best fit by bisection, and the cluster-wide
-filters (inter-pod affinity, topology spread) are answered by the incremental
-:class:`~rescheduler.plan.topology.TopologyIndex`. Expendable pods on spot targets are taken out for the
-simulation (the scheduler preempts them for the pods that arrive) and put back by :meth:`Simulation.restore`,
-so the snapshot is left as it came in; spotshift's placeholder pods (:mod:`shared.placeholders`) are treated
-alike whatever their priority.
+set of statically feasible targets when read (:class:`SortedFree`) for best fit by bisection, as is pusher's
+fullest-first order (:class:`FullestFirst`) for first fit, and the cluster-wide filters (inter-pod affinity,
+topology spread) are answered by the incremental :class:`~rescheduler.plan.topology.TopologyIndex`.
+Expendable pods on spot targets are taken out for the simulation (the scheduler preempts them for the pods
+that arrive) and put back by :meth:`Simulation.restore`, so the snapshot is left as it came in; spotshift's
+placeholder pods (:mod:`shared.placeholders`) are treated alike whatever their priority.
 """
 
 from __future__ import annotations
