@@ -47,7 +47,8 @@ class SortedFree:
     A move changes the free amount of one target in every set it belongs to, and most sets are read far less
     often than their targets change (pusher's first fit reads only ``members``): a set notes which targets
     changed (:attr:`stale`, with the amount each is sorted under) and re-sorts them when :attr:`entries` is
-    next read; a target moved to and back meanwhile costs nothing.
+    next read; a target moved to and back meanwhile costs nothing. The same keeps pusher's order, by negated
+    requested CPU (:meth:`Simulation.fullest_first`).
     """
 
     __slots__ = ("_entries", "members", "stale", "_free", "_order")
@@ -213,11 +214,8 @@ class Simulation:
         self.free_pods = [info.free("pods") for info in targets]
         # Negated requested CPU per target: the sort key of pusher's "fullest first" order.
         self.neg_requested = [-info.requested.get("cpu", 0) for info in targets]
-        # That order, kept sorted as (key, index) pairs and brought up to date on demand: the targets whose
-        # key changed since are in ``_requested_changed`` with the key they are sorted under in ``_sorted_as``.
-        self._by_requested = sorted(zip(self.neg_requested, count()))
-        self._sorted_as = list(self.neg_requested)
-        self._requested_changed: set[int] = set()
+        # That order as (key, index) pairs, re-sorted when read like the free lists.
+        self._by_requested = SortedFree(range(len(targets)), self.neg_requested)
         # Totals of the positive free amounts, for the fail-fast capacity check.
         self.total_cpu = sum(f for f in self.free_cpu if f > 0)
         self.total_mem = sum(f for f in self.free_mem if f > 0)
@@ -267,15 +265,7 @@ class Simulation:
     def fullest_first(self) -> FullestFirst:
         """pusher's target order now: ``sorted(range(len(targets)), key=neg_requested.__getitem__)``, with
         only the targets moved to or from since the last call re-sorted."""
-        pairs, sorted_as, keys = self._by_requested, self._sorted_as, self.neg_requested
-        for idx in self._requested_changed:
-            old, new = sorted_as[idx], keys[idx]
-            if old != new:
-                del pairs[bisect_left(pairs, (old, idx))]
-                insort(pairs, (new, idx))
-                sorted_as[idx] = new
-        self._requested_changed.clear()
-        return FullestFirst([idx for _, idx in pairs], self.free_cpu)
+        return FullestFirst([idx for _, idx in self._by_requested.entries], self.free_cpu)
 
     # --- moves ------------------------------------------------------------------------------------------
 
@@ -290,8 +280,8 @@ class Simulation:
                 sl.stale.setdefault(idx, old)
             self.free_cpu[idx] = new
             self.total_cpu += max(0, new) - max(0, old)
+            self._by_requested.stale.setdefault(idx, self.neg_requested[idx])
             self.neg_requested[idx] = -requested.get("cpu", 0)
-            self._requested_changed.add(idx)
         new, old = allocatable.get("memory", 0) - requested.get("memory", 0), self.free_mem[idx]
         if new != old:
             for sl in self._mem_lists_of[idx]:
