@@ -199,14 +199,8 @@ def choose(planner: Planner, pod: Pod, target: TargetRule, order: FullestFirst |
     if target is TargetRule.TIERED and groups is not None and len(groups) > 1:
         group_targets = sim.static.group_targets
         floors = sim.floors(pod)
-        cpu = floors[0]
         for g in planner.cands.least_wanted_first(groups):
-            members = group_targets[g]
-            entries = sim.sorted_free(members).entries
-            if cpu is not None and entries and entries[-1][0] < cpu:
-                why["Insufficient cpu"] += len(entries)  # what best_fit counts: no target has the CPU
-                continue
-            idx = best_fit(sim, pod, members, why, floors=floors)
+            idx = best_fit(sim, pod, group_targets[g], why, floors=floors)
             if idx is not None:
                 return idx
         return None
