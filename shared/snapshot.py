@@ -68,7 +68,7 @@ class NodeInfo:
             req[k] = req.get(k, 0) + v
         if pod.host_ports:
             self.host_ports.extend(pod.host_ports)
-        if pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity:
+        if _has_affinity(pod):
             self.pods_with_affinity.append(pod)
         if pod.pod_anti_affinity:
             self.pods_with_required_anti_affinity.append(pod)
@@ -85,18 +85,20 @@ class NodeInfo:
         for hp in stored.host_ports:
             self.host_ports.remove(hp)
         # Only a pod with such terms was added to these lists (add_pod): most pods have none to look for.
-        if (
-            stored.pod_affinity
-            or stored.pod_anti_affinity
-            or stored.preferred_pod_affinity
-            or stored.preferred_pod_anti_affinity
-        ):
+        if _has_affinity(stored):
             _remove_from(self.pods_with_affinity, stored)
         if stored.pod_anti_affinity:
             _remove_from(self.pods_with_required_anti_affinity, stored)
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"
+
+
+def _has_affinity(pod: Pod) -> bool:
+    """Whether the pod has (anti-)affinity terms, required or preferred: kept in ``pods_with_affinity``."""
+    return bool(
+        pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity
+    )
 
 
 def _remove_from(pods: list[Pod], pod: Pod) -> None:
