@@ -210,12 +210,12 @@ def run_once(path: Path, out: Path, workers: int | None, sample: bool = False) -
     with out.open("wb") as fh:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE, cwd=ROOT, env=env)
-        sampler = _Sampler(proc.pid)
-        if sample:
+        sampler = _Sampler(proc.pid) if sample else None
+        if sampler is not None:
             sampler.start()
         _, err = proc.communicate()
         wall = time.perf_counter() - started
-        if sample:
+        if sampler is not None:
             sampler.stop.set()
             sampler.join()
     if proc.returncode != 0:
@@ -225,7 +225,7 @@ def run_once(path: Path, out: Path, workers: int | None, sample: bool = False) -
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rss = after.ru_maxrss * 1024 / 1e9
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return wall, rss, sampler.peak / 1e9, cpu
+    return wall, rss, (sampler.peak / 1e9 if sampler is not None else 0.0), cpu
 
 
 def main(argv: list[str] | None = None) -> int:
