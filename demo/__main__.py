@@ -21,7 +21,7 @@ from demo.scenario import DEFAULT_TIMEOUT, Demo, Options
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m demo",
-        description="spotshift on a local Kubernetes 1.20 control plane: on-demand nodes emptied onto spot, live.",
+        description="spotshift on a local Kubernetes control plane: on-demand nodes emptied onto spot, live.",
     )
     parser.add_argument(
         "--plain",

@@ -41,6 +41,7 @@ from shared.classes import node_class
 from shared.config import Config, parse_config
 from shared.model import Node, Pod
 from tests.e2e.controlplane import ApiError, BinariesMissing, ControlPlane, wait_for
+from tests.e2e.controlplane.process import k8s_version
 
 __all__ = ["Options", "Demo", "Workload", "WORKLOADS", "demo_config", "DEFAULT_TIMEOUT"]
 
@@ -253,7 +254,7 @@ class Demo:
                 )
             )
         pdbs = {}
-        for raw in api.list(f"/apis/policy/v1beta1/namespaces/{NAMESPACE}/poddisruptionbudgets"):
+        for raw in api.list(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets"):
             status = raw.get("status") or {}
             if status.get("observedGeneration") == raw["metadata"].get("generation"):
                 name = raw["metadata"]["name"]
@@ -290,7 +291,7 @@ class Demo:
     # ---- the story ---------------------------------------------------------------------------------------
 
     def set_up(self, work: Path) -> None:
-        self.set_phase("set-up: a local Kubernetes 1.20.2 control plane and spotshift's three parts")
+        self.set_phase(f"set-up: a local Kubernetes {k8s_version()} control plane and spotshift's three parts")
         self.stack = self.stack_factory(work, self.config_data)
         plane = self.stack.start_control_plane()
         self.say(
@@ -305,7 +306,7 @@ class Demo:
         self.stack.register_webhook(NAMESPACE)
         self.say("webhook", "registered from deploy/base/mutatingwebhook.yaml; caBundle set by spot-certs")
         self.stack.use_extender_in_scheduler()
-        self.say("scheduler", "kube-scheduler restarted with deploy/scheduler/v1beta1 (extender, spotshift-scheduler)")
+        self.say("scheduler", "kube-scheduler restarted with deploy/scheduler/base (v1: extender, spotshift-scheduler)")
         for name in ON_DEMAND_NODES:
             plane.create_node(name, labels=ON_DEMAND_LABELS, allocatable=NODE_SIZE)
         self.say("nodes", f"on-demand nodes {', '.join(ON_DEMAND_NODES)} (4 CPU, 8 GiB each); no spot capacity yet")
@@ -316,9 +317,9 @@ class Demo:
         for w in WORKLOADS:
             api.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", deployment(w))
         api.post(
-            f"/apis/policy/v1beta1/namespaces/{NAMESPACE}/poddisruptionbudgets",
+            f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
             {
-                "apiVersion": "policy/v1beta1",
+                "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
                 "metadata": {"name": PDB_NAME},
                 "spec": {"minAvailable": PDB_MIN_AVAILABLE, "selector": {"matchLabels": {APP_LABEL: PDB_APP}}},

@@ -2,8 +2,8 @@
 
 Everything is started the way an operator would start it, only on loopback: certificates from ``spot-certs``,
 the webhook registered from ``deploy/base/mutatingwebhook.yaml`` with its ``caBundle`` set by
-``spot-certs --patch-webhook``, kube-scheduler restarted with ``deploy/scheduler/v1beta1`` (the version 1.20
-reads) pointed at the local server, and the rescheduler with the same configuration file as the server.
+``spot-certs --patch-webhook``, kube-scheduler restarted with ``deploy/scheduler/base``'s KubeSchedulerConfiguration
+``v1`` pointed at the local server, and the rescheduler with the same configuration file as the server.
 
 Every child runs in its own session, so a Ctrl-C at the terminal reaches only the demo, which then stops the
 children in order (the rescheduler first, so it can roll back a node in the middle of a drain). Children also
@@ -216,13 +216,13 @@ class Stack:
         )
 
     def use_extender_in_scheduler(self) -> None:
-        """Restart kube-scheduler with the shipped v1beta1 configuration, pointed at the local server.
+        """Restart kube-scheduler with the shipped v1 configuration, pointed at the local server.
 
         The shipped file has one profile, ``spotshift-scheduler``, which the webhook puts into every pod it
         mutates (``webhook.scheduler_name``); ``default-scheduler`` is kept for pods it leaves alone.
         """
         assert self.plane is not None
-        config = yaml.safe_load((ROOT / "deploy/scheduler/v1beta1/kube-scheduler-v1beta1.yaml").read_text())
+        config = yaml.safe_load((ROOT / "deploy/scheduler/base/kube-scheduler-v1.yaml").read_text())
         (extender,) = config["extenders"]
         extender["urlPrefix"] = self.extender_url
         extender["tlsConfig"] = {"caFile": str(self.certs / "ca.crt")}

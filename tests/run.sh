@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need on a fresh Debian machine (a virtual environment with the
-# project and its test requirements, made by tools/venv.sh; Chromium; the e2e control plane and the container
-# image, both cached after the first build), then lints and runs every tier.
-#   bash tests/run.sh            unit + e2e (the e2e tier includes the image built by deploy/image/build.sh)
+# project and its test requirements, made by tools/venv.sh; Chromium; kustomize, the e2e control planes and the
+# container image, built from registry packages and cached after the first build), then lints and runs every tier.
+#   bash tests/run.sh            unit + e2e on the default release, then the compatibility run on the oldest
 #   bash tests/run.sh unit       unit tier only (no control plane, no image)
-# SPOTSHIFT_SKIP_IMAGE=1 skips the image build and its e2e tests (they need root: buildah, mmdebstrap).
+# The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e on release X
+# only (no compatibility run). SPOTSHIFT_SKIP_IMAGE=1 skips the image build and its e2e tests (they need root:
+# buildah, mmdebstrap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=${1:-all}
@@ -23,15 +25,30 @@ if ! command -v chromium >/dev/null 2>&1; then
   $sudo apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium >/dev/null
 fi
+# deploy/ is rendered by the unit tier with kustomize built from its Go module (tests/support/kustomize.py).
+SPOTSHIFT_KUSTOMIZE=$(bash tools/kustomize.sh)
+export SPOTSHIFT_KUSTOMIZE
 if [ "$tier" = unit ]; then
   exec "$py" -m pytest tests/unit -q
 fi
-if [ -f tests/e2e/controlplane/build.sh ]; then
-  bash tests/e2e/controlplane/build.sh
+# shellcheck source=e2e/controlplane/releases.env
+source tests/e2e/controlplane/releases.env
+compat=""
+if [ -z "${SPOTSHIFT_K8S_VERSION:-}" ]; then
+  export SPOTSHIFT_K8S_VERSION=$SPOTSHIFT_K8S_DEFAULT
+  compat=$SPOTSHIFT_K8S_COMPAT
 fi
+bash tests/e2e/controlplane/build.sh
+[ -z "$compat" ] || SPOTSHIFT_K8S_VERSION=$compat bash tests/e2e/controlplane/build.sh
 if [ "${SPOTSHIFT_SKIP_IMAGE:-0}" != 1 ]; then
   # No registry is reachable in CI: the base is made from Debian packages (cached), then the image is built
   # daemonlessly; tests/e2e/test_image_e2e.py runs the servers from it.
   bash deploy/image/build.sh --base "$(bash deploy/image/base.sh)"
 fi
-exec "$py" -m pytest tests -q
+echo "tests/run.sh: unit and e2e tiers on Kubernetes $SPOTSHIFT_K8S_VERSION"
+"$py" -m pytest tests -q
+if [ -n "$compat" ]; then
+  # The compatibility run: the e2e tests marked `compat` (tests/e2e/conftest.py) on the oldest release.
+  echo "tests/run.sh: compatibility run on Kubernetes $compat"
+  SPOTSHIFT_K8S_VERSION=$compat "$py" -m pytest tests/e2e -q -m compat
+fi

@@ -34,6 +34,9 @@ _SUMMARY = pytest.StashKey[list[str]]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: end-to-end test against a real Kubernetes control plane (tests/e2e)")
+    config.addinivalue_line(
+        "markers", "compat: also run on the oldest release the project supports (tests/run.sh's compatibility run)"
+    )
     config.stash[_SUMMARY] = []
 
 

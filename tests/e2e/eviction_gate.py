@@ -123,7 +123,7 @@ class EvictionGate:
 
         def called() -> bool:
             # The configuration takes effect asynchronously: evict a pod that does not exist until the gate sees it.
-            body = {"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": PROBE}}
+            body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": PROBE}}
             with contextlib.suppress(ApiError):
                 api.post(f"/api/v1/namespaces/{self.ns}/pods/{PROBE}/eviction", body)
             return self.probed.is_set()

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.controlplane.process import Binaries, BinariesMissing
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_HINT = 'bash deploy/image/build.sh --base "$(bash deploy/image/base.sh)"'
 
@@ -189,21 +191,12 @@ class OpenedImage:
 
 
 def kustomize_command() -> list[str]:
-    """A ``kubectl kustomize`` whose kustomize reads deploy/ (``labels:``, ``components:``: kustomize >= 4).
-
-    kubectl 1.20's built-in kustomize (v2.0.3, the control plane's) cannot: it rejects directories listed
-    under ``resources:``. ``SPOTSHIFT_KUBECTL`` names one; else ``kubectl`` on PATH if its kustomize is new
-    enough.
-    """
-    kubectl = os.environ.get("SPOTSHIFT_KUBECTL") or shutil.which("kubectl")
-    if kubectl:
-        version = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True, timeout=60)
-        found = re.search(r"Kustomize Version: v(\d+)", version.stdout)
-        if found and int(found[1]) >= 4:
-            return [kubectl, "kustomize"]
-    raise ImageUnavailable(
-        "no kubectl with kustomize >= v4 to render deploy/ (kubectl 1.20's v2.0.3 cannot); set SPOTSHIFT_KUBECTL"
-    )
+    """``kubectl kustomize`` of the control plane's own kubectl (built with it, same release): deploy/ is
+    rendered as an operator renders it with ``kubectl apply -k``."""
+    try:
+        return [str(Binaries.locate().kubectl), "kustomize"]
+    except BinariesMissing as error:
+        raise ImageUnavailable(str(error)) from None
 
 
 def render(path: Path) -> dict[tuple[str, str], dict[str, Any]]:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TAINT_KEY = "spotshift.io/draining"
 TAINT_VALUE = "spotshift-rescheduler"
 STATE_ANNOTATION = "spotshift.io/drain-state"
-PDBS = "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets"
+PDBS = "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
 NodeFactory = Callable[..., dict[str, Any]]
 
 
@@ -132,7 +132,7 @@ class World:
 
     def pdb(self, name: str, app: str, **spec: Any) -> None:
         body = {
-            "apiVersion": "policy/v1beta1",
+            "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": {"name": name},
             "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
@@ -401,18 +401,7 @@ def _service_account_kubeconfig(plane: ControlPlane, namespace: str, tmp_path: P
     for doc in docs:
         plane.api.post(paths[doc["kind"]], doc)
 
-    def token() -> str | None:
-        account = plane.api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/spotshift-rescheduler")
-        for ref in account.get("secrets") or []:
-            secret = plane.api.get(f"/api/v1/namespaces/{namespace}/secrets/{ref['name']}")
-            data = (secret.get("data") or {}).get("token")
-            if data:
-                import base64
-
-                return base64.b64decode(data).decode()
-        return None
-
-    value = wait_for(token, timeout=60, what="the rescheduler ServiceAccount token")
+    value = plane.service_account_token(namespace, "spotshift-rescheduler")
     config = {
         "apiVersion": "v1",
         "kind": "Config",

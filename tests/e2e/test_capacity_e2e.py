@@ -1,4 +1,4 @@
-"""Capacity mode on the real 1.20 control plane: placeholder pods ask a node provisioner for spot room.
+"""Capacity mode on the real control plane: placeholder pods ask a node provisioner for spot room.
 
 The provisioner is the stand-in of ``provisioner.py`` (what cluster-autoscaler or Karpenter would do: a Ready
 spot node for pending pods that require spot, after a delay, or never). The placeholders carry the

@@ -1,4 +1,4 @@
-"""The operator's controls (``disruption`` settings) under ``run`` on the real 1.20 control plane.
+"""The operator's controls (``disruption`` settings) under ``run`` on the real control plane.
 
 * A drain window that is closed holds a drainable node: nothing touches it over several cycles, the node gets
   one ``SpotshiftDrainHeldBack`` Event, the gauge counts it under ``drain-window``, and ``plan`` says

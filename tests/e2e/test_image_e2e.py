@@ -20,7 +20,6 @@ the build command, unless ``SPOTSHIFT_SKIP_IMAGE=1``.
 
 from __future__ import annotations
 
-import base64
 import io
 import os
 import re
@@ -34,7 +33,7 @@ import yaml
 
 from demo.scenario import Demo, Options, demo_config
 from demo.stack import DEMO_RESCHEDULER_FLAGS, SCHEDULER_NAME, SPOTSHIFT_NAMESPACE, Stack
-from tests.e2e.controlplane import ApiError, Binaries, BinariesMissing, wait_for
+from tests.e2e.controlplane import ApiError, Binaries, BinariesMissing
 from tests.e2e.image import (
     Container,
     ImageUnavailable,
@@ -161,15 +160,7 @@ class ImageStack(Stack):
 
     def token_volume(self, account: str) -> Path:
         assert self.plane is not None
-        api = self.plane.api
-        sa_path = f"/api/v1/namespaces/{SPOTSHIFT_NAMESPACE}/serviceaccounts/{account}"
-        secret_name = wait_for(
-            lambda: next(iter(api.get(sa_path).get("secrets") or []), {}).get("name"),
-            timeout=60,
-            what=f"the token of ServiceAccount {account}",
-        )
-        data = api.get(f"/api/v1/namespaces/{SPOTSHIFT_NAMESPACE}/secrets/{secret_name}")["data"]
-        files = {k: base64.b64decode(v) for k, v in data.items() if k in ("token", "ca.crt", "namespace")}
+        files = self.plane.service_account_files(SPOTSHIFT_NAMESPACE, account)
         return secret_files(self.work / "volumes" / account / "serviceaccount", files, 0o644, None)
 
     def container(self, deployment: str, overrides: tuple[str, ...], volumes: dict[str, Path]) -> Container:

@@ -1,4 +1,4 @@
-"""``kubectl spotshift plan`` through the real kubectl 1.20 against the real API server.
+"""``kubectl spotshift plan`` through the real kubectl against the real API server.
 
 kubectl finds ``kubectl-spotshift`` on ``PATH`` (the console script ``pip install -e .`` made next to the
 Python interpreter) and passes its environment on; the plugin reads ``KUBECONFIG`` and ``--context`` as kubectl

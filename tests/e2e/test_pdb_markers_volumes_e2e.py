@@ -1,4 +1,4 @@
-"""The rescheduler's run loop on the real 1.20 control plane: PodDisruptionBudgets pace a drain, other tools'
+"""The rescheduler's run loop on the real control plane: PodDisruptionBudgets pace a drain, other tools'
 do-not-disrupt markers and volumes pinned to a zone keep their node.
 
 * Three replicas of a Deployment on one on-demand node, with a budget allowing one disruption: the node is

@@ -1,4 +1,4 @@
-"""The rescheduler's run loop against the real 1.20 control plane: drains, refusals and dry-run.
+"""The rescheduler's run loop against the real control plane: drains, refusals and dry-run.
 
 The world of these tests (the rescheduler as a subprocess, nodes and workloads of the test's own) is
 :mod:`tests.e2e.rescheduler_world`; SIGTERM, restart and leader election are in
@@ -40,7 +40,7 @@ world = _world.world
 budgets = _world.budgets
 start = _world.start
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
 # --- scenarios -------------------------------------------------------------------------------------------------
 

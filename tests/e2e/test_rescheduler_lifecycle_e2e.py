@@ -1,4 +1,4 @@
-"""The rescheduler's process life against the real 1.20 control plane: SIGTERM mid-drain, a restart after a crash,
+"""The rescheduler's process life against the real control plane: SIGTERM mid-drain, a restart after a crash,
 and two replicas electing one leader.
 
 The world of these tests is :mod:`tests.e2e.rescheduler_world`. Every test that lets the rescheduler act

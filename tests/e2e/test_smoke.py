@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,8 +16,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.controlplane import ApiError, ControlPlane, issue_cert, make_ca, wait_for
+from tests.e2e.controlplane.process import k8s_version
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
 NodeFactory = Callable[..., dict[str, Any]]
 
@@ -66,8 +68,12 @@ def test_every_component_is_a_live_process_with_a_healthy_endpoint(control_plane
     for name, component in control_plane.components.items():
         assert component.alive(), f"{name} is not running"
     version = control_plane.api.get("/version")
-    assert version["gitVersion"] == "v1.20.2"
-    assert "policy/v1beta1" in {g["groupVersion"] for g in control_plane.api.get("/apis/policy")["versions"]}
+    assert version["gitVersion"] == f"v{k8s_version()}"
+    assert "policy/v1" in {g["groupVersion"] for g in control_plane.api.get("/apis/policy")["versions"]}
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        binary = getattr(control_plane.binaries, name.replace("-", "_"))
+        said = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30).stdout
+        assert said.strip() == f"Kubernetes v{k8s_version()}", said
     kubectl = control_plane.kubectl("get", "--raw", "/readyz")
     assert kubectl.stdout.strip() == "ok"
 
@@ -79,7 +85,7 @@ def test_kubeconfig_and_the_kubernetes_client_reach_the_api_server(control_plane
         names = {ns.metadata.name for ns in client.CoreV1Api(api_client).list_namespace().items}
     assert {"default", "kube-system"} <= names
     with config.new_client_from_config(config_file=str(control_plane.kubeconfig)) as api_client:
-        assert client.VersionApi(api_client).get_code().git_version == "v1.20.2"
+        assert client.VersionApi(api_client).get_code().git_version == f"v{k8s_version()}"
 
 
 def test_deployment_is_scheduled_onto_the_nodes_and_runs_ready(
@@ -115,7 +121,7 @@ def test_deployment_is_scheduled_onto_the_nodes_and_runs_ready(
 
 def _pdb(name: str, selector: dict[str, str], **spec: Any) -> dict[str, Any]:
     return {
-        "apiVersion": "policy/v1beta1",
+        "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": name},
         "spec": {"selector": {"matchLabels": selector}, **spec},
@@ -124,14 +130,14 @@ def _pdb(name: str, selector: dict[str, str], **spec: Any) -> dict[str, Any]:
 
 def _eviction(namespace: str, name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "policy/v1beta1",
+        "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": name, "namespace": namespace},
     }
 
 
 def _wait_pdb(plane: ControlPlane, namespace: str, name: str, healthy: int, allowed: int) -> None:
-    path = f"/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets/{name}"
+    path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}"
 
     def computed() -> bool:
         pdb = plane.api.get(path)
@@ -152,7 +158,7 @@ def test_eviction_is_refused_with_429_by_a_blocking_pdb_and_accepted_with_201_ot
     make_node(labels={"e2e.spotshift.io/test": label})
     blocked = create_deployment(control_plane, namespace, deployment("blocked", 2, label))
     allowed = create_deployment(control_plane, namespace, deployment("allowed", 2, label))
-    pdbs = f"/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets"
+    pdbs = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
     control_plane.api.post(pdbs, _pdb("blocked", {"app": "blocked"}, minAvailable=2))
     control_plane.api.post(pdbs, _pdb("allowed", {"app": "allowed"}, maxUnavailable=1))
     _wait_pdb(control_plane, namespace, "blocked", healthy=2, allowed=0)
@@ -247,8 +253,7 @@ def test_mutating_webhook_is_called_with_an_admission_review_over_tls_and_its_pa
     control_plane: ControlPlane, webhook_server: _WebhookServer
 ) -> None:
     namespace = f"e2e-webhook-{uuid.uuid4().hex[:6]}"
-    # 1.20 does not yet label namespaces with kubernetes.io/metadata.name: select ours by a label of our own.
-    control_plane.create_namespace(namespace, labels={"e2e.spotshift.io/webhook": namespace})
+    control_plane.create_namespace(namespace)
     name = f"e2e-mutate-{uuid.uuid4().hex[:6]}"
     configs = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
     control_plane.api.post(
@@ -267,7 +272,8 @@ def test_mutating_webhook_is_called_with_an_admission_review_over_tls_and_its_pa
                     "rules": [
                         {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
                     ],
-                    "namespaceSelector": {"matchLabels": {"e2e.spotshift.io/webhook": namespace}},
+                    # The API server labels every namespace with its name (1.21+).
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                     "admissionReviewVersions": ["v1"],
                     "sideEffects": "None",
                     "failurePolicy": "Fail",
@@ -330,7 +336,7 @@ def test_scheduler_restarts_with_a_config_given_by_the_test(
     )
     try:
         path = control_plane.restart_scheduler(config)
-        assert json.loads(path.read_text())["apiVersion"] == "kubescheduler.config.k8s.io/v1beta1"
+        assert json.loads(path.read_text())["apiVersion"] == "kubescheduler.config.k8s.io/v1"
         pods = create_deployment(
             control_plane, namespace, deployment("second", 1, label, schedulerName="e2e-second-scheduler")
         )

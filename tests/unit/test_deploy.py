@@ -1,12 +1,12 @@
 """deploy/: the registration and scheduler settings the design requires, and every overlay renders.
 
-Rendering needs ``kubectl`` (its built-in kustomize); without it those cases skip, the file checks still run.
+Rendering uses kustomize built by ``tools/kustomize.sh`` (``tests/support/kustomize.py``); without it those cases
+fail with that command.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +14,13 @@ import pytest
 import yaml
 
 from shared.config import parse_config
+from tests.support.kustomize import render_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 OVERLAYS = ("karpenter", "eks", "gke", "aks", "custom")
 SCHEDULER_CONFIGS = {
     "kubescheduler.config.k8s.io/v1": DEPLOY / "scheduler/base/kube-scheduler-v1.yaml",
-    "kubescheduler.config.k8s.io/v1beta3": DEPLOY / "scheduler/v1beta3/kube-scheduler-v1beta3.yaml",
-    "kubescheduler.config.k8s.io/v1beta1": DEPLOY / "scheduler/v1beta1/kube-scheduler-v1beta1.yaml",
 }
 
 
@@ -86,12 +85,9 @@ def test_base_config_is_valid() -> None:
     parse_config(load(DEPLOY / "base/config.yaml"))
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_overlay_renders(overlay: str) -> None:
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY / "overlays" / overlay)], capture_output=True, text=True, check=True
-    ).stdout
+    out = render_text(DEPLOY / "overlays" / overlay)
     docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out)}
     webhook = docs[("Deployment", "spotshift-webhook")]
     spec = webhook["spec"]["template"]["spec"]
@@ -151,7 +147,7 @@ def test_the_dockerfile_runs_as_a_numeric_non_root_user_and_keeps_the_ca_out() -
 
 
 def render(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True, check=True).stdout
+    out = render_text(path)
     return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out)}
 
 
@@ -191,10 +187,6 @@ def pod_specs(docs: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str
     return {name: d["spec"]["template"]["spec"] for (kind, name), d in docs.items() if kind == "Deployment"}
 
 
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-
-
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_deployment_uses_the_versioned_image_with_limits_and_a_pull_policy(overlay: str) -> None:
     docs = render(DEPLOY / "overlays" / overlay)
@@ -209,7 +201,6 @@ def test_every_deployment_uses_the_versioned_image_with_limits_and_a_pull_policy
                 assert set(c["resources"][kind]) >= {"cpu", "memory"}, (name, kind)
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_pod_meets_the_restricted_pod_security_profile(overlay: str) -> None:
     docs = render(DEPLOY / "overlays" / overlay)
@@ -225,7 +216,6 @@ def test_every_pod_meets_the_restricted_pod_security_profile(overlay: str) -> No
             assert sc["readOnlyRootFilesystem"] is True, name
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_tls_secret_is_mounted_0440_for_the_pods_group(overlay: str) -> None:
     for name, spec in pod_specs(render(DEPLOY / "overlays" / overlay)).items():
@@ -237,7 +227,6 @@ def test_the_tls_secret_is_mounted_0440_for_the_pods_group(overlay: str) -> None
             assert secrets, name
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_service_account_tokens_are_mounted_only_where_the_api_is_called(overlay: str) -> None:
     docs = render(DEPLOY / "overlays" / overlay)
@@ -249,7 +238,6 @@ def test_service_account_tokens_are_mounted_only_where_the_api_is_called(overlay
         assert docs[("ServiceAccount", name)]["automountServiceAccountToken"] is True
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_a_network_policy_admits_each_component_on_its_own_port_only(overlay: str) -> None:
     docs = render(DEPLOY / "overlays" / overlay)
@@ -269,7 +257,6 @@ def test_a_network_policy_admits_each_component_on_its_own_port_only(overlay: st
     assert specs["spotshift-scheduler"]["containers"][0]["ports"][0]["containerPort"] == 10259
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_no_component_can_take_another_ones_lease(overlay: str) -> None:
     docs = render(DEPLOY / "overlays" / overlay)
@@ -291,7 +278,6 @@ def test_no_component_can_take_another_ones_lease(overlay: str) -> None:
     assert not rule_allows(webhook, "get", "coordination.k8s.io", "leases", "spotshift-rescheduler")
 
 
-@needs_kubectl
 def test_the_scheduler_serves_without_profiling_on_one_address() -> None:
     (container,) = pod_specs(render(DEPLOY / "overlays/eks"))["spotshift-scheduler"]["containers"]
     assert "--profiling=false" in container["command"]
@@ -300,7 +286,6 @@ def test_the_scheduler_serves_without_profiling_on_one_address() -> None:
     assert container["env"] == [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
 
 
-@needs_kubectl
 def test_the_cluster_wide_pod_watch_comes_only_with_spot_ceilings(tmp_path: Path) -> None:
     docs = render(DEPLOY / "overlays/eks")
     (server,) = pod_specs(docs)["spotshift-webhook"]["containers"]
@@ -347,12 +332,6 @@ def test_nothing_imports_the_asyncio_kubernetes_client_the_image_leaves_out() ->
     assert "site-packages/kubernetes/aio" in (ROOT / "Dockerfile").read_text()
 
 
-@needs_kubectl
-def test_the_pre_1_23_scheduler_serves_no_plain_http() -> None:
-    (container,) = pod_specs(render(DEPLOY / "scheduler/v1beta1"))["spotshift-scheduler"]["containers"]
-    assert "--port=0" in container["command"] and "--profiling=false" in container["command"]
-
-
 def test_the_lease_names_granted_are_the_lease_names_used() -> None:
     from shared.config import Config
 
@@ -367,7 +346,6 @@ def test_the_lease_names_granted_are_the_lease_names_used() -> None:
         assert election["resourceNamespace"] == "spotshift"
 
 
-@needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_rescheduler_may_list_and_watch_every_kind_its_state_watches(overlay: str) -> None:
     from rescheduler.cluster.state import KINDS, PDBS, STORAGE_CLASSES

@@ -6,13 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 from shared.config import Config, parse_config
 from tests.unit.test_deploy import DEPLOY, render, rule_allows, rules_of
-
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 
 def _with_capacity(tmp_path: Path) -> Path:
@@ -36,7 +33,6 @@ def _role_rules(docs: dict, kind: str, name: str) -> list[dict]:
     return list(docs[(kind, name)]["rules"])
 
 
-@needs_kubectl
 def test_the_capacity_component_ships_the_priority_class_the_config_names_and_turns_the_mode_on(
     tmp_path: Path,
 ) -> None:
@@ -57,7 +53,6 @@ def test_the_capacity_component_ships_the_priority_class_the_config_names_and_tu
     assert parse_config(data, {"SPOTSHIFT_CAPACITY_ENABLED": "true"}).capacity.enabled
 
 
-@needs_kubectl
 def test_placeholders_may_be_created_and_deleted_in_spotshifts_namespace_only(tmp_path: Path) -> None:
     docs = render(_with_capacity(tmp_path))
     role = docs[("Role", "spotshift-rescheduler-placeholders")]
@@ -77,7 +72,6 @@ def test_placeholders_may_be_created_and_deleted_in_spotshifts_namespace_only(tm
     assert rule_allows(rules_of(docs, "spotshift-rescheduler"), "watch", "", "pods", "")
 
 
-@needs_kubectl
 def test_without_the_component_nothing_of_capacity_mode_is_deployed() -> None:
     docs = render(DEPLOY / "overlays/eks")
     assert not [k for k in docs if k[0] == "PriorityClass"]

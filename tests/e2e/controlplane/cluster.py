@@ -1,6 +1,7 @@
-"""Start and stop a real Kubernetes 1.20 control plane on 127.0.0.1 for the e2e tier.
+"""Start and stop a real Kubernetes control plane on 127.0.0.1 for the e2e tier.
 
-Components (binaries from tests/e2e/controlplane/build.sh, etcd from Debian's etcd-server):
+Components (binaries from tests/e2e/controlplane/build.sh for the release ``SPOTSHIFT_K8S_VERSION`` names, by
+default the newest the project runs on; see releases.env):
 - etcd, data in a temporary directory (on /dev/shm when there is one: fsync on tmpfs is free);
 - kube-apiserver: TLS with a throw-away CA, bearer-token auth (admin in system:masters; the scheduler and the
   controller-manager as their bootstrap-RBAC users), Node+RBAC authorization, the default admission plugins plus
@@ -9,9 +10,10 @@ Components (binaries from tests/e2e/controlplane/build.sh, etcd from Debian's et
 - kube-controller-manager with the controllers a workload needs (deployment, replicaset, statefulset, job,
   daemonset, disruption, garbagecollector, namespace, serviceaccount, serviceaccount-token, podgc) and NOT the
   node lifecycle controller; --use-service-account-credentials as kubeadm does. The ServiceAccount admission
-  plugin stays on: the serviceaccount(-token) controllers give every namespace a `default` account with a token;
-- kube-scheduler with a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1beta1, the version 1.20
-  reads) given by the caller, restartable with another config during a session;
+  plugin stays on: the serviceaccount controller gives every namespace a `default` account (pods get bound,
+  projected tokens; no token Secrets since 1.24);
+- kube-scheduler with a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1, the version the overlays
+  ship) given by the caller, restartable with another config during a session;
 - the kubelet stand-in of kubelet.py.
 
 Every component logs into `<run dir>/logs/<component>.log` and runs as a process.py `Component`: its own
@@ -39,19 +41,22 @@ from .api import Api, ApiError
 from .kubelet import MANAGED_ANNOTATION, MANAGED_VALUE, NOT_READY_TAINT, READY_ANNOTATION, KubeletStandIn
 from .process import Binaries, Component, component_env, etcd_scratch_dir, free_ports, wait_for
 
-SCHEDULER_CONFIG_API = "kubescheduler.config.k8s.io/v1beta1"
+SCHEDULER_CONFIG_API = "kubescheduler.config.k8s.io/v1"
+# kube-controller-manager's canonical controller names (cmd/kube-controller-manager/names; the short names of
+# older releases are aliases, and newer controllers have none).
 CONTROLLERS = (
-    "deployment",
-    "replicaset",
-    "statefulset",
-    "job",
-    "daemonset",
-    "disruption",
-    "garbagecollector",
-    "namespace",
-    "serviceaccount",
-    "serviceaccount-token",
-    "podgc",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "daemonset-controller",
+    "disruption-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "pod-garbage-collector-controller",
+    "resourceclaim-controller",
+    "root-ca-certificate-publisher-controller",
 )
 
 
@@ -128,7 +133,7 @@ class ControlPlane:
             wait_for(
                 lambda: self._default_service_account_ready("default"),
                 timeout=timeout,
-                what="the default ServiceAccount and its token in namespace default",
+                what="the default ServiceAccount in namespace default",
                 check=self.ensure_alive,
             )
         except BaseException:
@@ -195,7 +200,7 @@ class ControlPlane:
         profiles: list[dict[str, Any]] | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        """A v1beta1 KubeSchedulerConfiguration for this control plane (extenders/profiles optional)."""
+        """A v1 KubeSchedulerConfiguration for this control plane (extenders/profiles optional)."""
         config: dict[str, Any] = {
             "apiVersion": SCHEDULER_CONFIG_API,
             "kind": "KubeSchedulerConfiguration",
@@ -212,10 +217,10 @@ class ControlPlane:
     def restart_scheduler(self, config: Mapping[str, Any] | Path | None = None, *, timeout: float = 60.0) -> Path:
         """(Re)start kube-scheduler with `config` (a dict, or a YAML/JSON file); None means the default.
 
-        The config's `clientConnection.kubeconfig` is pointed at this control plane, leader election is
-        turned off (a restarted scheduler would otherwise wait for its predecessor's lease to expire) and the
-        insecure healthz/metrics listener moves from the fixed port 10251 to a free loopback port.
-        Returns the path of the config file written into the run dir.
+        The config's `clientConnection.kubeconfig` is pointed at this control plane and leader election is
+        turned off (a restarted scheduler would otherwise wait for its predecessor's lease to expire); it
+        serves healthz and metrics on a free loopback port over TLS. Returns the path of the config file
+        written into the run dir.
         """
         if isinstance(config, Path):
             import yaml
@@ -229,14 +234,7 @@ class ControlPlane:
         loaded.setdefault("kind", "KubeSchedulerConfiguration")
         loaded.setdefault("clientConnection", {})["kubeconfig"] = str(self.run_dir / "kube-scheduler.kubeconfig")
         loaded.setdefault("leaderElection", {})["leaderElect"] = False
-        secure_port, insecure_port = free_ports(2)
-        if loaded["apiVersion"] == SCHEDULER_CONFIG_API:
-            # v1beta1 otherwise serves healthz/metrics insecurely on 0.0.0.0:10251 (--port is ignored when
-            # --config is given, "" is defaulted back to that and port 0 is invalid): a free loopback port lets
-            # several sessions share a machine.
-            insecure = f"127.0.0.1:{insecure_port}"
-            loaded["healthzBindAddress"] = insecure
-            loaded["metricsBindAddress"] = insecure
+        (secure_port,) = free_ports(1)
 
         previous = self.components.pop("kube-scheduler", None)
         if previous is not None:
@@ -250,7 +248,6 @@ class ControlPlane:
             [
                 str(self.binaries.kube_scheduler),
                 f"--config={config_path}",
-                "--port=0",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={self.scheduler_port}",
                 *self._serving_flags(),
@@ -354,13 +351,13 @@ class ControlPlane:
             self.api.delete_if_exists(f"/api/v1/nodes/{name}")
 
     def create_namespace(self, name: str, *, labels: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
-        """Create a namespace and wait for its `default` ServiceAccount token (pods are refused before it)."""
+        """Create a namespace and wait for its `default` ServiceAccount (pods are refused before it)."""
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
         self.api.post("/api/v1/namespaces", body)
         wait_for(
             lambda: self._default_service_account_ready(name),
             timeout=timeout,
-            what=f"the default ServiceAccount token in namespace {name}",
+            what=f"the default ServiceAccount in namespace {name}",
             check=self.ensure_alive,
         )
 
@@ -383,8 +380,32 @@ class ControlPlane:
         return True
 
     def _default_service_account_ready(self, namespace: str) -> bool:
-        account = self.api.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
-        return bool(account.get("secrets"))
+        return self._exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+
+    def service_account_token(self, namespace: str, account: str, *, seconds: int = 3600) -> str:
+        """A bound token of ServiceAccount ``namespace/account`` from the TokenRequest API, as a kubelet projects
+        it into a pod (the API server's audience, an expiry); there are no token Secrets since 1.24."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+        return str(self.api.post(path, body)["status"]["token"])
+
+    def service_account_files(self, namespace: str, account: str) -> dict[str, bytes]:
+        """The files of a pod's projected ``kube-api-access`` volume: ``token`` (a bound token), ``ca.crt`` (the
+        ``kube-root-ca.crt`` ConfigMap the root-ca-cert-publisher controller writes) and ``namespace``."""
+        ca = wait_for(
+            lambda: self.api.get(f"/api/v1/namespaces/{namespace}/configmaps/kube-root-ca.crt")["data"]["ca.crt"],
+            timeout=60,
+            what=f"the kube-root-ca.crt ConfigMap in namespace {namespace}",
+        )
+        return {
+            "token": self.service_account_token(namespace, account).encode(),
+            "ca.crt": ca.encode(),
+            "namespace": namespace.encode(),
+        }
 
     def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
         params = {"labelSelector": selector} if selector else {}
@@ -533,7 +554,6 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={self.apiserver_port}",
-                "--insecure-port=0",
                 *self._serving_flags(),
                 f"--client-ca-file={pki / 'ca.crt'}",
                 f"--token-auth-file={pki / 'tokens.csv'}",
@@ -565,7 +585,6 @@ class ControlPlane:
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 "--leader-elect=false",
-                "--port=0",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={self.cm_port}",
                 *self._serving_flags(),

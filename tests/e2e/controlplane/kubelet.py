@@ -33,12 +33,12 @@ from typing import Any
 import requests
 
 from .api import Api, ApiError
+from .process import k8s_version
 
 MANAGED_ANNOTATION = "e2e.spotshift.io/kubelet"
 MANAGED_VALUE = "stand-in"
 READY_ANNOTATION = "e2e.spotshift.io/ready"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-KUBELET_VERSION = "v1.20.2"
 
 log = logging.getLogger("spotshift.e2e.kubelet")
 
@@ -397,8 +397,8 @@ class KubeletStandIn:
                 "kernelVersion": "5.10.0-e2e",
                 "osImage": "spotshift e2e kubelet stand-in",
                 "containerRuntimeVersion": "containerd://1.4.0-e2e",
-                "kubeletVersion": KUBELET_VERSION,
-                "kubeProxyVersion": KUBELET_VERSION,
+                "kubeletVersion": f"v{k8s_version()}",
+                "kubeProxyVersion": f"v{k8s_version()}",
                 "operatingSystem": "linux",
                 "architecture": "amd64",
             }

@@ -1,6 +1,7 @@
 """The processes of the e2e control plane: where their binaries are, free ports, waiting, and one process each.
 
-Binaries come from tests/e2e/controlplane/build.sh (etcd from Debian's etcd-server). Every process runs in its
+Binaries come from tests/e2e/controlplane/build.sh, for the release :func:`k8s_version` names (etcd is built
+with them, the release's own pairing). Every process runs in its
 own process group and gets SIGKILL if the Python thread that started it dies (PR_SET_PDEATHSIG), so a crashed
 test run leaves no stray etcd or kube-* behind; :meth:`Component.stop` terminates the group and waits for it.
 :class:`~tests.e2e.controlplane.cluster.ControlPlane` puts them together.
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-K8S_VERSION = "1.20.2"
+RELEASES_FILE = Path(__file__).resolve().parent / "releases.env"
+VERSION_VARIABLE = "SPOTSHIFT_K8S_VERSION"
 
 BUILD_HINT = "bash tests/e2e/controlplane/build.sh"
 
@@ -33,13 +35,29 @@ class BinariesMissing(RuntimeError):
     """The control-plane binaries are not built (or etcd is not installed)."""
 
 
+def releases() -> dict[str, str]:
+    """``releases.env`` as a dict: ``SPOTSHIFT_K8S_DEFAULT`` and ``SPOTSHIFT_K8S_COMPAT`` (build.sh sources it)."""
+    out: dict[str, str] = {}
+    for line in RELEASES_FILE.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            out[name.strip()] = value.strip()
+    return out
+
+
+def k8s_version() -> str:
+    """The release the e2e tier, the demo and the benches run on: ``$SPOTSHIFT_K8S_VERSION``, else the default."""
+    version = os.environ.get(VERSION_VARIABLE) or releases()["SPOTSHIFT_K8S_DEFAULT"]
+    return version.removeprefix("v")
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("SPOTSHIFT_CACHE") or Path.home() / ".cache" / "spotshift")
 
 
 def bin_dir() -> Path:
     override = os.environ.get("SPOTSHIFT_K8S_BIN")
-    return Path(override) if override else cache_dir() / f"k8s-{K8S_VERSION}" / "bin"
+    return Path(override) if override else cache_dir() / f"k8s-{k8s_version()}" / "bin"
 
 
 @dataclass(frozen=True)
@@ -56,21 +74,16 @@ class Binaries:
         directory = bin_dir()
         found: dict[str, Path] = {}
         missing: list[str] = []
-        for field in ("kube_apiserver", "kube_controller_manager", "kube_scheduler", "kubectl"):
+        for field in ("etcd", "kube_apiserver", "kube_controller_manager", "kube_scheduler", "kubectl"):
             path = directory / field.replace("_", "-")
             if os.access(path, os.X_OK):
                 found[field] = path
             else:
                 missing.append(str(path))
-        etcd = shutil.which("etcd") or "/usr/bin/etcd"
-        if os.access(etcd, os.X_OK):
-            found["etcd"] = Path(etcd)
-        else:
-            missing.append("etcd (Debian package etcd-server)")
         if missing:
             raise BinariesMissing(
-                f"the e2e control plane (Kubernetes {K8S_VERSION}) is not built: missing {', '.join(missing)}. "
-                f"Run `{BUILD_HINT}` first (about 4-10 minutes once, then cached), "
+                f"the e2e control plane (Kubernetes {k8s_version()}) is not built: missing {', '.join(missing)}. "
+                f"Run `{BUILD_HINT}` first (10-15 minutes once, then cached), "
                 "or set SPOTSHIFT_SKIP_E2E=1 to skip the e2e tier."
             )
         return cls(**found)

@@ -1,15 +1,16 @@
-"""The kube-scheduler rules of Kubernetes 1.20, on the real 1.20 control plane (``shared/switches.py``).
+"""The kube-scheduler rules the rescheduler takes from the cluster's release, on the real control plane.
 
-Two rules changed after 1.20, and the rescheduler must plan by the cluster's: before 1.27
-(kubernetes#116408) a node over-committed on cpu refuses a pod that asks only for memory; before 1.24
-(kubernetes#107009) topology spread counts matching pods on nodes the pod cannot use. For each, the test
-builds the situation with real objects, shows that the real kube-scheduler 1.20 refuses the placement (a
-probe pod stays Pending with the scheduler's reason), then that:
+Two rules changed between releases (``shared/switches.py``): from 1.27 (kubernetes#116408) a node
+over-committed on cpu takes a pod that asks only for memory; from 1.24 (kubernetes#107009) topology spread
+counts matching pods only on the nodes the pod can use. For each, the test builds the situation with real
+objects and shows that:
 
-* ``spot-rescheduler plan`` against the live cluster reads ``/version`` (v1.20.2) and does not plan it;
-* the same cluster saved as a snapshot is planned with the move under today's rules, and without it under
-  ``--kubernetes-version v1.20.2``: the two sides of the switch, on the same objects;
-* (memory case) ``spot-rescheduler run --once`` logs the version and leaves the node alone.
+* the real kube-scheduler of this release places a probe pod there (the current rule);
+* ``spot-rescheduler plan`` against the live cluster reads ``/version`` and plans the same move;
+* the same cluster saved as a snapshot is planned without the move under ``--kubernetes-version v1.20.2``:
+  the older side of the switch, on the same objects;
+* (memory case) ``spot-rescheduler run --once --dry-run`` logs the version and the same plan, and touches nothing;
+* ``spot-extender`` says at start-up which release's rules the cluster schedules with.
 """
 
 from __future__ import annotations
@@ -26,15 +27,17 @@ import orjson
 import pytest
 
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.extender_server import ExtenderProcess
 from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable
 from tests.e2e.rescheduler_world import Rescheduler as RunProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/app:1"
 NodeFactory = Callable[..., dict[str, Any]]
+MINOR = k8s_version().rsplit(".", 1)[0]
 
 
 @pytest.fixture
@@ -101,6 +104,25 @@ def requests(**amounts: str) -> list[dict[str, Any]]:
     return [{"name": "app", "image": IMAGE, "resources": {"requests": dict(amounts)}}]
 
 
+def binds_to(world: World, name: str, node: str) -> None:
+    """Wait for kube-scheduler to bind ``name``; it must be to ``node``. The pod is deleted afterwards."""
+    path = f"/api/v1/namespaces/{world.ns}/pods/{name}"
+    bound = wait_for(
+        lambda: world.plane.api.get(path)["spec"].get("nodeName"), timeout=60, what=f"kube-scheduler to bind {name}"
+    )
+    assert bound == node, f"{name} bound to {bound}, not {node}"
+    world.plane.api.delete(path, gracePeriodSeconds=0)
+
+    def gone() -> bool:
+        try:
+            world.plane.api.get(path)
+        except ApiError as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
+
+
 def running(world: World, name: str) -> None:
     def ok() -> bool:
         pod = world.plane.api.get(f"/api/v1/namespaces/{world.ns}/pods/{name}")
@@ -154,15 +176,15 @@ def test_a_memory_only_pod_is_not_planned_onto_a_node_over_committed_on_cpu(
     bare_pod(world, "hog", node=spot, containers=requests(cpu="2"))  # spot: 2 cpu requested of 1
     running(world, "hog")
 
-    # kube-scheduler 1.20 agrees: a memory-only pod that may only go to the spot node stays Pending.
+    # kube-scheduler of this release agrees: a memory-only pod that may only go to the spot node is placed.
     bare_pod(world, "probe", nodeSelector={"kubernetes.io/hostname": spot}, containers=requests(memory="64Mi"))
-    stays_pending(world, "probe", "Insufficient cpu")
+    binds_to(world, "probe", spot)
 
     config = world.config()
     live, said = plan(f"--kubeconfig={plane.kubeconfig}", f"--config={config}")
-    assert "API server version v1.20.2: planning with the kube-scheduler rules of Kubernetes 1.20" in said, said
-    assert "resources_fit_ignores_unrequested_overcommit=false" in said
-    assert live["drained"] == [] and "Insufficient cpu" in live["undrainable"][od], live
+    shown = f"API server version v{k8s_version()}: planning with the kube-scheduler rules of Kubernetes {MINOR}"
+    assert shown in said, said
+    assert live["drained"] == [od] and moves(live) == [("memonly", od, spot)], live
 
     snapshot = save_snapshot(plane, tmp_path / "snapshot.json")
     today, _ = plan(f"--snapshot={snapshot}", f"--config={config}")
@@ -170,16 +192,16 @@ def test_a_memory_only_pod_is_not_planned_onto_a_node_over_committed_on_cpu(
     old, _ = plan(f"--snapshot={snapshot}", f"--config={config}", "--kubernetes-version=v1.20.2")
     assert old["drained"] == [] and "Insufficient cpu" in old["undrainable"][od], old
 
-    # The run loop learns the version the same way and leaves the node alone.
+    # The run loop learns the version the same way and plans the move; --dry-run touches nothing.
     watcher = NodeWatcher(plane, [od, spot])
     watcher.start()
-    r = RunProcess(plane.kubeconfig, config, tmp_path / "run.log", "--once", name="once")
+    r = RunProcess(plane.kubeconfig, config, tmp_path / "run.log", "--once", "--dry-run", name="once")
     runs.append(r)
     assert r.wait(90) == 0, r.tail()
     assert watcher.close() == {}
-    version = r.logged("API server version v1.20.2")
+    version = r.logged(f"API server version v{k8s_version()}")
     assert version and version[0]["level"] == "info", r.tail()
-    assert r.logged("plan: 0 nodes can be emptied"), r.tail()
+    assert r.logged("plan: 1 nodes can be emptied"), r.tail()
     assert [p["spec"]["nodeName"] for p in world.pods("memonly")] == [od]
 
 
@@ -225,19 +247,19 @@ def test_spread_counts_pods_on_nodes_the_pod_cannot_use(world: World, make_node:
     spot = make_node("spot", labels={world.spot_key: "true", zone: "za", **test_label})["metadata"]["name"]
     world.nodes.append(spot)
 
-    # kube-scheduler 1.20 agrees: with od cordoned, a pod like mover cannot go to the spot node, because zone za
-    # counts ex's two pods (today's rule would count 0 there and place it).
+    # kube-scheduler of this release agrees: with od cordoned, a pod like mover goes to the spot node, because
+    # zone za counts no pod of the nodes the pod may use (before 1.24, ex's two pods were counted there).
     plane.api.patch(f"/api/v1/nodes/{od}", {"spec": {"unschedulable": True}})
     try:
         bare_pod(world, "probe", labels={"group": group}, containers=requests(cpu="100m"), **spread_spec)
-        stays_pending(world, "probe", "didn't match pod topology spread constraints")
+        binds_to(world, "probe", spot)
     finally:
         plane.api.patch(f"/api/v1/nodes/{od}", {"spec": {"unschedulable": False}})
 
     config = world.config()
     live, said = plan(f"--kubeconfig={plane.kubeconfig}", f"--config={config}")
-    assert "spread_counts_only_eligible_nodes=false" in said, said
-    assert live["drained"] == [] and "topology spread" in live["undrainable"][od], live
+    assert f"kube-scheduler rules of Kubernetes {MINOR} (current)" in said, said
+    assert live["drained"] == [od] and moves(live) == [("mover", od, spot)], live
 
     snapshot = save_snapshot(plane, tmp_path / "snapshot.json")
     today, _ = plan(f"--snapshot={snapshot}", f"--config={config}")
@@ -256,8 +278,8 @@ def test_the_extender_says_which_release_the_cluster_schedules_with(
     try:
         log = extender.log_path.read_text(errors="replace")
         assert (
-            "spot-extender: API server version v1.20.2: the cluster schedules with the kube-scheduler rules of "
-            "Kubernetes 1.20" in log
+            f"spot-extender: API server version v{k8s_version()}: the cluster schedules with the kube-scheduler "
+            f"rules of Kubernetes {MINOR} (current)" in log
         ), extender.log_tail()
     finally:
         extender.stop()
