@@ -3,9 +3,10 @@
     python3 bench/scheduling_throughput.py [--nodes 200] [--pods 600] [--runs 3] [--calls 300]
 
 Needs the e2e tier's control-plane binaries (``bash tests/e2e/controlplane/build.sh``). On that real control
-plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler of ``SPOTSHIFT_K8S_VERSION``, by default the
-newest release the project runs on; the kubelet stand-in keeps the nodes Ready) it creates ``--nodes`` nodes, half of them spot, and then, ``--runs`` times and in turn (each run
-starting with the next mode: none first, then go-noop first, ...):
+plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler of ``SPOTSHIFT_K8S_VERSION``, by default
+the newest release the project runs on; the kubelet stand-in keeps the nodes Ready) it creates ``--nodes`` nodes,
+half of them spot, and then, ``--runs`` times and in turn (each run starting with the next mode: none first, then
+go-noop first, ...):
 
 * ``none``: kube-scheduler without an extender;
 * ``go-noop``: kube-scheduler with bench/noop_extender (standard-library Go, built with the machine's Go, as the

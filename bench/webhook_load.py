@@ -279,7 +279,7 @@ class Server:
     ) -> None:
         self.port = free_port()
         self.certs = certs
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_")}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         cmd = [
             sys.executable,

@@ -19,5 +19,6 @@ if [ ! -x "$bin" ]; then
   mv -f "$dir/.tmp/kustomize" "$bin"
   rmdir "$dir/.tmp"
 fi
-"$bin" version 2>/dev/null | grep -q "$VERSION" || { echo "kustomize.sh: $bin does not report $VERSION" >&2; exit 1; }
+said=$("$bin" version 2>&1 || true)
+[[ "$said" == *"$VERSION"* ]] || { echo "kustomize.sh: $bin does not report $VERSION (it says: $said)" >&2; exit 1; }
 echo "$bin"

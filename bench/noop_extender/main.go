@@ -1,7 +1,7 @@
 // A no-op kube-scheduler extender: the floor against which bench/scheduling_throughput.py measures
 // spot-extender. It answers /filter with every node it was given and /prioritize with score 0 for each,
 // over HTTPS with keep-alive (Go's net/http), for nodeCacheCapable (NodeNames) and full-Node requests alike.
-// Standard library only, so it builds offline with the Go toolchain the control-plane build uses.
+// Standard library only: it builds with the machine's Go (as the control plane does) and fetches nothing.
 package main
 
 import (

@@ -62,7 +62,11 @@ class ExtenderProcess:
         return base64.b64encode(self.ca_pem).decode()
 
     def start(self, timeout: float = 60.0) -> ExtenderProcess:
-        env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        # spot-extender refuses SPOTSHIFT_* variables it does not know (the test scripts' own, like
+        # SPOTSHIFT_K8S_VERSION): it gets only what the test gives it.
+        env = {
+            k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR" and not k.startswith("SPOTSHIFT_")
+        }
         cmd = [
             sys.executable,
             "-m",

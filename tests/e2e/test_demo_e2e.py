@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.controlplane import Binaries, BinariesMissing
+from tests.e2e.controlplane.process import CONTROL_PLANE_VARIABLES
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +41,9 @@ def binaries() -> None:
 
 
 def demo_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_")}
+    """The demo's environment: no SPOTSHIFT_* setting of the servers, but the control plane's release and cache
+    (the demo's own children get none of them, demo/stack.py)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") or k in CONTROL_PLANE_VARIABLES}
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -110,10 +110,12 @@ def test_pods_go_to_spot_while_it_has_room_then_to_on_demand(
     placed = [schedule_one(control_plane, namespace, pod_body(f"p{i}", label)) for i in range(6)]
     # 1 cpu of spot holds four 250m pods; the rest must go on-demand.
     assert placed == [spot] * 4 + [od] * 2
-    # kube-scheduler called both verbs for every pod (wait_known's own calls came before `before`).
+    # kube-scheduler filtered every pod through the extender, and asked it to score the four placed while both
+    # nodes were feasible (pkg/scheduler/schedule_one.go: "When only one node after predicate, just use it", no
+    # scoring). wait_known's own calls came before `before`.
     after = {endpoint: calls(extender, endpoint) for endpoint in ("filter", "prioritize")}
     assert after["filter"] - before["filter"] >= 6, (before, after)
-    assert after["prioritize"] - before["prioritize"] >= 6, (before, after)
+    assert after["prioritize"] - before["prioritize"] >= 4, (before, after)
 
 
 def test_nodes_being_reclaimed_are_never_chosen(

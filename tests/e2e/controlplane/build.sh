@@ -139,12 +139,14 @@ log "go build etcd ${ETCD_VERSION}"
 (cd "${ETCD_WRAP}" && go build -trimpath -ldflags "-s -w" -o "${OUT}/etcd" go.etcd.io/etcd/server/v3) \
     || die "go build of etcd v${ETCD_VERSION} failed"
 
+# Each binary's own word for its version (captured first: `grep -q` closing the pipe early would fail it).
+said() { "$@" 2>&1 || true; }
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
-    "${OUT}/${b}" --version 2>/dev/null | grep -qx "Kubernetes v${K8S_VERSION}" || die "${b} does not report v${K8S_VERSION}"
+    [[ "$(said "${OUT}/${b}" --version)" == "Kubernetes v${K8S_VERSION}" ]] || die "${b} does not report v${K8S_VERSION}"
 done
-"${OUT}/kubectl" version --client 2>/dev/null | grep -q "Client Version: v${K8S_VERSION}" \
+[[ "$(said "${OUT}/kubectl" version --client)" == *"Client Version: v${K8S_VERSION}"* ]] \
     || die "kubectl does not report v${K8S_VERSION}"
-"${OUT}/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION}" || die "etcd does not report ${ETCD_VERSION}"
+[[ "$(said "${OUT}/etcd" --version)" == *"etcd Version: ${ETCD_VERSION}"* ]] || die "etcd does not report ${ETCD_VERSION}"
 
 # --- 4. publish into the cache -------------------------------------------------------------------------------
 rm -f "${STAMP}"

@@ -27,6 +27,8 @@ RELEASES_FILE = Path(__file__).resolve().parent / "releases.env"
 VERSION_VARIABLE = "SPOTSHIFT_K8S_VERSION"
 
 BUILD_HINT = "bash tests/e2e/controlplane/build.sh"
+# The variables that choose the control plane (not settings of spotshift's own commands, which refuse them).
+CONTROL_PLANE_VARIABLES = frozenset({VERSION_VARIABLE, "SPOTSHIFT_CACHE", "SPOTSHIFT_K8S_BIN"})
 
 T = TypeVar("T")
 

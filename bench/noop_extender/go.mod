@@ -1,0 +1,3 @@
+module spotshift.local/noop-extender
+
+go 1.26
