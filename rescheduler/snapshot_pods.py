@@ -23,7 +23,7 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
-from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume, parse_affinity
+from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume, parse_affinity, parse_scheduling_gates
 from shared.selectors import parse_node_selector
 
 __all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "TEMPLATE_FIELDS", "validation_problem"]
@@ -59,6 +59,7 @@ class _PodSpec(Struct):
     affinity: Raw = NONE
     topologySpreadConstraints: Raw = NONE
     volumes: list[dict[str, Raw]] | None = None
+    schedulingGates: Raw = NONE
 
 
 SPEC_KEYS = frozenset(f for f in _PodSpec.__struct_fields__)
@@ -123,6 +124,7 @@ _PER_POD = (
     "volumes",
     "unschedulable",
     "ready",
+    "scheduling_gates",
 )
 # Template parts: which spec keys each reads, and which Pod fields it determines.
 _CONTAINER_FIELDS = ("requests", "non_zero_requests", "host_ports")
@@ -152,6 +154,7 @@ _I_ANNOTATIONS, _I_OWNERS, _I_PRIORITY = _POD_INDEX["annotations"], _POD_INDEX["
 _I_SCHEDULER_NAME, _I_VOLUMES = _POD_INDEX["scheduler_name"], _POD_INDEX["volumes"]
 _I_DELETION_TIMESTAMP, _I_CREATION_TIMESTAMP = _POD_INDEX["deletion_timestamp"], _POD_INDEX["creation_timestamp"]
 _I_UNSCHEDULABLE, _I_READY = _POD_INDEX["unschedulable"], _POD_INDEX["ready"]
+_I_SCHEDULING_GATES = _POD_INDEX["scheduling_gates"]
 
 _PVC, _EMPTY_DIR = "persistentVolumeClaim", "emptyDir"
 _CACHE_LIMIT = 200_000
@@ -228,6 +231,9 @@ class PodReader:
         args[_I_VOLUMES] = self._volume_list(s.volumes, f"pod {ns}/{name}") if s.volumes else ()
         args[_I_UNSCHEDULABLE] = unschedulable
         args[_I_READY] = ready
+        gates = bytes(s.schedulingGates)
+        if gates and gates != b"null":  # rare: gates are removed before a pod is scheduled
+            args[_I_SCHEDULING_GATES] = _gates(gates, ns, name)
         return Pod(*args)
 
     def _prototype(self, key: tuple[Any, ...], ns: str, name: str) -> list[Any]:
@@ -371,6 +377,14 @@ class PodReader:
                 raise ParseError(f"{where}: spec.volumes: name must be a string")
             out.append(Volume(name or "", proto.kind, proto.claim_name, proto.medium))
         return tuple(out)
+
+
+def _gates(raw: bytes, ns: str, name: str) -> tuple[str, ...]:
+    """``spec.schedulingGates`` by the function ``Pod.from_api`` reads it with, the error worded alike."""
+    try:
+        return parse_scheduling_gates(orjson.loads(raw))
+    except ParseError as e:
+        raise ParseError(f"pod {ns}/{name}: {e}") from None
 
 
 def _reduce(raw: bytes) -> Any:

@@ -46,6 +46,7 @@ __all__ = [
     "PersistentVolumeClaim",
     "Namespace",
     "parse_resources",
+    "parse_scheduling_gates",
     "pod_requests",
     "pod_requests_and_non_zero",
     "EMPTY",
@@ -273,9 +274,13 @@ class Pod:
     host_ports: tuple[HostPort, ...] = ()
     volumes: tuple[Volume, ...] = ()
     unschedulable: bool = False
+    """The ``PodScheduled`` condition is ``False`` with reason ``Unschedulable``: the scheduler tried and found no
+    node. A gated pod may still carry it from before (see :attr:`gated`)."""
     ready: bool = False
     non_zero_requests: tuple[int, int] | None = None
     """Scoring requests ``(milli_cpu, memory)`` with the scheduler's defaults; None when not parsed."""
+    scheduling_gates: tuple[str, ...] = ()
+    """The names in ``spec.schedulingGates``, in order."""
 
     @property
     def key(self) -> str:
@@ -296,6 +301,12 @@ class Pod:
     @property
     def terminating(self) -> bool:
         return self.deletion_timestamp is not None
+
+    @property
+    def gated(self) -> bool:
+        """Whether ``spec.schedulingGates`` holds a gate: kube-scheduler does not try to place the pod until every
+        gate is removed (``schedulinggates.SchedulingGates.PreEnqueue``), so it is not waiting for room."""
+        return bool(self.scheduling_gates)
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Pod:
@@ -320,6 +331,7 @@ class Pod:
                 _parse_spread(c, labels, f"spec.topologySpreadConstraints[{i}]")
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
             )
+            gates = parse_scheduling_gates(spec.get("schedulingGates"))
         except (SelectorError, ParseError, TypeError, ValueError, AttributeError) as e:
             raise ParseError(f"{where}: {e}") from None
         conditions = status.get("conditions") or ()
@@ -368,7 +380,26 @@ class Pod:
             volumes=_volumes(spec),
             unschedulable=unschedulable,
             ready=ready,
+            scheduling_gates=gates,
         )
+
+
+def parse_scheduling_gates(raw: Any) -> tuple[str, ...]:
+    """The gate names of ``spec.schedulingGates`` (``[{"name": ...}, ...]``); absent or empty is no gate.
+
+    Raises :class:`ParseError` naming the field for anything else; :meth:`Pod.from_api` names the pod.
+    """
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise ParseError("spec.schedulingGates: expected a list of {name: ...}")
+    names = []
+    for i, gate in enumerate(raw):
+        name = gate.get("name") if isinstance(gate, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise ParseError(f"spec.schedulingGates[{i}].name: expected a non-empty string")
+        names.append(name)
+    return tuple(names)
 
 
 def parse_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], where: str) -> tuple[Any, ...]:

@@ -116,12 +116,15 @@ def unschedulable_pods(pods: Iterable[Pod], namespace: str | None = None) -> lis
     """Pods waiting for a node the scheduler could not find: Pending, unbound, ``PodScheduled=False/Unschedulable``.
 
     While any exist the cluster is short of room; moving more pods would make it worse, so the run loop pauses.
-    spotshift's placeholder pods in ``namespace`` (spotshift's own) do not count: they wait for a node on
-    purpose, for the autoscaler to add one (:mod:`shared.placeholders`).
+    A pod with scheduling gates (``spec.schedulingGates``) does not count, whatever its conditions say: the
+    scheduler does not try to place it until the gates are removed (``schedulinggates.PreEnqueue`` answers
+    ``UnschedulableAndUnresolvable`` before any filter), so it waits for whoever holds the gates, not for room.
+    spotshift's placeholder pods in ``namespace`` (spotshift's own) do not count either: they wait for a node
+    on purpose, for the autoscaler to add one (:mod:`shared.placeholders`).
     """
     out = []
     for p in pods:
-        if p.unschedulable and not p.node_name and not p.terminal and not p.terminating:
+        if p.unschedulable and not p.gated and not p.node_name and not p.terminal and not p.terminating:
             if namespace is not None and is_placeholder(p, namespace):
                 continue
             out.append(p)

@@ -380,6 +380,20 @@ def test_pending_unschedulable_pods_are_flagged() -> None:
     assert result.summary["pending_unschedulable"] == 1 and result.summary["safe_to_act"] is False
 
 
+def test_pending_pods_held_by_scheduling_gates_are_not_flagged() -> None:
+    raw = {
+        "metadata": {"name": "held", "namespace": "shop"},
+        "spec": {"containers": [{"name": "c"}], "schedulingGates": [{"name": "example.com/quota"}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), Pod.from_api(raw)])
+    result = planned(snap)
+    assert result.summary["pending_unschedulable"] == 0 and result.summary["safe_to_act"] is True
+
+
 def test_volume_zone_keeps_a_pod_in_its_zone() -> None:
     pv = PersistentVolume.from_api(
         {

@@ -104,3 +104,33 @@ def test_unschedulable_means_pending_unbound_and_marked_by_the_scheduler() -> No
     new = Pod.from_api({**pod("new", phase="Pending"), "status": {"phase": "Pending"}})
     running = Pod.from_api(pod("running", "od-1"))
     assert [p.name for p in unschedulable_pods([waiting, new, running])] == ["waiting"]
+
+
+# --- scheduling gates (pkg/scheduler/framework/plugins/schedulinggates/scheduling_gates.go) -------------------
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+GATED = {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}
+
+
+def gated(name: str, conditions: list[dict[str, str]], gates: list[str]) -> Pod:
+    raw = pod(name, phase="Pending", schedulingGates=[{"name": g} for g in gates])
+    raw["status"]["conditions"] = conditions
+    return Pod.from_api(raw)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "gates", "counts"),
+    [
+        pytest.param([GATED], ["example.com/quota"], False, id="gated-as-the-api-server-marks-it"),
+        pytest.param([UNSCHEDULABLE], ["example.com/quota"], False, id="gated-with-a-stale-unschedulable-condition"),
+        pytest.param([UNSCHEDULABLE], ["a", "b"], False, id="two-gates"),
+        pytest.param([UNSCHEDULABLE], [], True, id="gates-removed-and-the-scheduler-found-no-node"),
+        pytest.param([GATED], [], False, id="gates-removed-not-yet-tried"),
+    ],
+)
+def test_a_gated_pod_never_waits_for_room(conditions: list[dict[str, str]], gates: list[str], counts: bool) -> None:
+    """``SchedulingGates.PreEnqueue`` keeps a gated pod out of the scheduling queue: whatever its conditions say,
+    it waits for whoever holds the gates, not for a node."""
+    p = gated("held", conditions, gates)
+    assert p.gated is bool(gates)
+    assert unschedulable_pods([p]) == ([p] if counts else [])

@@ -105,6 +105,17 @@ EXTRA_PODS: list[dict[str, Any]] = [
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         },
     },
+    {
+        "metadata": {"name": "gated", "namespace": "x", "labels": {"app": "g"}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/zone"}],
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    },
 ]
 
 
@@ -128,7 +139,7 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending"]
+    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated"]
 )
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)
