@@ -500,6 +500,9 @@ class PDB:
     edited one). Its status numbers are then not to be trusted; :func:`shared.disruption.with_computed_status`
     computes them from the pods. ``disrupted_pods`` are the names in ``status.disruptedPods``: pods whose
     eviction the API server accepted and the controller has not yet seen deleted.
+
+    ``unhealthy_pod_eviction_policy`` is ``spec.unhealthyPodEvictionPolicy`` as given (empty when unset, which
+    means ``IfHealthyBudget``); a value the API does not define is kept, and :mod:`shared.eviction` decides.
     """
 
     namespace: str
@@ -513,6 +516,7 @@ class PDB:
     expected_pods: int = 0
     status_current: bool = True
     disrupted_pods: frozenset[str] = frozenset()
+    unhealthy_pod_eviction_policy: str = ""
 
     @property
     def key(self) -> str:
@@ -531,6 +535,9 @@ class PDB:
             raise ParseError(f"pdb {ns}/{name}: {e}") from None
         if selector is not None and selector.is_empty and raw.get("apiVersion") == "policy/v1beta1":
             selector = None
+        policy = spec.get("unhealthyPodEvictionPolicy") or ""
+        if not isinstance(policy, str):
+            raise ParseError(f"pdb {ns}/{name}: spec.unhealthyPodEvictionPolicy: expected a string")
         return cls(
             namespace=ns,
             name=name,
@@ -544,6 +551,7 @@ class PDB:
             status_current=bool(status)
             and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
             disrupted_pods=frozenset(status.get("disruptedPods") or ()),
+            unhealthy_pod_eviction_policy=policy,
         )
 
     def selects(self, pod: Pod) -> bool:

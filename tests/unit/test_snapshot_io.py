@@ -131,7 +131,8 @@ def test_fast_path_covers_every_pod_field() -> None:
 def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
     source = (ROOT / "shared" / "model.py").read_text()
     read = set(re.findall(r'\bspec\.get\("(\w+)"', source))
-    read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "nodeAffinity", "claimRef"}
+    read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"}
+    read -= {"nodeAffinity", "claimRef"}
     read -= {"volumeName", "storageClassName"}  # node, PDB, PV and PVC specs
     assert read <= snapshot_pods.SPEC_KEYS, (
         f"Pod.from_api reads spec keys the loader skips: {read - snapshot_pods.SPEC_KEYS}"
