@@ -15,7 +15,7 @@ path builds pods equal to ``Pod.from_api`` on the same JSON, so it cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -23,7 +23,16 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
-from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume, parse_affinity, parse_scheduling_gates
+from shared.model import (
+    EMPTY,
+    OwnerRef,
+    ParseError,
+    Pod,
+    Volume,
+    parse_affinity,
+    parse_resource_claims,
+    parse_scheduling_gates,
+)
 from shared.selectors import parse_node_selector
 
 __all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "TEMPLATE_FIELDS", "validation_problem"]
@@ -60,6 +69,7 @@ class _PodSpec(Struct):
     topologySpreadConstraints: Raw = NONE
     volumes: list[dict[str, Raw]] | None = None
     schedulingGates: Raw = NONE
+    resourceClaims: Raw = NONE
 
 
 SPEC_KEYS = frozenset(f for f in _PodSpec.__struct_fields__)
@@ -125,6 +135,7 @@ _PER_POD = (
     "unschedulable",
     "ready",
     "scheduling_gates",
+    "resource_claims",
 )
 # Template parts: which spec keys each reads, and which Pod fields it determines.
 _CONTAINER_FIELDS = ("requests", "non_zero_requests", "host_ports")
@@ -154,7 +165,7 @@ _I_ANNOTATIONS, _I_OWNERS, _I_PRIORITY = _POD_INDEX["annotations"], _POD_INDEX["
 _I_SCHEDULER_NAME, _I_VOLUMES = _POD_INDEX["scheduler_name"], _POD_INDEX["volumes"]
 _I_DELETION_TIMESTAMP, _I_CREATION_TIMESTAMP = _POD_INDEX["deletion_timestamp"], _POD_INDEX["creation_timestamp"]
 _I_UNSCHEDULABLE, _I_READY = _POD_INDEX["unschedulable"], _POD_INDEX["ready"]
-_I_SCHEDULING_GATES = _POD_INDEX["scheduling_gates"]
+_I_SCHEDULING_GATES, _I_RESOURCE_CLAIMS = _POD_INDEX["scheduling_gates"], _POD_INDEX["resource_claims"]
 
 _PVC, _EMPTY_DIR = "persistentVolumeClaim", "emptyDir"
 _CACHE_LIMIT = 200_000
@@ -231,9 +242,13 @@ class PodReader:
         args[_I_VOLUMES] = self._volume_list(s.volumes, f"pod {ns}/{name}") if s.volumes else ()
         args[_I_UNSCHEDULABLE] = unschedulable
         args[_I_READY] = ready
+        # Both rare, so read per pod and only when present: gates are removed before a pod is scheduled.
         gates = bytes(s.schedulingGates)
-        if gates and gates != b"null":  # rare: gates are removed before a pod is scheduled
-            args[_I_SCHEDULING_GATES] = _gates(gates, ns, name)
+        if gates and gates != b"null":
+            args[_I_SCHEDULING_GATES] = _names(parse_scheduling_gates, gates, ns, name)
+        claims = bytes(s.resourceClaims)
+        if claims and claims != b"null":
+            args[_I_RESOURCE_CLAIMS] = _names(parse_resource_claims, claims, ns, name)
         return Pod(*args)
 
     def _prototype(self, key: tuple[Any, ...], ns: str, name: str) -> list[Any]:
@@ -379,10 +394,10 @@ class PodReader:
         return tuple(out)
 
 
-def _gates(raw: bytes, ns: str, name: str) -> tuple[str, ...]:
-    """``spec.schedulingGates`` by the function ``Pod.from_api`` reads it with, the error worded alike."""
+def _names(parse: Callable[[Any], tuple[str, ...]], raw: bytes, ns: str, name: str) -> tuple[str, ...]:
+    """A list-of-names spec field by the function ``Pod.from_api`` reads it with, the error worded alike."""
     try:
-        return parse_scheduling_gates(orjson.loads(raw))
+        return parse(orjson.loads(raw))
     except ParseError as e:
         raise ParseError(f"pod {ns}/{name}: {e}") from None
 

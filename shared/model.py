@@ -46,6 +46,7 @@ __all__ = [
     "PersistentVolumeClaim",
     "Namespace",
     "parse_resources",
+    "parse_resource_claims",
     "parse_scheduling_gates",
     "pod_requests",
     "pod_requests_and_non_zero",
@@ -281,6 +282,8 @@ class Pod:
     """Scoring requests ``(milli_cpu, memory)`` with the scheduler's defaults; None when not parsed."""
     scheduling_gates: tuple[str, ...] = ()
     """The names in ``spec.schedulingGates``, in order."""
+    resource_claims: tuple[str, ...] = ()
+    """The names of the entries of ``spec.resourceClaims`` (dynamic resource allocation), in order."""
 
     @property
     def key(self) -> str:
@@ -332,6 +335,7 @@ class Pod:
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
             )
             gates = parse_scheduling_gates(spec.get("schedulingGates"))
+            claims = parse_resource_claims(spec.get("resourceClaims"))
         except (SelectorError, ParseError, TypeError, ValueError, AttributeError) as e:
             raise ParseError(f"{where}: {e}") from None
         conditions = status.get("conditions") or ()
@@ -381,6 +385,7 @@ class Pod:
             unschedulable=unschedulable,
             ready=ready,
             scheduling_gates=gates,
+            resource_claims=claims,
         )
 
 
@@ -389,15 +394,29 @@ def parse_scheduling_gates(raw: Any) -> tuple[str, ...]:
 
     Raises :class:`ParseError` naming the field for anything else; :meth:`Pod.from_api` names the pod.
     """
+    return _names(raw, "spec.schedulingGates")
+
+
+def parse_resource_claims(raw: Any) -> tuple[str, ...]:
+    """The entry names of ``spec.resourceClaims`` (``[{"name": ..., "resourceClaimName" or
+    "resourceClaimTemplateName": ...}, ...]``); absent or empty is none.
+
+    Raises :class:`ParseError` naming the field for anything else; :meth:`Pod.from_api` names the pod.
+    """
+    return _names(raw, "spec.resourceClaims")
+
+
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    """The ``name`` of each object of a list field; absent or empty is an empty tuple."""
     if not raw:
         return ()
     if not isinstance(raw, list):
-        raise ParseError("spec.schedulingGates: expected a list of {name: ...}")
+        raise ParseError(f"{where}: expected a list of {{name: ...}}")
     names = []
-    for i, gate in enumerate(raw):
-        name = gate.get("name") if isinstance(gate, Mapping) else None
+    for i, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, Mapping) else None
         if not isinstance(name, str) or not name:
-            raise ParseError(f"spec.schedulingGates[{i}].name: expected a non-empty string")
+            raise ParseError(f"{where}[{i}].name: expected a non-empty string")
         names.append(name)
     return tuple(names)
 

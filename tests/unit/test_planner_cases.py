@@ -15,6 +15,7 @@ from rescheduler.plan.planner import HELD_BACK, PUSHER, plan
 from rescheduler.plan.reasons import Kind
 from shared.config import parse_config
 from shared.model import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
+from shared.movable import BLOCK_RESOURCE_CLAIMS
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from tests.support.pusher import pusher_plan
 from tests.unit.planner_builders import (
@@ -48,6 +49,20 @@ def test_pinned_pod_keeps_its_node() -> None:
     result = planned(snap)
     assert result.drained == ()
     assert result.undrainable["od-1"].startswith("pod shop/db-1: pod is pinned to on-demand")
+
+
+def test_a_pod_with_dynamic_resource_claims_keeps_its_node_with_the_reason() -> None:
+    claims = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("spot-1", spot=True)],
+        [pod("infer-1", "od-1", spec_extra=claims), pod("web-1", "od-2")],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-2",)
+    why = result.reasons["od-1"]
+    assert (why.kind, why.group) == (Kind.NOT_MOVABLE, BLOCK_RESOURCE_CLAIMS)
+    assert result.undrainable["od-1"] == f"pod shop/infer-1: {BLOCK_RESOURCE_CLAIMS}"
+    assert pusher_plan(snap).drained == ("od-2",)
 
 
 def test_do_not_disrupt_markers_keep_their_node_with_the_reason() -> None:

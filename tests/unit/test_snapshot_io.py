@@ -116,6 +116,18 @@ EXTRA_PODS: list[dict[str, Any]] = [
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         },
     },
+    {
+        "metadata": {"name": "dra", "namespace": "x", "labels": {"app": "d"}},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                {"name": "fpga", "resourceClaimName": "team-fpga"},
+            ],
+        },
+        "status": {"phase": "Running", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "dra-gpu-x"}]},
+    },
 ]
 
 
@@ -140,7 +152,7 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated"]
+    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra"]
 )
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)
