@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from shared.podrequests import ParseError, parse_resources, pod_requests, pod_requests_and_non_zero
+from shared.podrequests import (
+    ParseError,
+    parse_resources,
+    pod_requests,
+    pod_requests_and_non_zero,
+    status_requests,
+)
 from shared.selectors import (
     LabelSelector,
     NodeSelector,
@@ -50,6 +56,7 @@ __all__ = [
     "parse_scheduling_gates",
     "pod_requests",
     "pod_requests_and_non_zero",
+    "status_requests",
     "EMPTY",
 ]
 
@@ -284,6 +291,9 @@ class Pod:
     """The names in ``spec.schedulingGates``, in order."""
     resource_claims: tuple[str, ...] = ()
     """The names of the entries of ``spec.resourceClaims`` (dynamic resource allocation), in order."""
+    status_requests: Resources | None = None
+    """What the pod counts for on its node when its status says otherwise than its spec: an in-place resize pending
+    or in progress (:func:`shared.podrequests.status_requests`). ``None``: ``requests`` is what it counts for."""
 
     @property
     def key(self) -> str:
@@ -306,6 +316,12 @@ class Pod:
         return self.deletion_timestamp is not None
 
     @property
+    def node_requests(self) -> Resources:
+        """What kube-scheduler counts for the pod on the node it is bound to: its status-aware requests during an
+        in-place resize, else ``requests``. A pod being placed (or moved by the planner) counts ``requests``."""
+        return self.status_requests if self.status_requests is not None else self.requests
+
+    @property
     def gated(self) -> bool:
         """Whether ``spec.schedulingGates`` holds a gate: kube-scheduler does not try to place the pod until every
         gate is removed (``schedulinggates.SchedulingGates.PreEnqueue``), so it is not waiting for room."""
@@ -321,9 +337,12 @@ class Pod:
         if not isinstance(spec, Mapping):
             raise ParseError(f"{where}: spec is missing")
         status = raw.get("status") or {}
+        if not isinstance(status, Mapping):
+            raise ParseError(f"{where}: status: expected an object")
         labels = _strmap(meta.get("labels"), f"{where}: metadata.labels")
         try:
             requests, non_zero = pod_requests_and_non_zero(spec)
+            on_node = status_requests(spec, status)
         except ParseError as e:
             raise ParseError(f"{where}: {e}") from None
         try:
@@ -386,6 +405,7 @@ class Pod:
             ready=ready,
             scheduling_gates=gates,
             resource_claims=claims,
+            status_requests=on_node if on_node != requests else None,
         )
 
 

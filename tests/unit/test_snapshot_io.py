@@ -128,6 +128,29 @@ EXTRA_PODS: list[dict[str, Any]] = [
         },
         "status": {"phase": "Running", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "dra-gpu-x"}]},
     },
+    {
+        "metadata": {"name": "resizing", "namespace": "x", "labels": {"app": "r"}},
+        "spec": {
+            "nodeName": "n1",
+            "initContainers": [
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}
+            ],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodResizeInProgress", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "ready": True,
+                    "allocatedResources": {"cpu": "2", "memory": "1Gi"},
+                    "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}, "limits": {"cpu": "2"}},
+                }
+            ],
+            "initContainerStatuses": [{"name": "proxy", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    },
 ]
 
 
@@ -152,7 +175,9 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra"]
+    "raw",
+    EXTRA_PODS,
+    ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra", "resizing"],
 )
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)
