@@ -321,9 +321,11 @@ def status_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: s
        else the spec). With the pod-level status set (``status.allocatedResources`` and
        ``status.resources.requests``, KEP-5419), those two stand for the allocated and actuated aggregates.
 
-    The second is never above the first but for containers resized in opposite directions, where a 1.37 scheduler
-    counts less than the first says; the larger is each release's own count everywhere else, and never less than
-    any release counts.
+    The two agree for a pod whose containers all resize the same way and report both fields. The first counts
+    more for containers resized in opposite directions (a sum of maxima against a maximum of sums); the second
+    counts more where a container reports ``allocatedResources`` alone, or an init container that is not a sidecar
+    reports a status, which 1.34 to 1.36 do not read. The larger is each release's own count where they agree,
+    and never less than any release counts where they do not.
 
     Pod-level requests (``spec.resources``) then replace cpu, memory and hugepages as in :func:`pod_requests`; with
     the pod-level status set, by ``effectivePodLevelResources``: the largest of the spec's and the two status
