@@ -43,8 +43,8 @@ def reason_groups(result: Plan) -> list[dict[str, Any]]:
     return sorted(groups.values(), key=lambda g: -len(g["nodes"]))
 
 
-def _requests(pod: Any) -> tuple[int, int]:
-    return pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+def _requests(requests: Any) -> tuple[int, int]:
+    return requests.get("cpu", 0), requests.get("memory", 0)
 
 
 def page_data(
@@ -65,8 +65,10 @@ def page_data(
     arriving: dict[str, list[dict[str, Any]]] = {}
     for m in result.moves:
         pod = pods.get(m.pod)
-        cpu, memory = _requests(pod) if pod is not None else (0, 0)
+        # A pod leaves what it counts for on its node (during an in-place resize, its status) and arrives as its spec.
+        cpu, memory = _requests(pod.node_requests) if pod is not None else (0, 0)
         leaving.setdefault(m.source, []).append({"pod": m.pod, "cpu": cpu, "memory": memory, "to": m.target})
+        cpu, memory = _requests(pod.requests) if pod is not None else (0, 0)
         arriving.setdefault(m.target, []).append({"pod": m.pod, "cpu": cpu, "memory": memory, "from": m.source})
     drained = set(result.drained)
     nodes: list[dict[str, Any]] = []

@@ -15,7 +15,7 @@ path builds pods equal to ``Pod.from_api`` on the same JSON, so it cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -23,7 +23,17 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
-from shared.model import EMPTY, OwnerRef, ParseError, Pod, Volume, parse_affinity
+from shared.model import (
+    EMPTY,
+    OwnerRef,
+    ParseError,
+    Pod,
+    Volume,
+    parse_affinity,
+    parse_resource_claims,
+    parse_scheduling_gates,
+    status_requests,
+)
 from shared.selectors import parse_node_selector
 
 __all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "TEMPLATE_FIELDS", "validation_problem"]
@@ -59,6 +69,8 @@ class _PodSpec(Struct):
     affinity: Raw = NONE
     topologySpreadConstraints: Raw = NONE
     volumes: list[dict[str, Raw]] | None = None
+    schedulingGates: Raw = NONE
+    resourceClaims: Raw = NONE
 
 
 SPEC_KEYS = frozenset(f for f in _PodSpec.__struct_fields__)
@@ -66,8 +78,10 @@ SPEC_KEYS = frozenset(f for f in _PodSpec.__struct_fields__)
 
 
 class _Container(Struct):
-    """What the scheduler reads of a container: requests/limits, host ports, sidecar-ness."""
+    """What the scheduler reads of a container: requests/limits, host ports, sidecar-ness, and the name its status
+    is matched by."""
 
+    name: str | None = None
     resources: Raw = NONE
     ports: Raw = NONE
     restartPolicy: str | None = None
@@ -93,9 +107,21 @@ class _Condition(Struct):
     reason: str | None = None
 
 
+class _ContainerStatus(Struct):
+    """What the in-place resize rule reads of a container status (:func:`shared.podrequests.status_requests`)."""
+
+    name: str | None = None
+    allocatedResources: Raw = NONE
+    resources: Raw = NONE
+
+
 class _PodStatus(Struct):
     phase: str | None = None
     conditions: list[_Condition] | None = None
+    containerStatuses: list[_ContainerStatus] | None = None
+    initContainerStatuses: list[_ContainerStatus] | None = None
+    allocatedResources: Raw = NONE
+    resources: Raw = NONE
 
 
 class PodItem(Struct):
@@ -123,6 +149,9 @@ _PER_POD = (
     "volumes",
     "unschedulable",
     "ready",
+    "scheduling_gates",
+    "resource_claims",
+    "status_requests",
 )
 # Template parts: which spec keys each reads, and which Pod fields it determines.
 _CONTAINER_FIELDS = ("requests", "non_zero_requests", "host_ports")
@@ -152,6 +181,8 @@ _I_ANNOTATIONS, _I_OWNERS, _I_PRIORITY = _POD_INDEX["annotations"], _POD_INDEX["
 _I_SCHEDULER_NAME, _I_VOLUMES = _POD_INDEX["scheduler_name"], _POD_INDEX["volumes"]
 _I_DELETION_TIMESTAMP, _I_CREATION_TIMESTAMP = _POD_INDEX["deletion_timestamp"], _POD_INDEX["creation_timestamp"]
 _I_UNSCHEDULABLE, _I_READY = _POD_INDEX["unschedulable"], _POD_INDEX["ready"]
+_I_SCHEDULING_GATES, _I_RESOURCE_CLAIMS = _POD_INDEX["scheduling_gates"], _POD_INDEX["resource_claims"]
+_I_STATUS_REQUESTS, _I_REQUESTS = _POD_INDEX["status_requests"], _POD_INDEX["requests"]
 
 _PVC, _EMPTY_DIR = "persistentVolumeClaim", "emptyDir"
 _CACHE_LIMIT = 200_000
@@ -172,6 +203,7 @@ class PodReader:
         self._owners: dict[bytes, Any] = {}
         self._volumes: dict[tuple[tuple[str, bytes], ...], Volume] = {}
         self._by_owner: dict[tuple[str, bytes], tuple[tuple[Raw, ...], list[Any]]] = {}
+        self._on_node: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
     def read(self, item: PodItem) -> Pod:
         m = item.metadata or _Meta()
@@ -228,7 +260,56 @@ class PodReader:
         args[_I_VOLUMES] = self._volume_list(s.volumes, f"pod {ns}/{name}") if s.volumes else ()
         args[_I_UNSCHEDULABLE] = unschedulable
         args[_I_READY] = ready
+        # Both rare, so read per pod and only when present: gates are removed before a pod is scheduled.
+        gates = bytes(s.schedulingGates)
+        if gates and gates != b"null":
+            args[_I_SCHEDULING_GATES] = _names(parse_scheduling_gates, gates, ns, name)
+        claims = bytes(s.resourceClaims)
+        if claims and claims != b"null":
+            args[_I_RESOURCE_CLAIMS] = _names(parse_resource_claims, claims, ns, name)
+        if st.containerStatuses or st.initContainerStatuses or st.allocatedResources or st.resources:
+            args[_I_STATUS_REQUESTS] = self._status_requests(proto, s, st, ns, name)
         return Pod(*args)
+
+    def _status_requests(self, proto: list[Any], s: _PodSpec, st: _PodStatus, ns: str, name: str) -> Any:
+        """The pod's ``status_requests``, cached on its template's container part (the containers' names and
+        resources, overhead and pod-level resources: one ``requests`` object, shared by every template with that
+        part) and the bytes of the status fields the rule reads (pods resized alike share them; the rest of a
+        container status differs pod by pod)."""
+        reported = (_reported(st.containerStatuses), _reported(st.initContainerStatuses))
+        pod_level = (_present(st.allocatedResources), _present(st.resources))
+        if not (reported[0] or reported[1] or pod_level[0] or pod_level[1]):
+            return None
+        # IsPodResizeInfeasible: the first PodResizePending condition decides.
+        resize = next((c for c in st.conditions or () if c.type == "PodResizePending"), None)
+        infeasible = resize is not None and resize.reason == "Infeasible"
+        requests = proto[_I_REQUESTS]
+        key = (id(requests), reported, pod_level, infeasible)
+        hit = self._on_node.get(key)
+        if hit is None:
+            parts = {"containers": s.containers, "initContainers": s.initContainers, "overhead": s.overhead}
+            parts["resources"] = s.resources
+            spec = _spec({k: bytes(v) for k, v in parts.items()})
+            status: dict[str, Any] = {
+                "containerStatuses": [_status_dict(*c) for c in reported[0]],
+                "initContainerStatuses": [_status_dict(*c) for c in reported[1]],
+            }
+            if pod_level[0]:
+                status["allocatedResources"] = orjson.loads(pod_level[0])
+            if pod_level[1]:
+                status["resources"] = orjson.loads(pod_level[1])
+            if infeasible:
+                status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+            try:
+                on_node = status_requests(spec, status)
+            except ParseError as e:
+                raise ParseError(f"pod {ns}/{name}: {e}") from None
+            # The requests object is kept with the entry: its id is the key's, never reused while the entry lives.
+            hit = (requests, on_node if on_node != requests else None)
+            if len(self._on_node) >= _CACHE_LIMIT:
+                self._on_node.clear()
+            self._on_node[key] = hit
+        return hit[1]
 
     def _prototype(self, key: tuple[Any, ...], ns: str, name: str) -> list[Any]:
         """The positional arguments shared by every pod of a template: its parts, namespace and labels.
@@ -373,6 +454,39 @@ class PodReader:
         return tuple(out)
 
 
+def _names(parse: Callable[[Any], tuple[str, ...]], raw: bytes, ns: str, name: str) -> tuple[str, ...]:
+    """A list-of-names spec field by the function ``Pod.from_api`` reads it with, the error worded alike."""
+    try:
+        return parse(orjson.loads(raw))
+    except ParseError as e:
+        raise ParseError(f"pod {ns}/{name}: {e}") from None
+
+
+def _present(raw: Raw) -> bytes:
+    """A field's bytes, empty when it is absent or ``null``."""
+    b = bytes(raw)
+    return b"" if b == b"null" else b
+
+
+def _reported(statuses: list[_ContainerStatus] | None) -> tuple[tuple[str | None, bytes, bytes], ...]:
+    """``(name, allocatedResources, resources)`` of the container statuses that report either, as bytes."""
+    out = []
+    for c in statuses or ():
+        alloc, res = _present(c.allocatedResources), _present(c.resources)
+        if alloc or res:
+            out.append((c.name, alloc, res))
+    return tuple(out)
+
+
+def _status_dict(name: str | None, alloc: bytes, res: bytes) -> dict[str, Any]:
+    out: dict[str, Any] = {} if name is None else {"name": name}
+    if alloc:
+        out["allocatedResources"] = orjson.loads(alloc)
+    if res:
+        out["resources"] = orjson.loads(res)
+    return out
+
+
 def _reduce(raw: bytes) -> Any:
     """A container list reduced to what the scheduler reads, as hashable bytes (``None`` if absent)."""
     if not raw or raw == b"null":
@@ -380,7 +494,7 @@ def _reduce(raw: bytes) -> Any:
     containers = _CONTAINERS.decode(raw)
     if containers is None:
         return None
-    return tuple((bytes(c.resources), bytes(c.ports), c.restartPolicy) for c in containers)
+    return tuple((c.name, bytes(c.resources), bytes(c.ports), c.restartPolicy) for c in containers)
 
 
 def _spec(parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -395,8 +509,8 @@ def _spec(parts: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _container(resources: bytes, ports: bytes, restart_policy: str | None) -> dict[str, Any]:
-    c: dict[str, Any] = {}
+def _container(name: str | None, resources: bytes, ports: bytes, restart_policy: str | None) -> dict[str, Any]:
+    c: dict[str, Any] = {} if name is None else {"name": name}
     if resources:
         c["resources"] = orjson.loads(resources)
     if ports:

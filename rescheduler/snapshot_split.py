@@ -144,6 +144,8 @@ class _Pickler(pickle.Pickler):
 _I_ANNOTATIONS = _OWN.index("annotations")
 _I_OWNERS = _OWN.index("owners")
 _I_VOLUMES = _OWN.index("volumes")
+_I_SCHEDULING_GATES = _OWN.index("scheduling_gates")
+_I_RESOURCE_CLAIMS = _OWN.index("resource_claims")
 
 
 def _pack(parts: Any) -> bytes:
@@ -192,5 +194,7 @@ def _unpack(data: bytes) -> tuple[dict[str, list[Any]], list[Pod]]:
         own[_I_OWNERS] = owners[own[_I_OWNERS]]
         own[_I_ANNOTATIONS] = own[_I_ANNOTATIONS] or empty
         own[_I_VOLUMES] = tuple(starmap(volume, own[_I_VOLUMES]))
+        own[_I_SCHEDULING_GATES] = tuple(own[_I_SCHEDULING_GATES])  # msgpack hands tuples back as lists
+        own[_I_RESOURCE_CLAIMS] = tuple(own[_I_RESOURCE_CLAIMS])
         pods.append(Pod(*order(templates[row[0]] + tuple(own))))
     return kinds, pods

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from shared.podrequests import ParseError, parse_resources, pod_requests, pod_requests_and_non_zero
+from shared.podrequests import (
+    ParseError,
+    parse_resources,
+    pod_requests,
+    pod_requests_and_non_zero,
+    status_requests,
+)
 from shared.selectors import (
     LabelSelector,
     NodeSelector,
@@ -46,8 +52,11 @@ __all__ = [
     "PersistentVolumeClaim",
     "Namespace",
     "parse_resources",
+    "parse_resource_claims",
+    "parse_scheduling_gates",
     "pod_requests",
     "pod_requests_and_non_zero",
+    "status_requests",
     "EMPTY",
 ]
 
@@ -273,9 +282,18 @@ class Pod:
     host_ports: tuple[HostPort, ...] = ()
     volumes: tuple[Volume, ...] = ()
     unschedulable: bool = False
+    """The ``PodScheduled`` condition is ``False`` with reason ``Unschedulable``: the scheduler tried and found no
+    node. A gated pod may still carry it from before (see :attr:`gated`)."""
     ready: bool = False
     non_zero_requests: tuple[int, int] | None = None
     """Scoring requests ``(milli_cpu, memory)`` with the scheduler's defaults; None when not parsed."""
+    scheduling_gates: tuple[str, ...] = ()
+    """The names in ``spec.schedulingGates``, in order."""
+    resource_claims: tuple[str, ...] = ()
+    """The names of the entries of ``spec.resourceClaims`` (dynamic resource allocation), in order."""
+    status_requests: Resources | None = None
+    """What the pod counts for on its node when its status says otherwise than its spec: an in-place resize pending
+    or in progress (:func:`shared.podrequests.status_requests`). ``None``: ``requests`` is what it counts for."""
 
     @property
     def key(self) -> str:
@@ -297,6 +315,18 @@ class Pod:
     def terminating(self) -> bool:
         return self.deletion_timestamp is not None
 
+    @property
+    def node_requests(self) -> Resources:
+        """What kube-scheduler counts for the pod on the node it is bound to: its status-aware requests during an
+        in-place resize, else ``requests``. A pod being placed (or moved by the planner) counts ``requests``."""
+        return self.status_requests if self.status_requests is not None else self.requests
+
+    @property
+    def gated(self) -> bool:
+        """Whether ``spec.schedulingGates`` holds a gate: kube-scheduler does not try to place the pod until every
+        gate is removed (``schedulinggates.SchedulingGates.PreEnqueue``), so it is not waiting for room."""
+        return bool(self.scheduling_gates)
+
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Pod:
         meta = raw.get("metadata") or {}
@@ -307,9 +337,12 @@ class Pod:
         if not isinstance(spec, Mapping):
             raise ParseError(f"{where}: spec is missing")
         status = raw.get("status") or {}
+        if not isinstance(status, Mapping):
+            raise ParseError(f"{where}: status: expected an object")
         labels = _strmap(meta.get("labels"), f"{where}: metadata.labels")
         try:
             requests, non_zero = pod_requests_and_non_zero(spec)
+            on_node = status_requests(spec, status)
         except ParseError as e:
             raise ParseError(f"{where}: {e}") from None
         try:
@@ -320,6 +353,8 @@ class Pod:
                 _parse_spread(c, labels, f"spec.topologySpreadConstraints[{i}]")
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
             )
+            gates = parse_scheduling_gates(spec.get("schedulingGates"))
+            claims = parse_resource_claims(spec.get("resourceClaims"))
         except (SelectorError, ParseError, TypeError, ValueError, AttributeError) as e:
             raise ParseError(f"{where}: {e}") from None
         conditions = status.get("conditions") or ()
@@ -368,7 +403,42 @@ class Pod:
             volumes=_volumes(spec),
             unschedulable=unschedulable,
             ready=ready,
+            scheduling_gates=gates,
+            resource_claims=claims,
+            status_requests=on_node if on_node != requests else None,
         )
+
+
+def parse_scheduling_gates(raw: Any) -> tuple[str, ...]:
+    """The gate names of ``spec.schedulingGates`` (``[{"name": ...}, ...]``); absent or empty is no gate.
+
+    Raises :class:`ParseError` naming the field for anything else; :meth:`Pod.from_api` names the pod.
+    """
+    return _names(raw, "spec.schedulingGates")
+
+
+def parse_resource_claims(raw: Any) -> tuple[str, ...]:
+    """The entry names of ``spec.resourceClaims`` (``[{"name": ..., "resourceClaimName" or
+    "resourceClaimTemplateName": ...}, ...]``); absent or empty is none.
+
+    Raises :class:`ParseError` naming the field for anything else; :meth:`Pod.from_api` names the pod.
+    """
+    return _names(raw, "spec.resourceClaims")
+
+
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    """The ``name`` of each object of a list field; absent or empty is an empty tuple."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise ParseError(f"{where}: expected a list of {{name: ...}}")
+    names = []
+    for i, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise ParseError(f"{where}[{i}].name: expected a non-empty string")
+        names.append(name)
+    return tuple(names)
 
 
 def parse_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], where: str) -> tuple[Any, ...]:
@@ -469,6 +539,9 @@ class PDB:
     edited one). Its status numbers are then not to be trusted; :func:`shared.disruption.with_computed_status`
     computes them from the pods. ``disrupted_pods`` are the names in ``status.disruptedPods``: pods whose
     eviction the API server accepted and the controller has not yet seen deleted.
+
+    ``unhealthy_pod_eviction_policy`` is ``spec.unhealthyPodEvictionPolicy`` as given (empty when unset, which
+    means ``IfHealthyBudget``); a value the API does not define is kept, and :mod:`shared.eviction` decides.
     """
 
     namespace: str
@@ -482,6 +555,7 @@ class PDB:
     expected_pods: int = 0
     status_current: bool = True
     disrupted_pods: frozenset[str] = frozenset()
+    unhealthy_pod_eviction_policy: str = ""
 
     @property
     def key(self) -> str:
@@ -500,6 +574,9 @@ class PDB:
             raise ParseError(f"pdb {ns}/{name}: {e}") from None
         if selector is not None and selector.is_empty and raw.get("apiVersion") == "policy/v1beta1":
             selector = None
+        policy = spec.get("unhealthyPodEvictionPolicy") or ""
+        if not isinstance(policy, str):
+            raise ParseError(f"pdb {ns}/{name}: spec.unhealthyPodEvictionPolicy: expected a string")
         return cls(
             namespace=ns,
             name=name,
@@ -513,6 +590,7 @@ class PDB:
             status_current=bool(status)
             and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
             disrupted_pods=frozenset(status.get("disruptedPods") or ()),
+            unhealthy_pod_eviction_policy=policy,
         )
 
     def selects(self, pod: Pod) -> bool:

@@ -24,6 +24,7 @@ do not disrupt         BLOCK   another tool's marker set to ``"true"``: an annot
                                ``karpenter.sh/do-not-disrupt``, and ``karpenter.sh/do-not-evict`` before v0.32)
 pinned to on-demand    BLOCK   no spot node can satisfy its nodeSelector / required affinity (see
                                :func:`pinned_to_on_demand`)
+dynamic resources      BLOCK   an entry in ``spec.resourceClaims`` (DRA, ``resource.k8s.io``): see below
 safe to evict          MOVE    ``safe-to-evict: "true"`` overrides the checks below, as in cluster-autoscaler
 Job pod                BLOCK   an ``ownerReference`` of kind ``Job`` (``batch/*``) and not finished: by default
                                (``disruption.jobs: block``) it keeps its node; ``wait``: SKIP, the drain waits for
@@ -37,9 +38,17 @@ local storage          BLOCK   a ``hostPath`` or disk-backed ``emptyDir`` volume
 otherwise              MOVE
 ====================== ======= ===========================================================================
 
-Opt-out and pinning come before ``safe-to-evict: "true"`` on purpose: that annotation says the pod may
-be evicted, not that it can run on spot or that the owner wants it moved. Whether a moved pod fits a
+Opt-out, pinning and dynamic resources come before ``safe-to-evict: "true"`` on purpose: that annotation says
+the pod may be evicted, not that it can run on spot or that the owner wants it moved. Whether a moved pod fits a
 spot node, and whether its PDB allows the eviction now, is the planner's job with the full predicates.
+
+A pod with dynamic resource claims cannot be judged by them. kube-scheduler's ``DynamicResources`` plugin
+(``pkg/scheduler/framework/plugins/dynamicresources``) filters nodes by the pod's ResourceClaims against the
+devices the drivers publish in ResourceSlices, selected by DeviceClasses and CEL expressions; spotshift holds
+none of those objects. A claim allocated on this node's devices cannot follow the pod, and a claim made from a
+template is made again for the replacement and must find devices on the target. So any entry blocks, whatever
+it names; the scheduler ignores an entry that resolved to no claim at all, but whether the replacement's
+entries would resolve alike is not known here either.
 
 The webhook uses the same checks (:func:`is_mirror_pod`, :func:`is_daemonset_pod`, :func:`is_opted_out`,
 :func:`pinned_to_on_demand`) to decide which pods it leaves alone, so admission and rescheduling agree.
@@ -76,6 +85,7 @@ __all__ = [
     "BLOCK_NOT_REPLICATED",
     "BLOCK_KUBE_SYSTEM_NO_PDB",
     "BLOCK_LOCAL_STORAGE",
+    "BLOCK_RESOURCE_CLAIMS",
     "MOVE_SAFE_TO_EVICT",
     "BLOCK_NAMESPACE_SCOPE",
     "BLOCK_SELECTOR_SCOPE",
@@ -120,6 +130,7 @@ BLOCK_PINNED_ON_DEMAND = "pod is pinned to on-demand nodes by its node selector 
 BLOCK_NOT_REPLICATED = "pod is not managed by a controller"
 BLOCK_KUBE_SYSTEM_NO_PDB = "kube-system pod has no PodDisruptionBudget"
 BLOCK_LOCAL_STORAGE = "pod uses local storage"
+BLOCK_RESOURCE_CLAIMS = "pod uses dynamic resource claims (DRA): its devices cannot be checked on a spot node"
 MOVE_SAFE_TO_EVICT = 'pod is annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "true"'
 BLOCK_NAMESPACE_SCOPE = "pod's namespace is outside the disruption scope (disruption.namespaces)"
 BLOCK_SELECTOR_SCOPE = "pod does not match disruption.pod_selector"
@@ -167,6 +178,7 @@ _BLOCK_PINNED = Movability(Outcome.BLOCK, BLOCK_PINNED_ON_DEMAND)
 _BLOCK_NOT_REPLICATED = Movability(Outcome.BLOCK, BLOCK_NOT_REPLICATED)
 _BLOCK_KUBE_SYSTEM = Movability(Outcome.BLOCK, BLOCK_KUBE_SYSTEM_NO_PDB)
 _BLOCK_LOCAL_STORAGE = Movability(Outcome.BLOCK, BLOCK_LOCAL_STORAGE)
+_BLOCK_RESOURCE_CLAIMS = Movability(Outcome.BLOCK, BLOCK_RESOURCE_CLAIMS)
 _MOVE_SAFE_TO_EVICT = Movability(Outcome.MOVE, MOVE_SAFE_TO_EVICT)
 _BLOCK_NAMESPACE_SCOPE = Movability(Outcome.BLOCK, BLOCK_NAMESPACE_SCOPE)
 _BLOCK_SELECTOR_SCOPE = Movability(Outcome.BLOCK, BLOCK_SELECTOR_SCOPE)
@@ -417,6 +429,10 @@ def pinned_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | N
     return _BLOCK_PINNED if pinned_to_on_demand(pod, config.node_classes) else None
 
 
+def resource_claims_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
+    return _BLOCK_RESOURCE_CLAIMS if pod.resource_claims else None
+
+
 def safe_to_evict_rule(pod: Pod, config: Config, pdbs: Sequence[PDB]) -> Movability | None:
     return _MOVE_SAFE_TO_EVICT if pod.annotations.get(SAFE_TO_EVICT_KEY) == "true" else None
 
@@ -460,6 +476,7 @@ RULES: tuple[Rule, ...] = (
     not_safe_to_evict_rule,
     do_not_disrupt_rule,
     pinned_rule,
+    resource_claims_rule,
     safe_to_evict_rule,
     job_rule,
     bare_pod_rule,

@@ -5,6 +5,11 @@ summed, init containers as a peak, sidecars (init containers with ``restartPolic
 pod-level requests, then ``spec.overhead``. Quantities are summed exactly in nano-units and rounded once,
 as upstream adds ``Quantity`` values before converting. :mod:`shared.model` computes it once per pod at parse
 time and re-exports these names; :class:`ParseError` is defined here, the lowest module that raises it.
+
+:func:`status_requests` is the same helper with ``UseStatusResources``: what kube-scheduler counts for a pod
+already on a node (``calculateResource`` in ``pkg/scheduler/framework/types.go``) while an in-place resize is
+pending or in progress. A pod being placed has no status resources; the scheduler computes its fit from its spec
+(``noderesources.computePodResourceRequest``), and so does the planner for a pod it moves.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 from shared.quantity import NANO, NANO_PER_MILLI, QuantityError, nano_value, resource_value, round_up
 
-__all__ = ["ParseError", "parse_resources", "pod_requests", "pod_requests_and_non_zero"]
+__all__ = ["ParseError", "parse_resources", "pod_requests", "pod_requests_and_non_zero", "status_requests"]
 
 
 class ParseError(ValueError):
@@ -190,3 +195,215 @@ def pod_requests_and_non_zero(spec: Mapping[str, Any], where: str = "spec") -> t
         _add_into(non0, overhead)
     non_zero = (round_up(non0.get("cpu", 0), NANO_PER_MILLI), round_up(non0.get("memory", 0), NANO))
     return _from_nanos(reqs), non_zero
+
+
+# --- in-place resize: what a pod on a node counts for -----------------------------------------------------------
+
+
+_Status = tuple[dict[str, int] | None, bool, dict[str, int] | None]
+"""A container status as the rules read it: ``(allocatedResources, resources is set, resources.requests)``."""
+_NO_STATUS: _Status = (None, False, None)
+
+
+def _container_status(raw: Any, where: str) -> _Status:
+    """``(allocatedResources, resources is set, resources.requests)`` of one ``ContainerStatus``, in nano-units;
+    ``None`` where the field is absent (``null`` is absent, as Go decodes it)."""
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}: expected an object")
+    alloc_raw = raw.get("allocatedResources")
+    alloc = _parse_nanos(alloc_raw, f"{where}.allocatedResources") if alloc_raw is not None else None
+    res = raw.get("resources")
+    if res is None:
+        return alloc, False, None
+    if not isinstance(res, Mapping):
+        raise ParseError(f"{where}.resources: expected an object")
+    req_raw = res.get("requests")
+    actuated = _parse_nanos(req_raw, f"{where}.resources.requests") if req_raw is not None else None
+    return alloc, True, actuated
+
+
+def _statuses(raw: Any, where: str) -> dict[str, _Status]:
+    """The container statuses that report resources, by container name."""
+    if not raw:
+        return {}
+    if not isinstance(raw, list):
+        raise ParseError(f"{where}: expected a list")
+    out: dict[str, _Status] = {}
+    for i, cs in enumerate(raw):
+        if isinstance(cs, Mapping) and cs.get("allocatedResources") is None and cs.get("resources") is None:
+            continue  # nothing a rule reads: the container counts by its spec
+        name = cs.get("name") if isinstance(cs, Mapping) else None
+        out.setdefault(name or "", _container_status(cs, f"{where}[{i}]"))
+    return out
+
+
+def _resize_infeasible(conditions: Any) -> bool:
+    """``IsPodResizeInfeasible``: the first ``PodResizePending`` condition has reason ``Infeasible``."""
+    for c in conditions or ():
+        if isinstance(c, Mapping) and c.get("type") == "PodResizePending":
+            return c.get("reason") == "Infeasible"
+    return False
+
+
+def _max_of(*lists: Mapping[str, int] | None) -> dict[str, int]:
+    """helpers.go ``max(a, b...)``: per name the largest; ``None`` lists add nothing."""
+    out: dict[str, int] = {}
+    for lst in lists:
+        if lst is not None:
+            _max_into(out, lst)
+    return out
+
+
+def _minus_overhead(lst: Mapping[str, int] | None, overhead: Mapping[str, int]) -> dict[str, int] | None:
+    """helpers.go ``subtractResourceList``: the names of ``lst`` less ``overhead``, never below zero."""
+    if lst is None:
+        return None
+    return {k: max(v - overhead.get(k, 0), 0) for k, v in lst.items()}
+
+
+def _repeats_the_spec(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether the status only repeats the spec: no pod-level status, and every container status that reports
+    resources reports its container's own requests, allocated and actuated. Both rules below then give the spec's
+    requests. It compares the quantities' text, which the API server and the kubelet both write in canonical form
+    (``Quantity.String()``), so equal text is equal value; different text, or anything but the plain objects JSON
+    decodes to, is left to the rules (which word any error)."""
+    if status.get("allocatedResources") is not None or status.get("resources") is not None:
+        return False
+    own: dict[Any, Any] = {}
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            res = c.get("resources") if type(c) is dict else False
+            if res is None:
+                own[c.get("name")] = None
+            elif type(res) is dict:
+                own[c.get("name")] = res.get("requests") or None
+            else:
+                return False
+    for key in ("containerStatuses", "initContainerStatuses"):
+        statuses = status.get(key)
+        if not statuses:
+            continue
+        if type(statuses) is not list:
+            return False
+        for cs in statuses:
+            if type(cs) is not dict:
+                return False
+            alloc, res = cs.get("allocatedResources"), cs.get("resources")
+            if alloc is None and res is None:
+                continue
+            want = own.get(cs.get("name"), False)
+            if want is False or (alloc is not None and (alloc or None) != want):
+                return False
+            if res is not None and (type(res) is not dict or (res.get("requests") or None) != want):
+                return False
+    return True
+
+
+def status_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: str = "status") -> dict[str, int] | None:
+    """The requests kube-scheduler counts for a pod on its node, from its spec and the resources its status reports
+    (``PodRequests`` with ``UseStatusResources``, component-helpers/resource/helpers.go); ``None`` when the status
+    reports none or only repeats the spec, so that the spec's requests (:func:`pod_requests`) are what counts.
+
+    The fields read: ``status.containerStatuses[]`` and ``status.initContainerStatuses[]`` (matched to containers by
+    name) ``.allocatedResources`` and ``.resources.requests``; the pod-level ``status.allocatedResources`` and
+    ``status.resources.requests``; and ``IsPodResizeInfeasible``, a ``PodResizePending`` condition with reason
+    ``Infeasible``, which drops the spec from every maximum below (the resize will not happen).
+
+    The rule changed in 1.37 (kubernetes#140047), and both forms are computed; the result is, per resource, the
+    larger of the two:
+
+    1. 1.34 to 1.36, ``determineContainerReqs``: for each container and sidecar whose status has ``resources``
+       set, the largest of its spec requests, ``resources.requests`` and ``allocatedResources``; other
+       containers, and init containers that are not sidecars, count by their spec. Then the usual sum and init
+       peak.
+    2. 1.37, the larger of three aggregates (each the usual sum and init peak): the spec's; the allocated
+       (``allocatedResources``, else the spec); the actuated (``resources.requests``, else ``allocatedResources``,
+       else the spec). With the pod-level status set (``status.allocatedResources`` and
+       ``status.resources.requests``, KEP-5419), those two stand for the allocated and actuated aggregates.
+
+    The two agree for a pod whose containers all resize the same way and report both fields. The first counts
+    more for containers resized in opposite directions (a sum of maxima against a maximum of sums); the second
+    counts more where a container reports ``allocatedResources`` alone, or an init container that is not a sidecar
+    reports a status, which 1.34 to 1.36 do not read. The larger is each release's own count where they agree,
+    and never less than any release counts where they do not.
+
+    Pod-level requests (``spec.resources``) then replace cpu, memory and hugepages as in :func:`pod_requests`; with
+    the pod-level status set, by ``effectivePodLevelResources``: the largest of the spec's and the two status
+    lists less ``spec.overhead`` (without the spec when the resize is infeasible). Only a kubelet with the
+    pod-level resize feature (KEP-5419: alpha in 1.35, on by default from 1.36) writes those fields, and the
+    scheduler of such a cluster reads them. Then ``spec.overhead`` is added.
+    """
+    if _repeats_the_spec(spec, status):
+        return None
+    c_statuses = _statuses(status.get("containerStatuses"), f"{where}.containerStatuses")
+    i_statuses = _statuses(status.get("initContainerStatuses"), f"{where}.initContainerStatuses")
+    pod_alloc_raw = status.get("allocatedResources")
+    pod_alloc = _parse_nanos(pod_alloc_raw, f"{where}.allocatedResources") if pod_alloc_raw is not None else None
+    pod_res = status.get("resources")
+    if pod_res is not None and not isinstance(pod_res, Mapping):
+        raise ParseError(f"{where}.resources: expected an object")
+    pod_act_raw = pod_res.get("requests") if pod_res is not None else None
+    pod_act = _parse_nanos(pod_act_raw, f"{where}.resources.requests") if pod_act_raw is not None else None
+    if not (c_statuses or i_statuses or pod_alloc is not None or pod_act is not None):
+        return None
+    infeasible = _resize_infeasible(status.get("conditions"))
+    containers, inits = _split_containers(spec, "spec")
+    names = [c.get("name") or "" for c in spec.get("containers") or ()]
+    init_names = [c.get("name") or "" for c in spec.get("initContainers") or ()]
+
+    # 1. determineContainerReqs (the statuses looked up in one map, init containers' last).
+    by_name = {**c_statuses, **i_statuses}
+
+    def determined(reqs: dict[str, int], name: str) -> dict[str, int]:
+        alloc, has_resources, act = by_name.get(name, _NO_STATUS)
+        if not has_resources:
+            return reqs
+        return _max_of(act, alloc) if infeasible else _max_of(reqs, act, alloc)
+
+    first = _aggregate(
+        [determined(r, n) for r, n in zip(containers, names, strict=True)],
+        [(determined(r, n) if sidecar else r, sidecar) for (r, sidecar), n in zip(inits, init_names, strict=True)],
+    )
+
+    # 2. findContainerStatus, containerAllocatedRequests, containerActuatedRequests: every container, init too;
+    # a container without the field falls back to its spec, unless the resize is infeasible.
+    def allocated(reqs: dict[str, int], name: str) -> dict[str, int]:
+        alloc, _, _ = c_statuses.get(name) or i_statuses.get(name) or _NO_STATUS
+        if alloc is not None:
+            return alloc
+        return {} if infeasible else reqs
+
+    def actuated(reqs: dict[str, int], name: str) -> dict[str, int]:
+        alloc, _, act = c_statuses.get(name) or i_statuses.get(name) or _NO_STATUS
+        if act is not None:
+            return act
+        if alloc is not None:
+            return alloc
+        return {} if infeasible else reqs
+
+    spec_agg = _aggregate(containers, inits)
+    if pod_alloc is not None and pod_act is not None:
+        alloc_agg, act_agg = pod_alloc, pod_act
+    else:
+        alloc_agg = _aggregate(
+            [allocated(r, n) for r, n in zip(containers, names, strict=True)],
+            [(allocated(r, n), sc) for (r, sc), n in zip(inits, init_names, strict=True)],
+        )
+        act_agg = _aggregate(
+            [actuated(r, n) for r, n in zip(containers, names, strict=True)],
+            [(actuated(r, n), sc) for (r, sc), n in zip(inits, init_names, strict=True)],
+        )
+    second = _max_of(act_agg, alloc_agg) if infeasible else _max_of(spec_agg, act_agg, alloc_agg)
+
+    reqs = _max_of(first, second)
+    overhead = _parse_nanos(spec.get("overhead"), "spec.overhead")
+    pod_level = _pod_level_requests(spec, spec_agg, "spec")
+    if pod_level and (pod_act is not None or pod_alloc is not None):
+        # effectivePodLevelResources: the status less the overhead, and the spec unless the resize is infeasible.
+        statuses = (_minus_overhead(pod_act, overhead), _minus_overhead(pod_alloc, overhead))
+        effective = _max_of(*statuses) if infeasible else _max_of(pod_level, *statuses)
+        reqs.update((k, v) for k, v in effective.items() if _is_pod_level_resource(k))
+    else:
+        reqs.update(pod_level)
+    _add_into(reqs, overhead)
+    return _from_nanos(reqs)

@@ -4,6 +4,8 @@ Mirrors kube-scheduler's ``framework.NodeInfo``: the node, its non-terminal pods
 requests, the host ports in use, and the pods that carry (anti-)affinity terms, kept current by
 ``add_pod``/``remove_pod`` so a planner can try a move and undo it in O(pod) time. Pods in phase
 ``Succeeded`` or ``Failed`` hold no resources and are not added (the scheduler's cache drops them).
+A pod counts for what the scheduler counts for it on its node (:attr:`Pod.node_requests`: during an in-place
+resize, its status-aware requests); bound to another node it is a replacement, which counts by its spec.
 
 Pure data: no client, no clock. ``ClusterSnapshot.version`` increments on every change, so a
 predicate module may memoise snapshot-wide aggregates (topology counts, anti-affinity indexes)
@@ -64,7 +66,7 @@ class NodeInfo:
             return
         self.pods.append(pod)
         req = self.requested
-        for k, v in pod.requests.items():
+        for k, v in pod.node_requests.items():
             req[k] = req.get(k, 0) + v
         if pod.host_ports:
             self.host_ports.extend(pod.host_ports)
@@ -80,7 +82,7 @@ class NodeInfo:
             raise KeyError(f"pod {pod.key} is not on node {self.name}")
         stored = self.pods.pop(idx)
         req = self.requested
-        for k, v in stored.requests.items():
+        for k, v in stored.node_requests.items():
             req[k] = req.get(k, 0) - v
         for hp in stored.host_ports:
             self.host_ports.remove(hp)
@@ -122,12 +124,15 @@ def _index_of(pods: list[Pod], pod: Pod) -> int | None:
 _POD_FIELDS = tuple(f.name for f in fields(Pod) if f.init)
 _pod_args = attrgetter(*_POD_FIELDS)
 _NODE_NAME = _POD_FIELDS.index("node_name")
+_STATUS_REQUESTS = _POD_FIELDS.index("status_requests")
 
 
 def _rebound(pod: Pod, node_name: str) -> Pod:
-    """``dataclasses.replace(pod, node_name=node_name)`` without its per-call field walk."""
+    """``dataclasses.replace(pod, node_name=node_name, status_requests=None)`` without its per-call field walk: the
+    pod as it starts on another node, counting by its spec (a resize in progress stays with the old pod)."""
     args = list(_pod_args(pod))
     args[_NODE_NAME] = node_name
+    args[_STATUS_REQUESTS] = None
     return Pod(*args)
 
 

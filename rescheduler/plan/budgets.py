@@ -16,7 +16,9 @@ The budget rule is one object, chosen by ``rescheduler.pdb_rule`` (:func:`budget
   plan is allowed at once.
 
 A pod selected by more than one budget blocks its node under both (the Eviction API refuses it;
-:mod:`rescheduler.plan.candidates`).
+:mod:`rescheduler.plan.candidates`). An eviction the Eviction API lets go without using its budget (a ``Pending``
+pod, a not-Ready one under ``AlwaysAllow`` or a healthy budget: :mod:`shared.eviction`) counts against none:
+each rule reads :attr:`~rescheduler.plan.candidates.Candidate.budgets`, the budgets the node's evictions use.
 
 Nodes that compete for a scarce budget conflict: draining one that takes the last disruption of two budgets
 can cost two other nodes. :func:`dynamic_order` takes nodes fewest conflicts first, re-ranked as budgets
@@ -73,9 +75,8 @@ class BudgetRule:
 
     def refusal(self, w: Candidate, used: Sequence[int]) -> StayReason | None:
         """The first of the node's pods whose budget cannot take all the node's evictions now."""
-        a = w.analysis
-        need: Counter[int] = Counter(i for i in a.pdbs if i is not None)
-        for p, i in zip(a.movable, a.pdbs, strict=True):
+        need: Counter[int] = Counter(i for i in w.budgets if i is not None)
+        for p, i in zip(w.movable, w.budgets, strict=True):
             if i is None:
                 continue
             pdb = self.pdbs[i]
@@ -90,7 +91,7 @@ class BudgetRule:
         return None
 
     def commit(self, w: Candidate, used: list[int]) -> None:
-        for i in w.analysis.pdbs:
+        for i in w.budgets:
             if i is not None:
                 used[i] += 1
 
@@ -112,8 +113,7 @@ class RateLimit(BudgetRule):
 
     def refusal(self, w: Candidate, used: Sequence[int]) -> StayReason | None:
         """The first of the node's pods whose budget allows no disruption now."""
-        a = w.analysis
-        for p, i in zip(a.movable, a.pdbs, strict=True):
+        for p, i in zip(w.movable, w.budgets, strict=True):
             if i is not None and self.allowed[i] < 1:
                 pdb = self.pdbs[i]
                 return StayReason(
@@ -166,7 +166,7 @@ def pacing(drained: Sequence[Candidate], pdbs: Sequence[PDB]) -> dict[str, tuple
     budget shared with an earlier node is whole again by then. Empty under ``all-at-once``, by its rule."""
     out: dict[str, tuple[Pacing, ...]] = {}
     for w in drained:
-        need = Counter(i for i in w.analysis.pdbs if i is not None)
+        need = Counter(i for i in w.budgets if i is not None)
         notes = tuple(
             Pacing(pdbs[i].key, need[i], max(pdbs[i].disruptions_allowed, 0))
             for i in sorted(need)
@@ -266,10 +266,10 @@ def count_conflicts(cands: Candidates, rule: BudgetRule) -> None:
     users: dict[int, list[Candidate]] = {}
     for w in cands.work:
         if w.blocker is None:
-            for i in set(i for i in w.analysis.pdbs if i is not None):
+            for i in set(i for i in w.budgets if i is not None):
                 users.setdefault(i, []).append(w)
     for i, ws in users.items():
-        need = sum(sum(1 for j in w.analysis.pdbs if j == i) for w in ws)
+        need = sum(sum(1 for j in w.budgets if j == i) for w in ws)
         if rule.scarce(i, need, 0):
             for w in ws:
                 w.conflicts += len(ws) - 1
@@ -285,7 +285,7 @@ def dynamic_order(
     with it are re-ranked; ``ledger`` is the caller's running account, read at each step. Ties: ``tie``
     (smaller first), then the snapshot's order. Blocked nodes come last.
     """
-    need: list[Counter[int]] = [Counter(i for i in w.analysis.pdbs if i is not None) for w in work]
+    need: list[Counter[int]] = [Counter(i for i in w.budgets if i is not None) for w in work]
     # Candidates that can never be drained (a budget too small for them alone) or are held back do
     # not compete for budgets: they come last.
     open_ = [w.blocker is None and w.name not in held and rule.fits_alone(need[k]) for k, w in enumerate(work)]

@@ -7,6 +7,10 @@ Eviction API refuses) is why it stays. For the others this records, per pod to m
 PodDisruptionBudget, its workload and that workload's spot ceiling (:mod:`shared.workloads`), and the node's
 summed requests; the budgets and ceilings are then enforced by :mod:`rescheduler.plan.budgets`.
 
+Whether an eviction uses its budget is the Eviction API's rule (:mod:`shared.eviction`): a ``Pending`` pod's
+never does (recorded with the pod), a not-Ready pod's depends on the budget's policy and current status, so it
+is decided for each plan (:attr:`Candidate.budgets`), not kept between cycles.
+
 Between the run loop's cycles, a :class:`PlanCache` keeps what was derived from each node's pods while the
 node holds the very same ``Pod`` objects (the watch-backed state keeps them until an event replaces one),
 so a cycle re-derives only what changed; a plan is the same with or without it.
@@ -19,10 +23,17 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.controls import RULE_KINDS, hold_candidates
-from rescheduler.plan.reasons import NODE_DO_NOT_DISRUPT_TEXT, NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.reasons import (
+    NODE_DO_NOT_DISRUPT_TEXT,
+    NODE_NOT_READY_TEXT,
+    PDB_UNKNOWN_POLICY_TEXT,
+    Kind,
+    StayReason,
+)
 from rescheduler.plan.state import Simulation
 from rescheduler.plan.topology_memo import TopologyMemo
 from shared.config import Config
+from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.model import PDB, Pod
 from shared.movable import movability, node_do_not_disrupt
 from shared.pdbs import PdbIndex
@@ -39,11 +50,15 @@ class Analysis:
     blocker: StayReason | None
     movable: tuple[Pod, ...]
     pdbs: tuple[int | None, ...]
-    """Per movable pod: the position of its PodDisruptionBudget in the snapshot's list, if one selects it."""
+    """Per movable pod: the position of its PodDisruptionBudget in the snapshot's list, if one selects it and its
+    eviction reads budgets at all (a ``Pending`` pod's does not: :func:`shared.eviction.ignores_budgets`)."""
     workloads: tuple[str | None, ...]
     ceilings: tuple[SpotCeiling, ...]
     cpu: int
     memory: int
+    unready: tuple[int, ...] = ()
+    """Positions (in ``movable``) of the pods with a budget that are not Ready: whether their evictions use it
+    depends on the budget's policy and current status (:func:`shared.eviction.budget_use`)."""
 
 
 @dataclass(slots=True)
@@ -62,6 +77,11 @@ class Candidate:
     """Set when the caller leaves the node alone this cycle (:data:`~rescheduler.plan.reasons.Kind.LEFT_ALONE`)."""
     held: StayReason | None = None
     """Set when an operator's control makes the node wait (:func:`rescheduler.plan.controls.hold_candidates`)."""
+    budgets: tuple[int | None, ...] = ()
+    """Per movable pod: the budget its eviction uses in this plan (``analysis.pdbs`` but for not-Ready pods the
+    Eviction API lets go without using theirs)."""
+    refused: StayReason | None = None
+    """Set when a not-Ready pod's budget has a policy the Eviction API rules here do not know."""
 
     @property
     def name(self) -> str:
@@ -69,7 +89,7 @@ class Candidate:
 
     @property
     def blocker(self) -> StayReason | None:
-        return self.analysis.blocker or self.left_alone or self.held
+        return self.analysis.blocker or self.refused or self.left_alone or self.held
 
     @property
     def movable(self) -> tuple[Pod, ...]:
@@ -183,13 +203,33 @@ class Candidates:
             a = memo.analysis = self._analyse(memo.pods, ready)
             memo.epoch = self.epoch
             memo.ready = ready
-        return Candidate(info, a, size=a.cpu / self.sim.ref_cpu + a.memory / self.sim.ref_mem)
+        budgets, refused = self._budgets(a)
+        size = a.cpu / self.sim.ref_cpu + a.memory / self.sim.ref_mem
+        return Candidate(info, a, size=size, budgets=budgets, refused=refused)
+
+    def _budgets(self, a: Analysis) -> tuple[tuple[int | None, ...], StayReason | None]:
+        """:attr:`Candidate.budgets` and :attr:`Candidate.refused` from the budgets' status in this plan."""
+        if not a.unready:
+            return a.pdbs, None
+        budgets = list(a.pdbs)
+        for k in a.unready:
+            i = budgets[k]
+            assert i is not None
+            pdb = self.pdbs[i]
+            use = budget_use(a.movable[k], pdb)
+            if use is FREE:
+                budgets[k] = None
+            elif use is REFUSED:
+                detail = PDB_UNKNOWN_POLICY_TEXT.format(pdb=pdb.key, policy=pdb.unhealthy_pod_eviction_policy)
+                return a.pdbs, StayReason(Kind.PDB_UNKNOWN_POLICY, detail, pod=a.movable[k].key)
+        return tuple(budgets), None
 
     def _analyse(self, pods: Sequence[Pod], ready: bool) -> Analysis:
         """A candidate's pods: what must move, what blocks (depends on the pods, the configuration and
         the PDBs' selection only: :class:`PlanCache` keeps it)."""
         movable: list[Pod] = []
         pdb_of: list[int | None] = []
+        unready: list[int] = []
         workloads: list[str | None] = []
         ceilings: list[SpotCeiling] = []
         blocker: StayReason | None = None
@@ -208,6 +248,8 @@ class Candidates:
                 break
             if not m.moves:
                 continue
+            if ignores_budgets(p):
+                matching = []
             if len(matching) > 1:
                 names = ", ".join(self.pdbs[i].key for i in matching)
                 blocker = StayReason(
@@ -216,6 +258,8 @@ class Candidates:
                     pod=p.key,
                 )
                 break
+            if matching and not p.ready:
+                unready.append(len(movable))
             movable.append(p)
             pdb_of.append(matching[0] if matching else None)
             workloads.append(workload_key(p))
@@ -224,7 +268,9 @@ class Candidates:
         for p in movable:
             cpu += p.requests.get("cpu", 0)
             memory += p.requests.get("memory", 0)
-        return Analysis(blocker, tuple(movable), tuple(pdb_of), tuple(workloads), tuple(ceilings), cpu, memory)
+        return Analysis(
+            blocker, tuple(movable), tuple(pdb_of), tuple(workloads), tuple(ceilings), cpu, memory, tuple(unready)
+        )
 
     def workload_counts(self, info: NodeInfo) -> dict[str, int]:
         """Pods per workload on one node (kept in the node's memo)."""

@@ -20,6 +20,7 @@ __all__ = [
     "NO_SPOT_NODES_TEXT",
     "NODE_NOT_READY_TEXT",
     "NODE_DO_NOT_DISRUPT_TEXT",
+    "PDB_UNKNOWN_POLICY_TEXT",
     "CONTROLS",
     "control_of",
 ]
@@ -35,6 +36,9 @@ class Kind(enum.Enum):
     """A pod that must not be moved (:func:`shared.movable.movability`); ``cause`` is the rule's constant."""
     MULTIPLE_PDBS = "multiple-pdbs"
     PDB_BUDGET = "pdb-budget"
+    PDB_UNKNOWN_POLICY = "pdb-unknown-policy"
+    """A pod that is not Ready under a budget whose ``unhealthyPodEvictionPolicy`` is not one the Eviction API
+    rules here know (:mod:`shared.eviction`): the API asks clients not to evict such pods."""
     SPOT_CEILING = "spot-ceiling"
     ON_DEMAND_FLOOR = "on-demand-floor"
     NO_CAPACITY = "no-capacity"
@@ -64,6 +68,7 @@ class Kind(enum.Enum):
 _LABELS = {
     Kind.MULTIPLE_PDBS: "selected by more than one PodDisruptionBudget",
     Kind.PDB_BUDGET: "PodDisruptionBudget budget exhausted",
+    Kind.PDB_UNKNOWN_POLICY: "not-Ready pod under a PodDisruptionBudget with an unknown unhealthyPodEvictionPolicy",
     Kind.SPOT_CEILING: "per-workload spot ceiling",
     Kind.ON_DEMAND_FLOOR: "per-workload on-demand floor",
     Kind.NO_CAPACITY: "not enough free spot capacity",
@@ -100,6 +105,11 @@ NO_SPOT_NODES_TEXT = "there are no spot nodes that are ready, schedulable and no
 NODE_NOT_READY_TEXT = "node is not ready"
 NODE_DO_NOT_DISRUPT_TEXT = 'node is annotated {key}: "true"'
 """A template naming the annotation found."""
+PDB_UNKNOWN_POLICY_TEXT = (
+    "pod is not Ready and PodDisruptionBudget {pdb} has unhealthyPodEvictionPolicy {policy!r}, "
+    "which is not known here: it is not evicted"
+)
+"""A template naming the budget and its policy."""
 
 
 @dataclass(frozen=True, slots=True)

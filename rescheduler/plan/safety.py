@@ -11,12 +11,16 @@ node's evictions are checked against the PodDisruptionBudgets' live status first
 * ``all-at-once`` (cluster-autoscaler's rule): every eviction the node needs must be allowed now, counted
   together, so two pods of a budget with ``disruptionsAllowed: 1`` on one node skip the node.
 
-The rules are the eviction subresource's own (``pkg/registry/core/pod/storage/eviction.go``):
+The rules are the eviction subresource's own (``pkg/registry/core/pod/storage/eviction.go``, written once in
+:mod:`shared.eviction`):
 
+* a pod in phase ``Pending`` (or finished, or being deleted) is evicted without looking at any budget;
 * a pod selected by no PodDisruptionBudget may always be evicted;
 * a pod selected by more than one is refused (HTTP 500 "more than one PodDisruptionBudget");
-* a budget with ``disruptionsAllowed`` at or below zero refuses (HTTP 429);
-* each accepted eviction uses one of the budget's ``disruptionsAllowed``.
+* a pod that is not Ready is evicted without using its budget when the budget's ``unhealthyPodEvictionPolicy`` is
+  ``AlwaysAllow``, or when it is ``IfHealthyBudget`` (or unset) and ``currentHealthy >= desiredHealthy > 0``;
+* otherwise a budget with ``disruptionsAllowed`` at or below zero refuses (HTTP 429), and each accepted eviction
+  uses one of the budget's ``disruptionsAllowed``.
 
 A budget whose status the disruption controller has not yet computed for its current spec is judged by the
 status computed from its pods (:mod:`shared.disruption`; the callers pass such budgets), so the plan and the
@@ -32,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
+from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.model import PDB, Pod
 from shared.pdbs import PdbIndex
 from shared.placeholders import is_placeholder
@@ -42,6 +47,7 @@ __all__ = [
     "REFUSE_MULTIPLE_PDBS",
     "REFUSE_PDB_BUDGET",
     "REFUSE_PDB_EXHAUSTED",
+    "REFUSE_PDB_UNKNOWN_POLICY",
     "pdb_refusals",
     "unschedulable_pods",
 ]
@@ -49,6 +55,7 @@ __all__ = [
 REFUSE_MULTIPLE_PDBS = "pod is selected by more than one PodDisruptionBudget"
 REFUSE_PDB_BUDGET = "PodDisruptionBudget allows fewer disruptions than the node's pods need"
 REFUSE_PDB_EXHAUSTED = "PodDisruptionBudget allows no disruption now"
+REFUSE_PDB_UNKNOWN_POLICY = "pod is not Ready under a PodDisruptionBudget whose unhealthyPodEvictionPolicy is unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +81,8 @@ def pdb_refusals(
     ``pdbs`` are the budgets with their live status (or a :class:`PdbIndex` of them), an absent or stale
     status already computed from the pods (:func:`shared.disruption.with_computed_status`).
     ``rule`` is ``rescheduler.pdb_rule``: ``rate-limit`` refuses a pod whose budget allows no disruption now,
-    ``all-at-once`` also a pod whose budget's allowance the node's earlier pods used up.
+    ``all-at-once`` also a pod whose budget's allowance the node's earlier pods used up. Evictions that use no
+    budget (:mod:`shared.eviction`) are never refused and use up nothing.
     """
     if rule not in (PDB_RATE_LIMIT, PDB_ALL_AT_ONCE):
         raise ValueError(f"unknown PodDisruptionBudget rule {rule!r}")
@@ -82,6 +90,8 @@ def pdb_refusals(
     used: dict[str, int] = {}
     out: list[Refusal] = []
     for pod in pods:
+        if ignores_budgets(pod):
+            continue
         matching = index.selecting(pod)
         if not matching:
             continue
@@ -90,6 +100,13 @@ def pdb_refusals(
             out.append(Refusal(REFUSE_MULTIPLE_PDBS, pod.key, names))
             continue
         pdb = matching[0]
+        use = budget_use(pod, pdb)
+        if use is FREE:
+            continue
+        if use is REFUSED:
+            policy = pdb.unhealthy_pod_eviction_policy
+            out.append(Refusal(REFUSE_PDB_UNKNOWN_POLICY, pod.key, f"{pdb.key}: unhealthyPodEvictionPolicy {policy}"))
+            continue
         if rule == PDB_RATE_LIMIT:
             if pdb.disruptions_allowed < 1:
                 out.append(Refusal(REFUSE_PDB_EXHAUSTED, pod.key, f"{pdb.key} allows {_allowance(pdb)}"))
@@ -116,12 +133,15 @@ def unschedulable_pods(pods: Iterable[Pod], namespace: str | None = None) -> lis
     """Pods waiting for a node the scheduler could not find: Pending, unbound, ``PodScheduled=False/Unschedulable``.
 
     While any exist the cluster is short of room; moving more pods would make it worse, so the run loop pauses.
-    spotshift's placeholder pods in ``namespace`` (spotshift's own) do not count: they wait for a node on
-    purpose, for the autoscaler to add one (:mod:`shared.placeholders`).
+    A pod with scheduling gates (``spec.schedulingGates``) does not count, whatever its conditions say: the
+    scheduler does not try to place it until the gates are removed (``schedulinggates.PreEnqueue`` answers
+    ``UnschedulableAndUnresolvable`` before any filter), so it waits for whoever holds the gates, not for room.
+    spotshift's placeholder pods in ``namespace`` (spotshift's own) do not count either: they wait for a node
+    on purpose, for the autoscaler to add one (:mod:`shared.placeholders`).
     """
     out = []
     for p in pods:
-        if p.unschedulable and not p.node_name and not p.terminal and not p.terminating:
+        if p.unschedulable and not p.gated and not p.node_name and not p.terminal and not p.terminating:
             if namespace is not None and is_placeholder(p, namespace):
                 continue
             out.append(p)

@@ -20,6 +20,7 @@ from itertools import compress, count, repeat
 from operator import ge
 
 from rescheduler.plan.feasibility import Feasible, StaticFilter
+from rescheduler.plan.safety import unschedulable_pods
 from rescheduler.plan.topology import TopologyIndex
 from rescheduler.plan.topology_memo import TopologyMemo
 from shared.classes import node_class, reclaim_reason
@@ -201,9 +202,7 @@ class Simulation:
             self.restore()
             raise
         self.pending_unschedulable = sum(
-            1
-            for p in snapshot.pending
-            if p.unschedulable and not is_expendable(p, cutoff) and not is_placeholder(p, home)
+            1 for p in unschedulable_pods(snapshot.pending, home) if not is_expendable(p, cutoff)
         )
 
     def _setup(self, topology_memo: TopologyMemo) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from rescheduler.plan.records import Plan
 from shared.classes import node_class, reclaim_reason
 from shared.config import PDB_RATE_LIMIT, Config
+from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.fit import fits
 from shared.model import PDB, Pod
 from shared.snapshot import ClusterSnapshot
@@ -43,11 +44,19 @@ def pacing_problems(pdbs: Sequence[PDB], pods: dict[str, Pod], plan: Plan, rule:
     rank = {node: i for i, node in enumerate(plan.drained)}
     for m in sorted(plan.moves, key=lambda m: rank.get(m.source, len(rank))):  # stable: plan order per node
         pod = pods[m.pod]
+        if ignores_budgets(pod):
+            continue
         selecting = [b for b in pdbs if b.selects(pod)]
         if len(selecting) > 1:
             problems.append(f"{m.pod} is selected by {len(selecting)} PodDisruptionBudgets: evictions refuse it")
             continue
         if not selecting:
+            continue
+        use = budget_use(pod, selecting[0])
+        if use is REFUSED:
+            problems.append(f"{m.pod}: not Ready under {selecting[0].key}, whose policy is unknown")
+            continue
+        if use is FREE:
             continue
         key = selecting[0].key
         if rule == PDB_RATE_LIMIT:

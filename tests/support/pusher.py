@@ -8,8 +8,9 @@ allows no disruption now (``rescheduler.pdb_rule: rate-limit``, the default); un
 evictions planned per budget are counted against it, as the planner then does. This module does exactly that, with
 the same policy as the planner (movability, PDB budgets, spot ceilings, expendable pods taking no room,
 targets only Ready, schedulable spot nodes not being reclaimed), so that a comparison measures packing and
-nothing else. Workload identity, ceilings and which budgets select a pod come from :mod:`shared`, as the
-planner's do; the packing and the budget arithmetic are written here again, plainly.
+nothing else. Workload identity, ceilings, which budgets select a pod and whether its eviction uses one
+(:mod:`shared.eviction`) come from :mod:`shared`, as the planner's do; the packing and the budget arithmetic are
+written here again, plainly.
 
 It is deliberately naive: every candidate is checked with the full :func:`shared.fit.fits`, no index, no
 incremental state. That makes it slow on big clusters and an independent cross-check of the planner: the
@@ -22,10 +23,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from rescheduler.plan.reasons import NODE_DO_NOT_DISRUPT_TEXT, NODE_NOT_READY_TEXT, Kind, StayReason
+from rescheduler.plan.reasons import (
+    NODE_DO_NOT_DISRUPT_TEXT,
+    NODE_NOT_READY_TEXT,
+    PDB_UNKNOWN_POLICY_TEXT,
+    Kind,
+    StayReason,
+)
 from rescheduler.plan.records import Move, Plan
 from shared.classes import node_class, reclaim_reason
 from shared.config import PDB_RATE_LIMIT, Config
+from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.fit import fits
 from shared.model import PDB, Pod
 from shared.movable import is_expendable, movability, node_do_not_disrupt
@@ -128,7 +136,7 @@ def _count(shares: dict[str, list[int]], pod: Pod, on_spot: bool, on_demand: boo
 def movable_pods(
     info: NodeInfo, config: Config, pdbs: Sequence[PDB] | PdbIndex
 ) -> tuple[StayReason | None, list[Pod], list[int | None]]:
-    """``(why the node cannot be drained or None, pods to move, index of each one's PDB or None)``."""
+    """``(why the node cannot be drained or None, pods to move, index of the PDB each one's eviction uses or None)``."""
     index = pdbs if isinstance(pdbs, PdbIndex) else PdbIndex(pdbs)
     if not info.node.ready:
         return StayReason(Kind.NODE_NOT_READY, NODE_NOT_READY_TEXT), [], []
@@ -144,10 +152,21 @@ def movable_pods(
             return StayReason(Kind.NOT_MOVABLE, m.reason, pod=p.key, cause=m.reason), [], []
         if not m.moves:
             continue
+        if ignores_budgets(p):  # a Pending pod: its eviction reads no budget
+            matching = []
         if len(matching) > 1:
             return StayReason(Kind.MULTIPLE_PDBS, "selected by more than one PodDisruptionBudget", pod=p.key), [], []
+        budget = matching[0] if matching else None
+        if budget is not None:
+            use = budget_use(p, index.pdbs[budget])
+            if use is REFUSED:
+                pdb = index.pdbs[budget]
+                text = PDB_UNKNOWN_POLICY_TEXT.format(pdb=pdb.key, policy=pdb.unhealthy_pod_eviction_policy)
+                return StayReason(Kind.PDB_UNKNOWN_POLICY, text, pod=p.key), [], []
+            if use is FREE:
+                budget = None
         movable.append(p)
-        pdb_of.append(matching[0] if matching else None)
+        pdb_of.append(budget)
     return None, movable, pdb_of
 
 

@@ -410,13 +410,27 @@ class FakeApiServer:
             want_uid = (((body or {}).get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
             if want_uid and want_uid != pod["metadata"]["uid"]:
                 raise _Error(409, "Conflict", "Precondition failed: UID in precondition does not match")
-            pdbs = self._pdbs_for(pod)
+            status_of_pod = pod.get("status") or {}
+            # eviction.go canIgnorePDB: a Pending, finished or deleting pod is deleted without reading any budget.
+            ignore_pdbs = status_of_pod.get("phase") in ("Pending", "Succeeded", "Failed")
+            pdbs = [] if ignore_pdbs or pod["metadata"].get("deletionTimestamp") else self._pdbs_for(pod)
             if len(pdbs) > 1:
                 raise _Error(
                     500,
                     "InternalError",
                     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
                 )
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status_of_pod.get("conditions") or ()
+            )
+            if pdbs and not ready:
+                # eviction.go: a not-Ready pod is deleted without touching the budget under AlwaysAllow, and under
+                # any other policy while currentHealthy >= desiredHealthy > 0.
+                status = pdbs[0].get("status") or {}
+                desired = status.get("desiredHealthy") or 0
+                healthy = (status.get("currentHealthy") or 0) >= desired > 0
+                if (pdbs[0].get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow" or healthy:
+                    pdbs = []
             if pdbs:
                 pdb = pdbs[0]
                 status = pdb.get("status") or {}

@@ -30,9 +30,11 @@ def pod_json(
     priority: int | None = None,
     node_selector: dict[str, str] | None = None,
     affinity: dict[str, Any] | None = None,
+    resource_claims: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """:func:`tests.builders.pod_json` of a running pod on node ``node`` asking for 100m CPU, owned by :data:`RS`
-    unless ``owners`` is given, with ``labels`` always present; ``deleting`` marks it terminating."""
+    unless ``owners`` is given, with ``labels`` always present; ``deleting`` marks it terminating;
+    ``resource_claims`` is ``spec.resourceClaims``."""
     raw = builders.pod_json(
         name,
         namespace=namespace,
@@ -46,6 +48,7 @@ def pod_json(
         priority=priority,
         node_selector=node_selector or None,
         affinity=affinity or None,
+        spec={"resourceClaims": resource_claims} if resource_claims is not None else None,
     )
     if deleting:
         raw["metadata"]["deletionTimestamp"] = DELETED_AT

@@ -75,7 +75,12 @@ def pod(
     anti_affinity_to: str | None = None,
     host_port: int | None = None,
     spread: bool = False,
+    ready: bool | None = None,
+    phase: str = "Running",
+    spec_extra: dict[str, Any] | None = None,
 ) -> Pod:
+    """A pod bound to ``on``; ``ready=None`` writes no ``Ready`` condition (the pod then counts as not Ready),
+    ``spec_extra`` adds spec fields as the API spells them."""
     labels = {"app": app or name}
     spec: dict[str, Any] = {
         "nodeName": on,
@@ -113,17 +118,35 @@ def pod(
         meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
     if annotations:
         meta["annotations"] = annotations
-    return Pod.from_api({"metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+    spec.update(spec_extra or {})
+    status: dict[str, Any] = {"phase": phase}
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return Pod.from_api({"metadata": meta, "spec": spec, "status": status})
 
 
-def pdb(name: str, app: str, allowed: int, ns: str = "shop") -> PDB:
+def pdb(
+    name: str,
+    app: str,
+    allowed: int,
+    ns: str = "shop",
+    *,
+    policy: str | None = None,
+    healthy: int | None = None,
+    desired: int | None = None,
+) -> PDB:
+    """A budget over ``app`` allowing ``allowed`` disruptions; ``policy`` is ``spec.unhealthyPodEvictionPolicy``,
+    ``healthy``/``desired`` set ``status.currentHealthy``/``desiredHealthy``."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": 1}
+    if policy is not None:
+        spec["unhealthyPodEvictionPolicy"] = policy
+    status: dict[str, Any] = {"disruptionsAllowed": allowed}
+    if healthy is not None:
+        status["currentHealthy"] = healthy
+    if desired is not None:
+        status["desiredHealthy"] = desired
     return PDB.from_api(
-        {
-            "apiVersion": "policy/v1",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": 1},
-            "status": {"disruptionsAllowed": allowed},
-        }
+        {"apiVersion": "policy/v1", "metadata": {"name": name, "namespace": ns}, "spec": spec, "status": status}
     )
 
 

@@ -50,6 +50,15 @@ def test_unschedulable_pods_pause_the_cycle() -> None:
     assert d.drains == ()
 
 
+def test_a_pod_held_by_scheduling_gates_does_not_pause_the_cycle() -> None:
+    # Gated with a stale Unschedulable condition: the scheduler does not try it until the gates are removed.
+    held = pod("held", phase="Pending", schedulingGates=[{"name": "example.com/quota"}])
+    s = state(node("od-1"), pods=[pod("a", "od-1"), held])
+    d = decide(s.snapshot(), [moves("od-1", "a")], Config(), now=NOW)
+    assert d.paused == ""
+    assert [nm.node for nm in d.drains] == ["od-1"]
+
+
 def annotated(name: str, **annotations: str) -> dict:
     n = node(name)
     n["metadata"]["annotations"] = annotations

@@ -485,6 +485,42 @@ def test_the_node_as_it_is_now_decides_not_the_watch_that_is_behind(cluster: Clu
     assert taints(cluster, "od-1") != []
 
 
+@pytest.mark.parametrize(
+    ("policy", "healthy", "starts"),
+    [
+        pytest.param("AlwaysAllow", 1, True, id="always-allow-budget-unhealthy"),
+        pytest.param(None, 2, True, id="unset-budget-healthy"),
+        pytest.param("IfHealthyBudget", 2, True, id="if-healthy-budget-budget-healthy"),
+        pytest.param(None, 1, False, id="unset-budget-unhealthy"),
+        pytest.param("IfHealthyBudget", 1, False, id="if-healthy-budget-budget-unhealthy"),
+    ],
+)
+def test_the_live_check_lets_a_not_ready_pod_go_when_the_eviction_api_does(
+    cluster: Cluster, policy: str | None, healthy: int, starts: bool
+) -> None:
+    # A budget allowing 0, desiredHealthy 2: eviction.go evicts the not-Ready pod without using the budget under
+    # AlwaysAllow, and otherwise only while currentHealthy >= desiredHealthy.
+    cluster.server.put("nodes", node("od-1", cpu="4"))
+    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    cluster.server.put("pods", pod("web-0", "od-1", app="web", ready=False))
+    budget = pdb("web", "web", allowed=0, healthy=healthy, desired=2)
+    if policy is not None:
+        budget["spec"]["unhealthyPodEvictionPolicy"] = policy
+    cluster.server.put("pdbs", budget)
+    cluster.start()
+    cluster.replicate_to(lambda _: "spot-1")
+
+    result = cluster.drainer.drain("od-1", ["default/web-0"])
+
+    if starts:
+        assert result.outcome is Outcome.SUCCEEDED, result.message
+        assert [key for key, _ in cluster.server.evictions] == ["default/web-0"]
+        assert cluster.server.get_obj("pdbs", "default/web")["status"]["disruptionsAllowed"] == 0
+    else:
+        assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+        assert cluster.server.evictions == []
+
+
 def stale_budget(app: str, *, allowed: int) -> dict[str, Any]:
     """A budget edited to generation 2 whose status still describes generation 1."""
     raw = pdb(app, app, allowed=allowed)

@@ -226,6 +226,63 @@ def test_pod_conditions(conditions: list[dict[str, str]], unschedulable: bool, r
     assert (p.unschedulable, p.ready) == (unschedulable, ready)
 
 
+@pytest.mark.parametrize(
+    ("raw", "gates"),
+    [
+        pytest.param(None, (), id="absent"),
+        pytest.param([], (), id="empty"),
+        pytest.param([{"name": "example.com/quota"}], ("example.com/quota",), id="one"),
+        pytest.param([{"name": "b"}, {"name": "a"}], ("b", "a"), id="two-in-order"),
+    ],
+)
+def test_pod_scheduling_gates(raw: Any, gates: tuple[str, ...]) -> None:
+    p = Pod.from_api(pod_json(spec__schedulingGates=raw))
+    assert (p.scheduling_gates, p.gated) == (gates, bool(gates))
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        pytest.param("quota", r"spec\.schedulingGates: expected a list", id="not-a-list"),
+        pytest.param(["quota"], r"spec\.schedulingGates\[0\]\.name: expected a non-empty string", id="bare-string"),
+        pytest.param([{"name": 3}], r"spec\.schedulingGates\[0\]\.name", id="name-not-a-string"),
+        pytest.param([{"name": "a"}, {}], r"spec\.schedulingGates\[1\]\.name", id="name-missing"),
+    ],
+)
+def test_bad_scheduling_gates_name_the_field(raw: Any, message: str) -> None:
+    with pytest.raises(ParseError, match=r"pod default/p: " + message):
+        Pod.from_api(pod_json(spec__schedulingGates=raw))
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        pytest.param(None, (), id="absent"),
+        pytest.param([], (), id="empty"),
+        pytest.param([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}], ("gpu",), id="from-a-template"),
+        pytest.param(
+            [{"name": "a", "resourceClaimName": "x"}, {"name": "b", "resourceClaimTemplateName": "y"}],
+            ("a", "b"),
+            id="two-in-order",
+        ),
+    ],
+)
+def test_pod_resource_claims(raw: Any, names: tuple[str, ...]) -> None:
+    assert Pod.from_api(pod_json(spec__resourceClaims=raw)).resource_claims == names
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        pytest.param({"name": "gpu"}, r"spec\.resourceClaims: expected a list", id="not-a-list"),
+        pytest.param([{"resourceClaimName": "x"}], r"spec\.resourceClaims\[0\]\.name", id="name-missing"),
+    ],
+)
+def test_bad_resource_claims_name_the_field(raw: Any, message: str) -> None:
+    with pytest.raises(ParseError, match=r"pod default/p: " + message):
+        Pod.from_api(pod_json(spec__resourceClaims=raw))
+
+
 def test_pod_owners_and_controller() -> None:
     owners = [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "1"},

@@ -24,6 +24,7 @@ from shared.movable import (
     BLOCK_NOT_SAFE_TO_EVICT,
     BLOCK_OPTED_OUT,
     BLOCK_PINNED_ON_DEMAND,
+    BLOCK_RESOURCE_CLAIMS,
     BLOCK_TERMINATING,
     MOVE,
     MOVE_SAFE_TO_EVICT,
@@ -269,9 +270,48 @@ def test_reason_constants_are_distinct() -> None:
         BLOCK_NOT_REPLICATED,
         BLOCK_KUBE_SYSTEM_NO_PDB,
         BLOCK_LOCAL_STORAGE,
+        BLOCK_RESOURCE_CLAIMS,
         MOVE_SAFE_TO_EVICT,
     ]
     assert len(set(reasons)) == len(reasons)
+
+
+# --- dynamic resource claims (pkg/scheduler/framework/plugins/dynamicresources) -------------------------------
+
+GPU_TEMPLATE = {"name": "gpu", "resourceClaimTemplateName": "one-gpu"}
+SHARED_CLAIM = {"name": "shared", "resourceClaimName": "team-fpga"}
+
+
+@pytest.mark.parametrize(
+    ("p", "want"),
+    [
+        pytest.param(pod(resource_claims=[GPU_TEMPLATE]), block(BLOCK_RESOURCE_CLAIMS), id="claim-from-a-template"),
+        pytest.param(pod(resource_claims=[SHARED_CLAIM]), block(BLOCK_RESOURCE_CLAIMS), id="claim-by-name"),
+        pytest.param(
+            pod(resource_claims=[GPU_TEMPLATE, SHARED_CLAIM]), block(BLOCK_RESOURCE_CLAIMS), id="several-claims"
+        ),
+        pytest.param(pod(resource_claims=[]), MOVE, id="empty-list-moves"),
+        pytest.param(
+            pod(resource_claims=[GPU_TEMPLATE], annotations={SAFE_TO_EVICT_KEY: "true"}),
+            block(BLOCK_RESOURCE_CLAIMS),
+            id="safe-to-evict-true-does-not-make-devices-checkable",
+        ),
+        pytest.param(
+            pod(resource_claims=[GPU_TEMPLATE], owners=[owner("DaemonSet")]),
+            skip(SKIP_DAEMONSET),
+            id="daemonset-pod-with-a-claim-is-skipped",
+        ),
+        pytest.param(
+            pod(resource_claims=[GPU_TEMPLATE], priority=-100),
+            skip(SKIP_EXPENDABLE),
+            id="expendable-pod-with-a-claim-neither-blocks-nor-moves",
+        ),
+    ],
+)
+def test_a_pod_with_dynamic_resource_claims_keeps_its_node(p: Pod, want: Movability) -> None:
+    """The planner holds no ResourceSlices or DeviceClasses, so it cannot run the ``DynamicResources`` filter for
+    a spot node; any ``spec.resourceClaims`` entry keeps the pod, and so its node, where it is."""
+    assert movability(p, DEFAULT) == want
 
 
 def test_first_rule_wins_daemonset_with_local_storage_is_skipped() -> None:

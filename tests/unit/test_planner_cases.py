@@ -11,14 +11,16 @@ from typing import Any
 import orjson
 import pytest
 
-from rescheduler.plan.planner import HELD_BACK
+from rescheduler.plan.planner import HELD_BACK, PUSHER, plan
 from rescheduler.plan.reasons import Kind
 from shared.config import parse_config
 from shared.model import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
+from shared.movable import BLOCK_RESOURCE_CLAIMS
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from tests.support.pusher import pusher_plan
 from tests.unit.planner_builders import (
     ALL_AT_ONCE,
+    DEFAULT,
     ON_DEMAND,
     SPOT_TAINT,
     TOLERATE_SPOT,
@@ -47,6 +49,20 @@ def test_pinned_pod_keeps_its_node() -> None:
     result = planned(snap)
     assert result.drained == ()
     assert result.undrainable["od-1"].startswith("pod shop/db-1: pod is pinned to on-demand")
+
+
+def test_a_pod_with_dynamic_resource_claims_keeps_its_node_with_the_reason() -> None:
+    claims = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+    snap = cluster(
+        [node("od-1"), node("od-2"), node("spot-1", spot=True)],
+        [pod("infer-1", "od-1", spec_extra=claims), pod("web-1", "od-2")],
+    )
+    result = planned(snap)
+    assert result.drained == ("od-2",)
+    why = result.reasons["od-1"]
+    assert (why.kind, why.group) == (Kind.NOT_MOVABLE, BLOCK_RESOURCE_CLAIMS)
+    assert result.undrainable["od-1"] == f"pod shop/infer-1: {BLOCK_RESOURCE_CLAIMS}"
+    assert pusher_plan(snap).drained == ("od-2",)
 
 
 def test_do_not_disrupt_markers_keep_their_node_with_the_reason() -> None:
@@ -134,6 +150,83 @@ def test_pod_selected_by_two_pdbs_blocks_its_node() -> None:
         [pdb("a", "web", 5), pdb("b", "web", 5)],
     )
     assert "more than one PodDisruptionBudget" in planned(snap).undrainable["od-1"]
+
+
+# --- evictions a budget lets go (pkg/registry/core/pod/storage/eviction.go, shared.eviction) ------------------
+
+RULES = [pytest.param(DEFAULT, id="rate-limit"), pytest.param(ALL_AT_ONCE, id="all-at-once")]
+
+
+def agrees_with_pusher(snap: Any, config: Any, result: Any) -> None:
+    """The plain pusher baseline decides each case as the planner does, and the planner's own pusher strategy is
+    that baseline move for move."""
+    theirs = pusher_plan(snap, config)
+    assert theirs.drained == result.drained
+    ours = plan(snap, config, strategies=(PUSHER,), improve=False, verify=True)
+    assert (ours.drained, ours.moves) == (theirs.drained, theirs.moves)
+
+
+@pytest.mark.parametrize("config", RULES)
+@pytest.mark.parametrize(
+    ("policy", "ready", "healthy", "drains"),
+    [
+        pytest.param(None, False, 2, True, id="unset-not-ready-budget-healthy"),
+        pytest.param(None, False, 1, False, id="unset-not-ready-budget-unhealthy"),
+        pytest.param("IfHealthyBudget", False, 2, True, id="if-healthy-budget-not-ready-budget-healthy"),
+        pytest.param("IfHealthyBudget", False, 1, False, id="if-healthy-budget-not-ready-budget-unhealthy"),
+        pytest.param("AlwaysAllow", False, 1, True, id="always-allow-not-ready-budget-unhealthy"),
+        pytest.param("AlwaysAllow", False, 2, True, id="always-allow-not-ready-budget-healthy"),
+        pytest.param("AlwaysAllow", True, 2, False, id="always-allow-ready-pod-still-needs-the-budget"),
+        pytest.param(None, True, 2, False, id="unset-ready-pod-needs-the-budget"),
+    ],
+)
+def test_a_zero_allowance_budget_over_a_node_whose_only_pod_is_not_ready(
+    config: Any, policy: str | None, ready: bool, healthy: int, drains: bool
+) -> None:
+    """``disruptionsAllowed: 0``, ``desiredHealthy: 2``: the Eviction API evicts a not-Ready pod without using the
+    budget under ``AlwaysAllow``, and under ``IfHealthyBudget`` (or unset) only while ``currentHealthy >= 2``."""
+    budget = pdb("web", "web", 0, policy=policy, healthy=healthy, desired=2)
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1", app="web", ready=ready)], [budget])
+    result = planned(snap, config)
+    assert result.drained == (("od-1",) if drains else ())
+    if not drains:
+        assert result.reasons["od-1"].kind is Kind.PDB_BUDGET
+    assert result.pacing == {}
+    agrees_with_pusher(snap, config, result)
+
+
+@pytest.mark.parametrize(("policy", "drains"), [(None, False), ("IfHealthyBudget", False), ("AlwaysAllow", True)])
+def test_all_at_once_counts_only_the_evictions_that_use_the_budget(policy: str | None, drains: bool) -> None:
+    # One Ready and one not-Ready pod of an unhealthy budget allowing 1: the Ready pod takes it; under AlwaysAllow
+    # the other needs none, otherwise it needs a second.
+    budget = pdb("web", "web", 1, policy=policy, healthy=1, desired=2)
+    pods = [pod("web-1", "od-1", app="web", ready=True), pod("web-2", "od-1", app="web", ready=False)]
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], pods, [budget])
+    result = planned(snap, ALL_AT_ONCE)
+    assert result.drained == (("od-1",) if drains else ())
+    agrees_with_pusher(snap, ALL_AT_ONCE, result)
+
+
+@pytest.mark.parametrize("config", RULES)
+def test_a_not_ready_pod_under_an_unknown_policy_keeps_its_node(config: Any) -> None:
+    budget = pdb("web", "web", 3, policy="NewerPolicy", healthy=5, desired=2)
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1", app="web", ready=False)], [budget])
+    result = planned(snap, config)
+    assert result.drained == ()
+    assert result.reasons["od-1"].kind is Kind.PDB_UNKNOWN_POLICY
+    assert "unhealthyPodEvictionPolicy 'NewerPolicy'" in result.undrainable["od-1"]
+    agrees_with_pusher(snap, config, result)
+
+
+@pytest.mark.parametrize("config", RULES)
+def test_a_pending_pod_is_evicted_whatever_its_budgets_say(config: Any) -> None:
+    # canIgnorePDB: a Pending pod is deleted without reading any budget, so neither a budget at 0 nor two
+    # budgets selecting it keep its node.
+    pods = [pod("web-1", "od-1", app="web", phase="Pending")]
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], pods, [pdb("a", "web", 0), pdb("b", "web", 0)])
+    result = planned(snap, config)
+    assert result.drained == ("od-1",)
+    agrees_with_pusher(snap, config, result)
 
 
 def test_anti_affinity_of_the_moving_pod_avoids_its_peers() -> None:
@@ -378,6 +471,20 @@ def test_pending_unschedulable_pods_are_flagged() -> None:
     result = planned(snap)
     assert result.drained == ("od-1",)  # the plan is still computed
     assert result.summary["pending_unschedulable"] == 1 and result.summary["safe_to_act"] is False
+
+
+def test_pending_pods_held_by_scheduling_gates_are_not_flagged() -> None:
+    raw = {
+        "metadata": {"name": "held", "namespace": "shop"},
+        "spec": {"containers": [{"name": "c"}], "schedulingGates": [{"name": "example.com/quota"}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), Pod.from_api(raw)])
+    result = planned(snap)
+    assert result.summary["pending_unschedulable"] == 0 and result.summary["safe_to_act"] is True
 
 
 def test_volume_zone_keeps_a_pod_in_its_zone() -> None:

@@ -203,6 +203,24 @@ def test_unschedulable_pods_pause_the_loop_before_planning() -> None:
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == 1
 
 
+def test_a_pod_held_by_scheduling_gates_does_not_pause_the_loop() -> None:
+    server = cluster()
+    server.put("pods", pod("held", phase="Pending", schedulingGates=[{"name": "example.com/quota"}]))
+    planned: list[int] = []
+
+    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
+        planned.append(1)
+        return []
+
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5), plan=plan)
+    try:
+        assert r.run() == 0
+    finally:
+        server.close()
+    assert planned == [1]
+    assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == 0
+
+
 def test_once_without_the_lease_does_nothing_and_says_so() -> None:
     server = cluster()
     server.put(

@@ -105,6 +105,52 @@ EXTRA_PODS: list[dict[str, Any]] = [
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         },
     },
+    {
+        "metadata": {"name": "gated", "namespace": "x", "labels": {"app": "g"}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/zone"}],
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    },
+    {
+        "metadata": {"name": "dra", "namespace": "x", "labels": {"app": "d"}},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                {"name": "fpga", "resourceClaimName": "team-fpga"},
+            ],
+        },
+        "status": {"phase": "Running", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "dra-gpu-x"}]},
+    },
+    {
+        "metadata": {"name": "resizing", "namespace": "x", "labels": {"app": "r"}},
+        "spec": {
+            "nodeName": "n1",
+            "initContainers": [
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}
+            ],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodResizeInProgress", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "ready": True,
+                    "allocatedResources": {"cpu": "2", "memory": "1Gi"},
+                    "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}, "limits": {"cpu": "2"}},
+                }
+            ],
+            "initContainerStatuses": [{"name": "proxy", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    },
 ]
 
 
@@ -120,7 +166,8 @@ def test_fast_path_covers_every_pod_field() -> None:
 def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
     source = (ROOT / "shared" / "model.py").read_text()
     read = set(re.findall(r'\bspec\.get\("(\w+)"', source))
-    read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "nodeAffinity", "claimRef"}
+    read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"}
+    read -= {"nodeAffinity", "claimRef"}
     read -= {"volumeName", "storageClassName"}  # node, PDB, PV and PVC specs
     assert read <= snapshot_pods.SPEC_KEYS, (
         f"Pod.from_api reads spec keys the loader skips: {read - snapshot_pods.SPEC_KEYS}"
@@ -128,7 +175,9 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", EXTRA_PODS, ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending"]
+    "raw",
+    EXTRA_PODS,
+    ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra", "resizing"],
 )
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)
