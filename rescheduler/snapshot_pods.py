@@ -339,13 +339,9 @@ class PodReader:
 
     def _affinity_part(self, key: tuple[Any, ...], ns: str, name: str) -> dict[str, Any]:
         """The affinity fields of a template, cached on the affinity's bytes (plus the namespace, the default
-        of pod affinity terms, and the labels when ``matchLabelKeys`` reads them)."""
+        of pod affinity terms)."""
         labels_b, affinity = key[1], key[8]
-        aff_key = (
-            affinity,
-            ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else "",
-            labels_b if b"LabelKeys" in affinity else b"",
-        )
+        aff_key = (affinity, ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else "")
         part = self._affinity.get(aff_key)
         if part is None:
             raw = _spec({"affinity": affinity}).get("affinity")
@@ -550,7 +546,7 @@ def _affinity(raw: Any, ns: str, name: str, labels: Mapping[str, str]) -> dict[s
     if isinstance(raw, dict):
         where = f"pod {ns}/{name}"
         try:
-            return dict(zip(_AFFINITY_FIELDS, parse_affinity(raw, ns, labels, where), strict=True))
+            return dict(zip(_AFFINITY_FIELDS, parse_affinity(raw, ns, where), strict=True))
         except Exception:
             pass
     return _parse_part(ns, name, labels, {"affinity": raw}, _AFFINITY_FIELDS)

@@ -188,22 +188,14 @@ class TopologySpreadConstraint:
     node_taints_policy: str = "Ignore"
 
 
-def _parse_affinity_term(raw: Any, namespace: str, labels_of_pod: Mapping[str, str], where: str) -> PodAffinityTerm:
+def _parse_affinity_term(raw: Any, namespace: str, where: str) -> PodAffinityTerm:
     if not isinstance(raw, Mapping):
         raise ParseError(f"{where}: expected an object")
+    # matchLabelKeys / mismatchLabelKeys are not read: the API server merged the pod's label values into
+    # labelSelector when it created the pod (pkg/registry/core/pod/strategy.go mutatePodAffinity), and
+    # kube-scheduler matches the stored selector. Merging the current labels again would differ from it once
+    # the pod is relabelled.
     selector = parse_label_selector(raw.get("labelSelector"), f"{where}.labelSelector")
-    # matchLabelKeys / mismatchLabelKeys (1.29+) merge the pod's own label values into the selector.
-    extra = []
-    for key in raw.get("matchLabelKeys") or ():
-        if key in labels_of_pod:
-            extra.append({"key": key, "operator": "In", "values": [labels_of_pod[key]]})
-    for key in raw.get("mismatchLabelKeys") or ():
-        if key in labels_of_pod:
-            extra.append({"key": key, "operator": "NotIn", "values": [labels_of_pod[key]]})
-    if extra and selector is not None:
-        more = parse_label_selector({"matchExpressions": extra}, where)
-        assert more is not None
-        selector = LabelSelector(selector.requirements + more.requirements)
     ns_sel = parse_label_selector(raw.get("namespaceSelector"), f"{where}.namespaceSelector")
     namespaces = frozenset(raw.get("namespaces") or ())
     if not namespaces and ns_sel is None:
@@ -346,9 +338,7 @@ class Pod:
         except ParseError as e:
             raise ParseError(f"{where}: {e}") from None
         try:
-            required, preferred, a_req, aa_req, a_pref, aa_pref = parse_affinity(
-                spec.get("affinity") or {}, ns, labels, where
-            )
+            required, preferred, a_req, aa_req, a_pref, aa_pref = parse_affinity(spec.get("affinity") or {}, ns, where)
             spread = tuple(
                 _parse_spread(c, labels, f"spec.topologySpreadConstraints[{i}]")
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
@@ -441,11 +431,13 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def parse_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, str], where: str) -> tuple[Any, ...]:
+def parse_affinity(affinity: Mapping[str, Any], ns: str, where: str) -> tuple[Any, ...]:
     """A pod's ``spec.affinity`` as the ``Pod`` fields ``required_affinity``, ``preferred_affinity``,
     ``pod_affinity``, ``pod_anti_affinity``, ``preferred_pod_affinity``, ``preferred_pod_anti_affinity`` (in
-    that order). ``ns`` is the default namespace of pod affinity terms, ``labels`` the pod's own (for
-    ``matchLabelKeys``). Raises what the selector parsers raise; :meth:`Pod.from_api` names the pod."""
+    that order). ``ns`` is the default namespace of pod affinity terms. Pod affinity terms are read as the API
+    server stores them: their ``matchLabelKeys``/``mismatchLabelKeys`` were merged into ``labelSelector`` when
+    the pod was created, so the pod's labels play no part. Raises what the selector parsers raise;
+    :meth:`Pod.from_api` names the pod."""
     node_aff = affinity.get("nodeAffinity") or {}
     required = parse_node_selector(
         node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
@@ -460,27 +452,30 @@ def parse_affinity(affinity: Mapping[str, Any], ns: str, labels: Mapping[str, st
     return (
         required,
         tuple(preferred),
-        _affinity_terms(pod_aff, "required", ns, labels, where),
-        _affinity_terms(anti_aff, "required", ns, labels, where),
-        _affinity_terms(pod_aff, "preferred", ns, labels, where),
-        _affinity_terms(anti_aff, "preferred", ns, labels, where),
+        _affinity_terms(pod_aff, "required", ns, where),
+        _affinity_terms(anti_aff, "required", ns, where),
+        _affinity_terms(pod_aff, "preferred", ns, where),
+        _affinity_terms(anti_aff, "preferred", ns, where),
     )
 
 
-def _affinity_terms(section: Mapping[str, Any], kind: str, ns: str, labels: Mapping[str, str], where: str) -> Any:
+def _affinity_terms(section: Mapping[str, Any], kind: str, ns: str, where: str) -> Any:
     key = f"{kind}DuringSchedulingIgnoredDuringExecution"
     out: list[Any] = []
     for i, raw in enumerate(section.get(key) or ()):
         if kind == "preferred":
-            term = _parse_affinity_term(raw.get("podAffinityTerm"), ns, labels, f"{key}[{i}].podAffinityTerm")
+            term = _parse_affinity_term(raw.get("podAffinityTerm"), ns, f"{key}[{i}].podAffinityTerm")
             out.append(WeightedPodAffinityTerm(int(raw.get("weight") or 0), term))
         else:
-            out.append(_parse_affinity_term(raw, ns, labels, f"{key}[{i}]"))
+            out.append(_parse_affinity_term(raw, ns, f"{key}[{i}]"))
     return tuple(out)
 
 
 def _parse_spread(raw: Mapping[str, Any], labels: Mapping[str, str], where: str) -> TopologySpreadConstraint:
     selector = parse_label_selector(raw.get("labelSelector"), f"{where}.labelSelector")
+    # Unlike pod affinity terms, kube-scheduler merges a spread constraint's matchLabelKeys from the pod's
+    # current labels (podtopologyspread/common.go filterTopologySpreadConstraints), on top of the API server's
+    # merge at creation; so does this.
     keys = raw.get("matchLabelKeys") or ()
     if keys and selector is not None:
         extra = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]

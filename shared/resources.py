@@ -18,6 +18,10 @@ Semantics, in upstream's order:
    apply to extended resources only.
 4. Any other name (``storage``, ``pods``, an unqualified ``foo``) is ignored, as ``Resource.Add`` does.
 
+A shortage is ``UnschedulableAndUnresolvable`` (``InsufficientResource.unresolvable``) when the pod asks
+more than the node's whole allocatable: no preemption could make room. Otherwise it is ``Unschedulable``,
+as is "Too many pods". (kube-scheduler 1.34 and 1.37 do so; the flag informs, no check here depends on it.)
+
 Upstream returns early when the pod requests nothing; every later check is guarded by a non-zero
 request, so the early return changes nothing and is not repeated here. Upstream lists scalar
 failures in Go map order (random); here they come sorted by name, after pods/cpu/memory/ephemeral-storage.
@@ -153,7 +157,7 @@ def check_resources(
             if (ignored or ignored_groups) and _ignored(name, ignored, ignored_groups):
                 continue
             message = _MESSAGES.get(name) or ERR_INSUFFICIENT.format(resource=name)
-            failure = InsufficientResource(ERR_INSUFFICIENT, message, False, name, want, in_use, capacity)
+            failure = InsufficientResource(ERR_INSUFFICIENT, message, want > capacity, name, want, in_use, capacity)
             if out is None:
                 out = [failure]
             else:

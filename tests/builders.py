@@ -155,9 +155,12 @@ def spread_constraint(
     min_domains: int | None = None,
     node_affinity_policy: str | None = None,
     node_taints_policy: str | None = None,
+    match_label_keys: list[str] | None = None,
 ) -> Json:
     """A ``TopologySpreadConstraint``; ``selector=None`` leaves ``labelSelector`` out."""
     out: Json = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when}
+    if match_label_keys is not None:
+        out["matchLabelKeys"] = match_label_keys
     if selector is not None:
         out["labelSelector"] = selector
     if min_domains is not None:

@@ -47,10 +47,17 @@ def pod(
     node_name: str = "",
     phase: str = "Running",
     name: str = "",
+    pod_level: Mapping[str, str] | None = None,
 ) -> Pod:
     """A pod whose i-th container requests ``containers[i]`` (and limits ``limits[i]``); ``init`` likewise for
-    init containers, of which the indexes in ``sidecars`` are restartable (``restartPolicy: Always``)."""
+    init containers, of which the indexes in ``sidecars`` are restartable (``restartPolicy: Always``).
+    ``pod_level`` is the pod-level request (``spec.resources.requests``, fit_test.go ``newPodLevelResourcesPod``)."""
     uid = next(_uids)
+    spec: dict[str, Any] = {}
+    if overhead:
+        spec["overhead"] = dict(overhead)
+    if pod_level:
+        spec["resources"] = {"requests": dict(pod_level)}
     return builders.pod(
         name or f"p{uid}",
         uid=f"uid-{uid}",
@@ -65,7 +72,7 @@ def pod(
             for i, r in enumerate(init)
         ]
         or None,
-        spec={"overhead": dict(overhead)} if overhead else None,
+        spec=spec or None,
     )
 
 
@@ -89,18 +96,22 @@ def node_info(*existing: Pod, alloc: Mapping[str, str] | None = None) -> NodeInf
     return NodeInfo(node(alloc or allocatable(10, 20, 32, 5, 20, 5)), existing)
 
 
-def as_tuples(got: Sequence[InsufficientResource]) -> list[tuple[str, int, int, int]]:
-    return [(r.resource, r.requested, r.used, r.capacity) for r in got]
+U = "unresolvable"
+"""Ends an expected tuple whose shortage is upstream's ``Unresolvable: true`` (the pod asks more than the node's
+whole allocatable, so no preemption helps); a tuple without it is a plain ``Unschedulable`` shortage."""
 
 
-def assert_reasons(got: Sequence[InsufficientResource], want: list[tuple[str, int, int, int]]) -> None:
+def as_tuples(got: Sequence[InsufficientResource]) -> list[tuple[Any, ...]]:
+    return [(r.resource, r.requested, r.used, r.capacity, *((U,) if r.unresolvable else ())) for r in got]
+
+
+def assert_reasons(got: Sequence[InsufficientResource], want: list[tuple[Any, ...]]) -> None:
     assert as_tuples(got) == want
     for r in got:
         if r.resource == "pods":
             assert (r.code, r.message) == (ERR_TOO_MANY_PODS, ERR_TOO_MANY_PODS)
         else:
             assert (r.code, r.message) == (ERR_INSUFFICIENT, ERR_INSUFFICIENT.format(resource=r.resource))
-        assert not r.unresolvable  # Unschedulable, not UnschedulableAndUnresolvable: preemption may help
 
 
 E = res  # short alias inside the tables

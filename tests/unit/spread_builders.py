@@ -30,8 +30,10 @@ def spread(
     min_domains: int | None = None,
     node_affinity_policy: str | None = None,
     node_taints_policy: str | None = None,
+    match_label_keys: list[str] | None = None,
 ) -> dict[str, Any]:
-    """``st.SpreadConstraint(maxSkew, key, action, selector, minDomains, affinityPolicy, taintsPolicy, nil)``."""
+    """``st.SpreadConstraint(maxSkew, key, action, selector, minDomains, affinityPolicy, taintsPolicy,
+    matchLabelKeys)``."""
     return builders.spread_constraint(
         max_skew,
         key,
@@ -40,12 +42,14 @@ def spread(
         min_domains=min_domains,
         node_affinity_policy=node_affinity_policy,
         node_taints_policy=node_taints_policy,
+        match_label_keys=match_label_keys,
     )
 
 
 def pod(
     name: str,
     *labels: str,
+    label_values: dict[str, str] | None = None,
     node: str = "",
     ns: str = "",
     constraints: list[dict[str, Any]] | None = None,
@@ -56,7 +60,8 @@ def pod(
     uid: str = "",
     tolerations: list[dict[str, Any]] | None = None,
 ) -> Pod:
-    """``st.MakePod().Name(name).Label(l, "")...``; ``affinity_in`` is ``NodeAffinityIn(key, values)``."""
+    """``st.MakePod().Name(name).Label(l, "")...`` (``label_values``: labels with a value); ``affinity_in`` is
+    ``NodeAffinityIn(key, values)``."""
     exprs = []
     if affinity_in is not None:
         exprs.append(expr(affinity_in[0], "In", *affinity_in[1]))
@@ -66,7 +71,7 @@ def pod(
     return builders.pod(
         name,
         namespace=ns,
-        labels=dict.fromkeys(labels, ""),
+        labels={**dict.fromkeys(labels, ""), **(label_values or {})},
         node_name=node,
         uid=uid,
         terminating=terminating,

@@ -1,9 +1,9 @@
 """Resource fit, against kube-scheduler's own tables.
 
 Transcribed (ids are the upstream case names): ``pkg/scheduler/framework/plugins/noderesources/fit_test.go``
-``TestEnoughRequests``, ``TestNotEnoughRequests``, ``TestStorageRequests`` and the sidecar case of
-``TestRestartableInitContainers``. Pods are built as API JSON and parsed with ``Pod.from_api``, so parsing is
-exercised too.
+``TestEnoughRequests`` (its pod-level resources cases apart, in ``POD_LEVEL``), ``TestNotEnoughRequests``,
+``TestStorageRequests`` and ``TestRestartableInitContainers``, with upstream's ``Unresolvable`` flag (``U``).
+Pods are built as API JSON and parsed with ``Pod.from_api``, so parsing is exercised too.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.unit.resources_builders import (
     K8S_IO_B,
     E,
     P,
+    U,
     allocatable,
     assert_reasons,
     existing,
@@ -94,14 +95,14 @@ ENOUGH_REQUESTS = [
         P(E(1, 1, scalars={EXT_A: 10})),
         existing(E(0, 0, scalars={EXT_A: 0})),
         {},
-        [(EXT_A, 10, 0, 5)],
+        [(EXT_A, 10, 0, 5, U)],
         id="extended resource capacity enforced",
     ),
     pytest.param(
         P(E(), init=[E(1, 1, scalars={EXT_A: 10})]),
         existing(E(0, 0, scalars={EXT_A: 0})),
         {},
-        [(EXT_A, 10, 0, 5)],
+        [(EXT_A, 10, 0, 5, U)],
         id="extended resource capacity enforced for init container",
     ),
     pytest.param(
@@ -122,7 +123,7 @@ ENOUGH_REQUESTS = [
         P(E(1, 1, scalars={EXT_A: 3}), E(1, 1, scalars={EXT_A: 3})),
         existing(E(0, 0, scalars={EXT_A: 2})),
         {},
-        [(EXT_A, 6, 2, 5)],
+        [(EXT_A, 6, 2, 5, U)],
         id="extended resource allocatable enforced for multiple containers",
     ),
     pytest.param(
@@ -136,56 +137,56 @@ ENOUGH_REQUESTS = [
         P(E(), init=[E(1, 1, scalars={EXT_A: 6}), E(1, 1, scalars={EXT_A: 3})]),
         existing(E(0, 0, scalars={EXT_A: 2})),
         {},
-        [(EXT_A, 6, 2, 5)],
+        [(EXT_A, 6, 2, 5, U)],
         id="extended resource allocatable enforced for multiple init containers",
     ),
     pytest.param(
         P(E(1, 1, scalars={EXT_B: 1})),
         existing(E(0, 0)),
         {},
-        [(EXT_B, 1, 0, 0)],
+        [(EXT_B, 1, 0, 0, U)],
         id="extended resource allocatable enforced for unknown resource",
     ),
     pytest.param(
         P(E(), init=[E(1, 1, scalars={EXT_B: 1})]),
         existing(E(0, 0)),
         {},
-        [(EXT_B, 1, 0, 0)],
+        [(EXT_B, 1, 0, 0, U)],
         id="extended resource allocatable enforced for unknown resource for init container",
     ),
     pytest.param(
         P(E(1, 1, scalars={K8S_IO_A: 10})),
         existing(E(0, 0)),
         {},
-        [(K8S_IO_A, 10, 0, 0)],
+        [(K8S_IO_A, 10, 0, 0, U)],
         id="kubernetes.io resource capacity enforced",
     ),
     pytest.param(
         P(E(), init=[E(1, 1, scalars={K8S_IO_B: 10})]),
         existing(E(0, 0)),
         {},
-        [(K8S_IO_B, 10, 0, 0)],
+        [(K8S_IO_B, 10, 0, 0, U)],
         id="kubernetes.io resource capacity enforced for init container",
     ),
     pytest.param(
         P(E(1, 1, scalars={HUGE_A: 10})),
         existing(E(0, 0, scalars={HUGE_A: 0})),
         {},
-        [(HUGE_A, 10, 0, 5)],
+        [(HUGE_A, 10, 0, 5, U)],
         id="hugepages resource capacity enforced",
     ),
     pytest.param(
         P(E(), init=[E(1, 1, scalars={HUGE_A: 10})]),
         existing(E(0, 0, scalars={HUGE_A: 0})),
         {},
-        [(HUGE_A, 10, 0, 5)],
+        [(HUGE_A, 10, 0, 5, U)],
         id="hugepages resource capacity enforced for init container",
     ),
     pytest.param(
         P(E(1, 1, scalars={HUGE_A: 3}), E(1, 1, scalars={HUGE_A: 3})),
         existing(E(0, 0, scalars={HUGE_A: 2})),
         {},
-        [(HUGE_A, 6, 2, 5)],
+        [(HUGE_A, 6, 2, 5, U)],
         id="hugepages resource allocatable enforced for multiple containers",
     ),
     pytest.param(
@@ -213,7 +214,7 @@ ENOUGH_REQUESTS = [
         P(E(1, 1, scalars={EXT_B: 1, K8S_IO_A: 1})),
         existing(E(0, 0)),
         {"ignored_groups": frozenset({"example.com"})},
-        [(K8S_IO_A, 1, 0, 0)],
+        [(K8S_IO_A, 1, 0, 0, U)],
         id="skip checking ignored extended resource via resource groups",
     ),
     pytest.param(
@@ -282,7 +283,7 @@ def test_not_enough_requests(incoming: Pod, on_node: Pod) -> None:
         pytest.param(
             P(E(storage=25)),
             existing(E(2, 2)),
-            [("ephemeral-storage", 25, 0, 20)],
+            [("ephemeral-storage", 25, 0, 20, U)],
             id="storage ephemeral local storage request exceeds allocatable",
         ),
         pytest.param(P(E(storage=5)), existing(E(2, 2, 10)), [], id="ephemeral local storage is sufficient"),
@@ -294,15 +295,95 @@ def test_storage_requests(incoming: Pod, on_node: Pod, want: list[Any]) -> None:
     assert_reasons(check_resources(incoming, node_info(on_node)), want)
 
 
-def test_allow_pod_with_restartable_init_containers_if_sidecar_containers_is_enabled() -> None:
-    """TestRestartableInitContainers: a sidecar without requests fits a node with room for one pod."""
-    sidecar_pod = Pod.from_api(
-        {
-            "metadata": {"name": "p", "namespace": "default"},
-            "spec": {
-                "containers": [{"name": "regular"}],
-                "initContainers": [{"name": "restartable-init", "restartPolicy": "Always"}],
-            },
-        }
-    )
-    assert check_resources(sidecar_pod, node_info(alloc=allocatable(0, 0, 1, 0, 0, 0))) == ()
+# --- TestEnoughRequests, with PodLevelResources ----------------------------------------------------------
+
+POD_LEVEL = [
+    pytest.param(
+        P(E(1, 1), pod_level={"cpu": "1m", "memory": "2"}),
+        existing(E(5, 5)),
+        [],
+        id="both pod-level and container-level resources fit",
+    ),
+    pytest.param(
+        P(E(1, 1), pod_level={"cpu": "7m", "memory": "2"}),
+        existing(E(5, 5)),
+        [("cpu", 7, 5, 10)],
+        id="pod-level cpu resource not fit",
+    ),
+    pytest.param(
+        P(E(1, 1), pod_level={"cpu": "3m", "memory": "2"}),
+        existing(E(5, 19)),
+        [("memory", 2, 19, 20)],
+        id="pod-level memory resource not fit",
+    ),
+    pytest.param(
+        P(pod_level={"cpu": "3m", "memory": "2", HUGE_A: "5"}), None, [], id="pod-level hugepages resource fit"
+    ),
+    pytest.param(
+        P(E(1, 1, scalars={HUGE_A: 3}), pod_level={"cpu": "3m", "memory": "2", HUGE_A: "5"}),
+        None,
+        [],
+        id="both pod-level and container-level hugepages resource fit",
+    ),
+    pytest.param(
+        P(pod_level={"cpu": "3m", "memory": "2", HUGE_A: "10"}),
+        None,
+        [(HUGE_A, 10, 0, 5, U)],
+        id="pod-level hugepages resource not fit",
+    ),
+    pytest.param(
+        P(E(1, 1), init=[E(1, 1)], pod_level={"cpu": "3m", "memory": "2"}),
+        existing(E(5, 19)),
+        [("memory", 2, 19, 20)],
+        id="one pod-level cpu resource fits and all init and non-init containers resources fit",
+    ),
+]
+
+
+@pytest.mark.parametrize(("incoming", "on_node", "want"), POD_LEVEL)
+def test_pod_level_requests(incoming: Pod, on_node: Pod | None, want: list[Any]) -> None:
+    """TestEnoughRequests' cases with ``podLevelResourcesEnabled`` (on by default since 1.34): the pod-level
+    request replaces the containers' for cpu, memory and hugepages. ``None``: an empty node."""
+    got = check_resources(incoming, node_info(on_node) if on_node else node_info())
+    assert_reasons(got, want)
+
+
+# --- TestRestartableInitContainers ---------------------------------------------------------------------------
+
+
+def restartable(request: str | None = None, sidecar_request: str | None = None, *, sidecar: bool = True) -> Pod:
+    """``newPodWithRestartableInitContainers(request, sidecarRequest)`` (cpu in millicores), or ``newPod()``."""
+    regular: dict[str, Any] = {"name": "regular"}
+    if request is not None:
+        regular["resources"] = {"requests": {"cpu": request}}
+    spec: dict[str, Any] = {"containers": [regular]}
+    if sidecar:
+        restartable_init: dict[str, Any] = {"name": "restartable-init", "restartPolicy": "Always"}
+        if sidecar_request is not None:
+            restartable_init["resources"] = {"requests": {"cpu": sidecar_request}}
+        spec["initContainers"] = [restartable_init]
+    return Pod.from_api({"metadata": {"name": "p", "namespace": "default"}, "spec": spec})
+
+
+@pytest.mark.parametrize(
+    ("incoming", "want"),
+    [
+        pytest.param(restartable(sidecar=False), [], id="allow pod without restartable init containers"),
+        pytest.param(restartable(), [], id="allow pod with restartable init containers"),
+        pytest.param(
+            restartable("1m", "1m"),
+            [],
+            id="allow pod if the total requested resources do not exceed the node's allocatable resources",
+        ),
+        pytest.param(
+            restartable("1m", "2m"),
+            [("cpu", 3, 0, 2, U)],
+            id="not allow pod if the total requested resources do exceed the node's allocatable resources",
+        ),
+    ],
+)
+def test_restartable_init_containers(incoming: Pod, want: list[Any]) -> None:
+    """TestRestartableInitContainers: a sidecar's request adds to the containers'; the node has cpu 2m and room
+    for one pod (``makeAllocatableResources(2, 0, 1, 0, 0, 0)``). The last case is UnschedulableAndUnresolvable:
+    3m is more than the node's whole allocatable."""
+    assert_reasons(check_resources(incoming, node_info(alloc=allocatable(2, 0, 1, 0, 0, 0))), want)

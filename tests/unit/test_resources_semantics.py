@@ -29,6 +29,7 @@ from tests.unit.resources_builders import (
     K8S_IO_B,
     E,
     P,
+    U,
     allocatable,
     as_tuples,
     assert_reasons,
@@ -58,7 +59,7 @@ def test_running_pods_do_consume() -> None:
 def test_limit_without_request_counts_as_request() -> None:
     incoming = pod({}, limits=[{"cpu": "11m"}])
     assert incoming.requests["cpu"] == 11
-    assert_reasons(check_resources(incoming, node_info()), [("cpu", 11, 0, 10)])
+    assert_reasons(check_resources(incoming, node_info()), [("cpu", 11, 0, 10, U)])
 
 
 def test_request_wins_over_limit() -> None:
@@ -179,7 +180,7 @@ def test_ignored_resources_apply_to_extended_resources_only() -> None:
     got = check_resources(
         incoming, node_info(), ignored=frozenset({K8S_IO_A}), ignored_groups=frozenset({"kubernetes.io"})
     )
-    assert_reasons(got, [(K8S_IO_A, 1, 0, 0)])
+    assert_reasons(got, [(K8S_IO_A, 1, 0, 0, U)])
 
 
 def test_all_failures_in_upstream_order() -> None:
@@ -187,12 +188,12 @@ def test_all_failures_in_upstream_order() -> None:
     info = node_info(existing(E()), alloc=allocatable(10, 20, 1, 5, 20, 5))
     assert as_tuples(check_resources(incoming, info)) == [
         ("pods", 1, 1, 1),
-        ("cpu", 11, 0, 10),
-        ("memory", 21, 0, 20),
-        ("ephemeral-storage", 21, 0, 20),
-        (EXT_A, 6, 0, 5),
-        (EXT_B, 1, 0, 0),
-        (HUGE_A, 6, 0, 5),
+        ("cpu", 11, 0, 10, U),
+        ("memory", 21, 0, 20, U),
+        ("ephemeral-storage", 21, 0, 20, U),
+        (EXT_A, 6, 0, 5, U),
+        (EXT_B, 1, 0, 0, U),
+        (HUGE_A, 6, 0, 5, U),
     ]
 
 

@@ -1,8 +1,9 @@
 """Topology spread (DoNotSchedule), transcribed from kube-scheduler's own tables.
 
 Upstream: ``pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go`` (``TestSingleConstraint``
-including its minDomains and NodeAffinityPolicy/NodeTaintsPolicy cases, ``TestMultipleConstraints``), run
-with NodeInclusionPolicyInPodTopologySpread enabled (its default since 1.26). Each pytest id names the
+including its minDomains and NodeAffinityPolicy/NodeTaintsPolicy cases, ``TestMultipleConstraints``, and
+``TestPreFilterState``'s matchLabelKeys cases), run with NodeInclusionPolicyInPodTopologySpread and
+MatchLabelKeysInPodTopologySpread enabled (their defaults since 1.26 and 1.27). Each pytest id names the
 upstream case. Upstream's status codes map to: Success → ``None``, Unschedulable → ``ERR_SPREAD``,
 UnschedulableAndUnresolvable → ``ERR_SPREAD_MISSING_LABEL``. Only the spread predicate runs, so (as the
 upstream comments say) nodes that node affinity or taints would reject may still pass here.
@@ -349,6 +350,60 @@ MULTIPLE = [
         id="two-node-inclusion-constraints-zone-honor/honor-node-ignore/ignore",
     ),
 ]
+
+
+# --- TestPreFilterState, matchLabelKeys -------------------------------------------------------------------
+#
+# Upstream checks the counts PreFilter computes (TpValueToMatchNum); here they are checked through the Filter
+# they lead to on node-a, node-b (zone1), node-x, node-y (zone2), maxSkew 1: a node fails when its zone's count
+# + 1 (the pod matches its own selector) - the smaller count > 1. Upstream's counts are in each comment.
+
+
+def _keyed_pods(*, unlabelled_first: bool) -> list[Pod]:
+    """p-a1, p-a2 on node-a, p-b1 on node-b, p-y1, p-y2 on node-y: all ``foo=a`` (or the first case's mix)."""
+    if unlabelled_first:
+        return [
+            pod("p-a1", "foo", node="node-a"),
+            pod("p-a2", "foo", label_values={"bar": "a"}, node="node-a"),
+            pod("p-b1", "foo", node="node-b"),
+            pod("p-y1", "foo", label_values={"bar": "a"}, node="node-y"),
+            pod("p-y2", "bar", node="node-y"),
+        ]
+    at = [("p-a1", "a"), ("p-a2", "a"), ("p-b1", "b"), ("p-y1", "y"), ("p-y2", "y")]
+    return [pod(n, label_values={"foo": "a"}, node=f"node-{x}") for n, x in at]
+
+
+MATCH_LABEL_KEYS = [
+    pytest.param(
+        pod("p", "foo", label_values={"bar": "a"}, constraints=[spread(1, "zone", match_label_keys=["bar"])]),
+        _keyed_pods(unlabelled_first=True),
+        [OK, OK, OK, OK],  # zone1: 1, zone2: 1 (without the keys 3 and 1: node-a and node-b would fail)
+        id="matchLabelKeys ANDed with LabelSelector when LabelSelector isn't empty",
+    ),
+    pytest.param(
+        pod("p", label_values={"foo": "a"}, constraints=[spread(1, "zone", {}, match_label_keys=["foo"])]),
+        _keyed_pods(unlabelled_first=False),
+        [SKEW, SKEW, OK, OK],  # zone1: 3, zone2: 2
+        id="matchLabelKeys ANDed with LabelSelector when LabelSelector is empty",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", NIL, match_label_keys=["bar"])]),
+        _keyed_pods(unlabelled_first=False),
+        [OK, OK, OK, OK],  # zone1: 0, zone2: 0 (a nil selector matches no pod, the keys change nothing)
+        id="key in matchLabelKeys is ignored when LabelSelector is nil when feature gate enabled",
+    ),
+    pytest.param(
+        pod("p", "foo", constraints=[spread(1, "zone", match_label_keys=["bar"])]),
+        _keyed_pods(unlabelled_first=False),
+        [SKEW, SKEW, OK, OK],  # zone1: 3, zone2: 2 (the pod has no "bar": the selector is foo's alone)
+        id="key in matchLabelKeys is ignored when it isn't exist in pod.labels",
+    ),
+]
+
+
+@pytest.mark.parametrize(("incoming", "pods", "want"), MATCH_LABEL_KEYS)
+def test_match_label_keys(incoming: Pod, pods: list[Pod], want: list[str | None]) -> None:
+    assert run_filter(incoming, abxy(), pods) == want
 
 
 @pytest.mark.parametrize(("incoming", "nodes", "pods", "want"), SINGLE)
