@@ -248,15 +248,20 @@ def test_the_demo_scenario_holds_with_both_servers_run_from_the_image(
     text = out.getvalue()
     logs = tmp_path / "work" / "logs"
 
-    def tail(name: str) -> str:
+    def tail(name: str, chars: int | None = 3000) -> str:
         path = logs / name
-        return path.read_text(errors="replace")[-3000:] if path.exists() else "(no log)"
+        text = path.read_text(errors="replace") if path.exists() else "(no log)"
+        return text[-chars:] if chars else text
 
     assert code == 0, f"{text[-4000:]}\n--- spot-extender\n{tail('spot-extender.log')}"
     emptied = re.search(r"nodes emptied: (\d+) of (\d+) on-demand nodes drained onto spot", text)
     assert emptied and int(emptied[1]) >= 1, text[-3000:]
     assert "no pod lost: every Deployment back at its desired Ready count" in text
     assert "RESULT: PASS" in text and "no process left running" in text
+    # The rendered RBAC is all they had: a call it does not allow is answered 403, which both servers log.
+    for name in ("spot-extender.log", "spot-rescheduler.log"):
+        denied = [line for line in tail(name, None).splitlines() if "forbidden" in line.lower() or " 403" in line]
+        assert not denied, f"{name}: calls the rendered RBAC refuses:\n" + "\n".join(denied[:5])
 
     (stack,) = stacks
     for deployment, overrides in (
