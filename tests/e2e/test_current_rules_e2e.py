@@ -1,0 +1,255 @@
+"""The rules modelled last, on the real control plane: the real kube-scheduler and API server decide on real
+objects, and ``spot-rescheduler plan`` against the live cluster decides the same.
+
+* scheduling gates (``spec.schedulingGates``): a gated pod is not a pod waiting for room;
+* a budget's ``unhealthyPodEvictionPolicy``: the Eviction API lets a not-Ready pod go without the budget's
+  ``disruptionsAllowed`` under ``AlwaysAllow``, or under the default policy while the budget is healthy;
+* dynamic resource claims (``spec.resourceClaims``, DRA, ``resource.k8s.io/v1``): the pod keeps its node;
+* in-place resize (the ``resize`` subresource): a pod on a node counts what its status says while the resize
+  is pending or infeasible.
+
+Every test keeps its pods on its own nodes (the ``World`` labels) and reads the plan's JSON for its own nodes;
+the plan's ``pending_unschedulable`` counts the whole cluster, which the ``world`` fixture first waits to be
+free of unschedulable pods.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.rescheduler_world import Rescheduler as RunProcess
+from tests.e2e.rescheduler_world import World, _unschedulable
+
+pytestmark = [pytest.mark.e2e]
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.example/app:1"
+HOSTNAME = "kubernetes.io/hostname"
+TEST_LABEL = "e2e.spotshift.io/test"
+RESOURCE = "/apis/resource.k8s.io/v1"
+NodeFactory = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> World:
+    # The plan counts unschedulable pods of the whole cluster: let earlier tests' leftovers go first.
+    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
+    return World(control_plane, namespace, make_node, tmp_path)
+
+
+@pytest.fixture
+def runs() -> Iterator[list[RunProcess]]:
+    started: list[RunProcess] = []
+    yield started
+    for r in started:
+        r.close()
+    for r in started:
+        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
+
+
+def plan(world: World, config: Path) -> dict[str, Any]:
+    """``spot-rescheduler plan -o json`` against the live cluster."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rescheduler.cli",
+            "plan",
+            f"--kubeconfig={world.plane.kubeconfig}",
+            f"--config={config}",
+            "-o",
+            "json",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    result: dict[str, Any] = orjson.loads(proc.stdout)
+    return result
+
+
+def run_once(world: World, config: Path, runs: list[RunProcess], name: str) -> RunProcess:
+    """``spot-rescheduler run --once --dry-run``: one cycle, nothing touched; returns the finished process."""
+    r = RunProcess(world.plane.kubeconfig, config, world.tmp / f"{name}.log", "--once", "--dry-run", name=name)
+    runs.append(r)
+    assert r.wait(90) == 0, r.tail()
+    return r
+
+
+def moves(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(pod's app, from, to) of each move: a Deployment's pod name less its two generated suffixes."""
+    return [(m["pod"].split("/", 1)[1].rsplit("-", 2)[0], m["from"], m["to"]) for m in result["moves"]]
+
+
+def containers(**requests: str) -> list[dict[str, Any]]:
+    return [{"name": "app", "image": IMAGE, "resources": {"requests": dict(requests)}}]
+
+
+def pod_path(world: World, name: str) -> str:
+    return f"/api/v1/namespaces/{world.ns}/pods/{name}"
+
+
+def bare_pod(world: World, name: str, *, node: str = "", **spec: Any) -> dict[str, Any]:
+    """A pod without a controller; with ``node`` bound there at creation (as a DaemonSet's or a static pod)."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": containers(cpu="100m"), **spec},
+    }
+    if node:
+        body["spec"]["nodeName"] = node
+    return world.plane.api.post(f"/api/v1/namespaces/{world.ns}/pods", body)
+
+
+def condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def scheduled(world: World, name: str) -> dict[str, Any] | None:
+    """The pod's ``PodScheduled`` condition."""
+    return condition(world.plane.api.get(pod_path(world, name)), "PodScheduled")
+
+
+def delete_pod(world: World, name: str) -> None:
+    path = pod_path(world, name)
+    world.plane.api.delete_if_exists(path, gracePeriodSeconds=0)
+
+    def gone() -> bool:
+        try:
+            world.plane.api.get(path)
+        except ApiError as e:
+            return e.status == 404
+        return False
+
+    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
+
+
+def binds_to(world: World, name: str, node: str) -> None:
+    """Wait for kube-scheduler to bind ``name``; it must be to ``node``. The pod is deleted afterwards."""
+    bound = wait_for(
+        lambda: world.plane.api.get(pod_path(world, name))["spec"].get("nodeName"),
+        timeout=60,
+        what=f"kube-scheduler to bind {name}",
+    )
+    assert bound == node, f"{name} bound to {bound}, not {node}"
+    delete_pod(world, name)
+
+
+def refused(world: World, name: str, because: str) -> str:
+    """Wait for kube-scheduler to report ``name`` unschedulable, because of ``because`` (a part of its message);
+    returns the message. The pod is deleted afterwards."""
+
+    def reported() -> str | None:
+        c = scheduled(world, name)
+        if c and c.get("reason") == "Unschedulable" and because in (c.get("message") or ""):
+            return str(c["message"])
+        return None
+
+    message = wait_for(reported, timeout=60, what=f"kube-scheduler to refuse {name} ({because})")
+    assert not world.plane.api.get(pod_path(world, name))["spec"].get("nodeName")
+    delete_pod(world, name)
+    return message
+
+
+def running(world: World, name: str) -> dict[str, Any]:
+    """Wait for the kubelet stand-in to mark ``name`` Running; returns the pod."""
+
+    def ok() -> dict[str, Any] | None:
+        pod = world.plane.api.get(pod_path(world, name))
+        return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+
+    return wait_for(ok, timeout=60, what=f"pod {name} to run")
+
+
+# --- scheduling gates ------------------------------------------------------------------------------------------
+
+GATE = "e2e.spotshift.io/quota"
+STALE = "0/3 nodes are available: written by the test, not by kube-scheduler"
+
+
+def test_a_gated_pod_is_not_a_pod_waiting_for_room(world: World, runs: list[RunProcess]) -> None:
+    """A pod with ``spec.schedulingGates`` waits for whoever holds its gates, not for a node: the API server marks
+    it ``PodScheduled=False/SchedulingGated`` at creation (``pkg/registry/core/pod/strategy.go``,
+    ``applySchedulingGatedCondition``) and kube-scheduler never tries it (``pkg/scheduler/framework/plugins/
+    schedulinggates/scheduling_gates.go``, ``PreEnqueue``), so it reports nothing about it. The plan does not count
+    it as pending (``rescheduler/plan/safety.py``, ``unschedulable_pods``) even with a stale ``Unschedulable``
+    condition, and acts; once the gates are removed the scheduler tries it, reports it ``Unschedulable``, and the
+    plan counts it and the run loop pauses."""
+    od = world.on_demand()
+    world.deployment("web", 1)
+    assert [p["spec"]["nodeName"] for p in world.ready("web")] == [od]
+    spot = world.spot()
+
+    # More cpu than any node has, kept to this test's nodes.
+    ours, gates = {TEST_LABEL: world.label}, [{"name": GATE}]
+    bare_pod(world, "gated", nodeSelector=ours, schedulingGates=gates, containers=containers(cpu="64"))
+    gated = scheduled(world, "gated")
+    assert gated and (gated["status"], gated["reason"]) == ("False", "SchedulingGated"), gated
+
+    # kube-scheduler has seen the gated pod (its informer delivers pods in order) once it binds a later pod, and
+    # has left it alone: not bound, still SchedulingGated, and no FailedScheduling event.
+    bare_pod(world, "probe", nodeSelector={HOSTNAME: spot})
+    binds_to(world, "probe", spot)
+    pod = world.plane.api.get(pod_path(world, "gated"))
+    assert not pod["spec"].get("nodeName") and condition(pod, "PodScheduled") == gated, pod["status"]
+    events = world.plane.api.list(
+        f"/api/v1/namespaces/{world.ns}/events", fieldSelector="involvedObject.name=gated,reason=FailedScheduling"
+    )
+    assert list(events) == []
+
+    config = world.config()
+    live = plan(world, config)
+    assert (live["summary"]["pending_unschedulable"], live["summary"]["safe_to_act"]) == (0, True), live["summary"]
+    assert live["drained"] == [od] and moves(live) == [("web", od, spot)], live
+
+    # A stale Unschedulable condition (as left by an older scheduler, or written by hand) changes nothing: the
+    # scheduler still leaves the pod alone, the plan still acts, and the run loop plans instead of pausing.
+    stale = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": STALE}
+    world.plane.api.patch(pod_path(world, "gated") + "/status", {"status": {"conditions": [stale]}}, "strategic")
+    assert (scheduled(world, "gated") or {}).get("message") == STALE
+    live = plan(world, config)
+    assert (live["summary"]["pending_unschedulable"], live["summary"]["safe_to_act"]) == (0, True), live["summary"]
+    assert live["drained"] == [od] and moves(live) == [("web", od, spot)], live
+    r = run_once(world, config, runs, "gated")
+    assert not r.logged("paused"), r.tail()
+    assert r.logged("plan: 1 nodes can be emptied"), r.tail()
+
+    # The gates removed, kube-scheduler tries the pod and reports it Unschedulable with its own message; now the
+    # plan counts it, is not safe to act on, and the run loop pauses.
+    world.plane.api.patch(pod_path(world, "gated"), {"spec": {"schedulingGates": None}}, "merge")
+
+    def tried() -> str | None:
+        c = scheduled(world, "gated") or {}
+        return c["message"] if c.get("reason") == "Unschedulable" and c.get("message") != STALE else None
+
+    message = wait_for(tried, timeout=60, what="kube-scheduler to report the ungated pod Unschedulable")
+    assert "Insufficient cpu" in message, message
+    live = plan(world, config)
+    assert (live["summary"]["pending_unschedulable"], live["summary"]["safe_to_act"]) == (1, False), live["summary"]
+    r = run_once(world, config, runs, "ungated")
+    paused = r.logged("paused: 1 pods are unschedulable")
+    assert paused and paused[0]["pending"] == [f"{world.ns}/gated"], r.tail()
+    assert not r.logged("plan:"), r.tail()
+    delete_pod(world, "gated")
