@@ -15,6 +15,7 @@ free of unschedulable pods.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -253,3 +254,92 @@ def test_a_gated_pod_is_not_a_pod_waiting_for_room(world: World, runs: list[RunP
     assert paused and paused[0]["pending"] == [f"{world.ns}/gated"], r.tail()
     assert not r.logged("plan:"), r.tail()
     delete_pod(world, "gated")
+
+
+# --- a budget's unhealthyPodEvictionPolicy ---------------------------------------------------------------------
+
+
+def evict(world: World, name: str) -> int:
+    """A dry-run eviction (``POST .../pods/NAME/eviction?dryRun=All``, ``policy/v1``): the HTTP status."""
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": world.ns}}
+    response = world.plane.api.request("POST", pod_path(world, name) + "/eviction", body=body, params={"dryRun": "All"})
+    assert response.status_code in (201, 429), (response.status_code, response.text)
+    return response.status_code
+
+
+def make_not_ready(world: World, name: str) -> None:
+    """What a kubelet writes when the pod's container fails its readiness probe: Ready and ContainersReady False,
+    the container not ready. The pod stays Running (the stand-in leaves Running pods alone)."""
+    pod = world.plane.api.get(pod_path(world, name))
+    status = copy.deepcopy(pod["status"])
+    for c in status["conditions"]:
+        if c["type"] in ("Ready", "ContainersReady"):
+            c.update(status="False", reason="ContainersNotReady", message="containers with unready status: [app]")
+    for cs in status["containerStatuses"]:
+        cs["ready"] = False
+    patch = {"status": {"conditions": status["conditions"], "containerStatuses": status["containerStatuses"]}}
+    world.plane.api.patch(pod_path(world, name) + "/status", patch, "merge")
+
+
+def budget_settles(world: World, name: str, **expected: int) -> dict[str, Any]:
+    """Wait for the disruption controller to compute the budget's current spec, with these status values."""
+    path = f"/apis/policy/v1/namespaces/{world.ns}/poddisruptionbudgets/{name}"
+
+    def computed() -> dict[str, Any] | None:
+        pdb = world.plane.api.get(path)
+        status = pdb.get("status") or {}
+        if status.get("observedGeneration") != pdb["metadata"]["generation"]:
+            return None
+        return pdb if all(status.get(k) == v for k, v in expected.items()) else None
+
+    return wait_for(computed, timeout=60, what=f"PDB {name} to settle at {expected}")
+
+
+def test_a_not_ready_pod_leaves_under_the_budgets_unhealthy_pod_eviction_policy(world: World) -> None:
+    """A pod that is not Ready is evicted without taking one of its budget's ``disruptionsAllowed`` (even at 0) when
+    the budget's ``unhealthyPodEvictionPolicy`` is ``AlwaysAllow``, or, unset or ``IfHealthyBudget``, while
+    ``currentHealthy >= desiredHealthy > 0``; otherwise it needs a disruption like a Ready pod
+    (``pkg/registry/core/pod/storage/eviction.go``, ``EvictionREST.Create``). The Eviction API answers each case on
+    a real budget (dry runs), and the plan drains or keeps the on-demand node of that pod alike
+    (``shared/eviction.py``, ``budget_use``)."""
+    od = world.on_demand()
+    world.deployment("app", 1)
+    [sick] = [p["metadata"]["name"] for p in world.ready("app") if p["spec"]["nodeName"] == od]
+    spot = world.spot()
+    # Two more replicas, on the spot node: the on-demand node cordoned while they are placed.
+    world.plane.api.patch(f"/api/v1/nodes/{od}", {"spec": {"unschedulable": True}})
+    try:
+        world.scale("app", 3)
+        placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in world.ready("app")}
+    finally:
+        world.plane.api.patch(f"/api/v1/nodes/{od}", {"spec": {"unschedulable": False}})
+    healthy = sorted(n for n in placed if n != sick)
+    assert placed == {sick: od, **dict.fromkeys(healthy, spot)}, placed
+    make_not_ready(world, sick)
+    config = world.config()
+
+    # minAvailable 3 of 2 Ready: the application is not healthy, no disruption allowed.
+    world.pdb("app", "app", minAvailable=3, unhealthyPodEvictionPolicy="AlwaysAllow")
+    unhealthy = {"currentHealthy": 2, "desiredHealthy": 3, "disruptionsAllowed": 0, "expectedPods": 3}
+    budget_settles(world, "app", **unhealthy)
+    assert (evict(world, sick), evict(world, healthy[0])) == (201, 429)
+    live = plan(world, config)
+    assert live["drained"] == [od] and moves(live) == [("app", od, spot)], live
+
+    pdbs = f"/apis/policy/v1/namespaces/{world.ns}/poddisruptionbudgets/app"
+    world.plane.api.patch(pdbs, {"spec": {"unhealthyPodEvictionPolicy": "IfHealthyBudget"}}, "merge")
+    budget_settles(world, "app", **unhealthy)
+    assert (evict(world, sick), evict(world, healthy[0])) == (429, 429)
+    live = plan(world, config)
+    assert live["drained"] == [] and live["moves"] == [], live
+    assert live["reasons"][od]["kind"] == "pdb-budget", live["reasons"]
+    assert f"pod {world.ns}/{sick}" in live["undrainable"][od], live["undrainable"]
+
+    # minAvailable 2 of 2 Ready, the policy unset (IfHealthyBudget): the application is healthy, still no
+    # disruption allowed; the not-Ready pod may go, a Ready one may not.
+    world.plane.api.patch(pdbs, {"spec": {"unhealthyPodEvictionPolicy": None, "minAvailable": 2}}, "merge")
+    pdb = budget_settles(world, "app", currentHealthy=2, desiredHealthy=2, disruptionsAllowed=0, expectedPods=3)
+    assert "unhealthyPodEvictionPolicy" not in pdb["spec"], pdb["spec"]
+    assert (evict(world, sick), evict(world, healthy[0])) == (201, 429)
+    live = plan(world, config)
+    assert live["drained"] == [od] and moves(live) == [("app", od, spot)], live
