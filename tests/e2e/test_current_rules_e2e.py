@@ -343,3 +343,94 @@ def test_a_not_ready_pod_leaves_under_the_budgets_unhealthy_pod_eviction_policy(
     assert (evict(world, sick), evict(world, healthy[0])) == (201, 429)
     live = plan(world, config)
     assert live["drained"] == [od] and moves(live) == [("app", od, spot)], live
+
+
+# --- dynamic resource claims (DRA) -----------------------------------------------------------------------------
+
+
+def test_a_pod_with_dynamic_resource_claims_keeps_its_node(world: World) -> None:
+    """kube-scheduler places a pod with ``spec.resourceClaims`` by the devices drivers publish in ResourceSlices,
+    selected by DeviceClasses (``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``), and
+    allocates the claim on that node's devices; the resourceclaim controller makes the claim from the pod's
+    ResourceClaimTemplate (``pkg/controller/resourceclaim/controller.go``). A spot node whose driver published no
+    device cannot take a copy of the pod, and the plan, which reads no ResourceSlice, keeps the pod's on-demand
+    node with the DRA reason (``shared/movable.py``, ``resource_claims_rule``)."""
+    plane = world.plane
+    od = world.on_demand()
+    driver = f"gpu-{world.label}.e2e.spotshift.io"
+    device_class = f"gpu-{world.label}"
+    slice_name = f"{od}-{world.label}"
+    node_uid = world.node(od)["metadata"]["uid"]
+    try:
+        plane.api.post(
+            f"{RESOURCE}/deviceclasses",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": device_class},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+            },
+        )
+        # What a driver's kubelet plugin publishes for its node: one pool of one slice, one device.
+        plane.api.post(
+            f"{RESOURCE}/resourceslices",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {
+                    "name": slice_name,
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": od, "uid": node_uid, "controller": True}
+                    ],
+                },
+                "spec": {
+                    "driver": driver,
+                    "nodeName": od,
+                    "pool": {"name": od, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0"}],
+                },
+            },
+        )
+        plane.api.post(
+            f"{RESOURCE}/namespaces/{world.ns}/resourceclaimtemplates",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu"},
+                "spec": {
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}
+                },
+            },
+        )
+        claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        uses_gpu = [
+            {"name": "app", "image": IMAGE, "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}
+        ]
+
+        world.deployment("trainer", 1, resourceClaims=claims, containers=uses_gpu)
+        [pod] = world.ready("trainer")
+        assert pod["spec"]["nodeName"] == od
+        [claim_status] = pod["status"]["resourceClaimStatuses"]
+        claim = plane.api.get(f"{RESOURCE}/namespaces/{world.ns}/resourceclaims/{claim_status['resourceClaimName']}")
+        allocation = claim["status"]["allocation"]
+        [result] = allocation["devices"]["results"]
+        assert (result["driver"], result["pool"], result["device"]) == (driver, od, "gpu-0"), claim["status"]
+        [term] = allocation["nodeSelector"]["nodeSelectorTerms"]
+        assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [od]}], allocation
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+
+        # A copy of the pod that may only go to the spot node: no device there, so kube-scheduler refuses it.
+        spot = world.spot()
+        bare_pod(world, "copy", nodeSelector={HOSTNAME: spot}, resourceClaims=claims, containers=uses_gpu)
+        message = refused(world, "copy", "cannot allocate all claims")
+        assert "1 cannot allocate all claims" in message, message
+
+        live = plan(world, world.config())
+        assert live["drained"] == [] and live["moves"] == [], live
+        why = live["reasons"][od]
+        assert why["kind"] == "pod-not-movable" and why["pod"] == f"{world.ns}/{pod['metadata']['name']}", why
+        reason = "pod uses dynamic resource claims (DRA): its devices cannot be checked on a spot node"
+        assert reason in live["undrainable"][od], live["undrainable"]
+    finally:
+        plane.api.delete_if_exists(f"{RESOURCE}/resourceslices/{slice_name}")
+        plane.api.delete_if_exists(f"{RESOURCE}/deviceclasses/{device_class}")
