@@ -27,6 +27,7 @@ import orjson
 import pytest
 
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.rescheduler_world import Rescheduler as RunProcess
 from tests.e2e.rescheduler_world import World, _unschedulable
 
@@ -58,6 +59,11 @@ def runs() -> Iterator[list[RunProcess]]:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def k8s_version_tuple() -> tuple[int, int]:
+    major, minor = k8s_version().split(".")[:2]
+    return int(major), int(minor)
 
 
 def _env() -> dict[str, str]:
@@ -434,3 +440,94 @@ def test_a_pod_with_dynamic_resource_claims_keeps_its_node(world: World) -> None
     finally:
         plane.api.delete_if_exists(f"{RESOURCE}/resourceslices/{slice_name}")
         plane.api.delete_if_exists(f"{RESOURCE}/deviceclasses/{device_class}")
+
+
+# --- in-place resize -------------------------------------------------------------------------------------------
+
+STATIC_CPU = 'Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"'
+
+
+def report_allocation(world: World, name: str, resources: dict[str, str]) -> None:
+    """The resources a 1.37 kubelet reports for a running pod whose allocation is ``resources`` (requests equal to
+    limits, a Guaranteed pod): per container ``allocatedResources`` and ``resources`` (``pkg/kubelet/kubelet_pods.go``,
+    ``convertToAPIContainerStatuses``), and for the pod ``status.allocatedResources`` and ``status.resources``
+    (``convertToAPIPodLevelResourcesStatus``; InPlacePodLevelResourcesVerticalScaling, on by default since 1.36).
+    The API server takes a resize only for a pod whose running containers report ``resources``
+    (``pkg/apis/core/validation/validation.go``, ``isPodResizeRequestSupported``)."""
+    pod = world.plane.api.get(pod_path(world, name))
+    statuses = copy.deepcopy(pod["status"]["containerStatuses"])
+    for cs in statuses:
+        cs["allocatedResources"] = dict(resources)
+        cs["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    status = {
+        "containerStatuses": statuses,
+        "allocatedResources": dict(resources),
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+    }
+    world.plane.api.patch(pod_path(world, name) + "/status", {"status": status}, "merge")
+
+
+def resize(world: World, name: str, **resources: str) -> Any:
+    """``PATCH .../pods/NAME/resize``: the container's requests and limits (a Guaranteed pod stays Guaranteed)."""
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": resources, "limits": resources}}]}}
+    return world.plane.api.request(
+        "PATCH", pod_path(world, name) + "/resize", body=patch, content_type="application/strategic-merge-patch+json"
+    )
+
+
+def test_a_resized_pod_counts_on_its_node_what_kube_scheduler_counts(world: World) -> None:
+    """A pod on a node counts for kube-scheduler by ``PodRequests`` with ``UseStatusResources``
+    (``pkg/scheduler/framework/types.go``, ``PodInfo.CalculateResource``; component-helpers
+    ``resource/helpers.go``, ``AggregateContainerRequests``): the largest of its spec and what its status says is
+    allocated and actuated, the spec left out when a ``PodResizePending`` condition says ``Infeasible``. A
+    Guaranteed 1-cpu pod on the 4-cpu spot node is resized to 3 cpu; its kubelet (static CPU manager policy) cannot
+    resize it (``pkg/kubelet/allocation/handlers.go``) and keeps 1 cpu allocated. Before the kubelet answers, the
+    scheduler counts 3 cpu there and refuses a 3-cpu probe; once the resize is Infeasible it counts 1 and binds
+    one. The plan moves the on-demand node's 3-cpu pod there exactly then (``shared/podrequests.py``,
+    ``status_requests``)."""
+    od = world.on_demand()
+    world.deployment("mover", 1, containers=containers(cpu="3", memory="64Mi"))
+    assert [p["spec"]["nodeName"] for p in world.ready("mover")] == [od]
+    spot = world.spot()  # 4 cpu
+    one_cpu = {"cpu": "1", "memory": "64Mi"}
+    guaranteed = [{"name": "app", "image": IMAGE, "resources": {"requests": one_cpu, "limits": one_cpu}}]
+    bare_pod(world, "resized", node=spot, containers=guaranteed)
+    running(world, "resized")
+    report_allocation(world, "resized", one_cpu)
+    config = world.config()
+    live = plan(world, config)
+    assert live["drained"] == [od] and moves(live) == [("mover", od, spot)], live
+
+    if k8s_version_tuple() >= (1, 37):
+        # The API server refuses a resize beyond the node's allocatable (PodResizeValidator,
+        # plugin/pkg/admission/podresize/admission.go): no kubelet sees it.
+        refused_resize = resize(world, "resized", cpu="8")
+        assert refused_resize.status_code == 403, refused_resize.text
+        assert "node didn't have enough allocatable resources" in refused_resize.json()["message"]
+    answer = resize(world, "resized", cpu="3")
+    assert answer.status_code == 200, answer.text
+    pod = answer.json()
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "3"
+    assert pod["status"]["allocatedResources"] == one_cpu, pod["status"]
+
+    # Before the kubelet answers, the spec counts: 3 of 4 cpu, 1 free.
+    bare_pod(world, "probe", nodeSelector={HOSTNAME: spot}, containers=containers(cpu="3"))
+    refused(world, "probe", "Insufficient cpu")
+    live = plan(world, config)
+    assert live["drained"] == [] and live["moves"] == [], live
+    assert live["reasons"][od]["kind"] == "no-capacity", live["reasons"]
+    assert "all spot nodes together have 1 CPU" in live["undrainable"][od], live["undrainable"]
+
+    # The kubelet answers Infeasible and keeps the allocation: 1 cpu counts, 3 free.
+    infeasible = {
+        "type": "PodResizePending",
+        "status": "True",
+        "reason": "Infeasible",
+        "message": STATIC_CPU,
+        "observedGeneration": pod["metadata"]["generation"],
+    }
+    world.plane.api.patch(pod_path(world, "resized") + "/status", {"status": {"conditions": [infeasible]}}, "strategic")
+    bare_pod(world, "probe-2", nodeSelector={HOSTNAME: spot}, containers=containers(cpu="3"))
+    binds_to(world, "probe-2", spot)
+    live = plan(world, config)
+    assert live["drained"] == [od] and moves(live) == [("mover", od, spot)], live
