@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 import pytest
 
+from shared.model import Pod
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.rescheduler_world import Rescheduler as RunProcess
@@ -531,3 +532,74 @@ def test_a_resized_pod_counts_on_its_node_what_kube_scheduler_counts(world: Worl
     binds_to(world, "probe-2", spot)
     live = plan(world, config)
     assert live["drained"] == [od] and moves(live) == [("mover", od, spot)], live
+
+
+def write_cpu_status(status: dict[str, Any], container: tuple[str, str], pod: tuple[str, str]) -> None:
+    """Put cpu figures into a pod's status: ``container`` = (``allocatedResources``, ``resources.requests``) of its
+    container, ``pod`` = (``status.allocatedResources``, ``status.resources.requests``); "" leaves a field out."""
+    for (allocated, actuated), where in ((container, status["containerStatuses"][0]), (pod, status)):
+        if allocated:
+            where["allocatedResources"] = {"cpu": allocated}
+        if actuated:
+            where["resources"] = {"requests": {"cpu": actuated}}
+
+
+NO = ("", "")
+# What the status says; the spec's cpu; with 250m overhead?; the container's (allocated, actuated); the pod's
+# (allocated, actuated); the cpu kube-scheduler counts.
+STATUS_SHAPES: list[tuple[str, str, bool, tuple[str, str], tuple[str, str], int]] = [
+    ("no resources in the status", "1", False, NO, NO, 1000),
+    ("a container's allocatedResources alone", "1", False, ("3", ""), NO, 3000),
+    ("a container's resources.requests alone", "1", False, ("", "3"), NO, 3000),
+    ("a resize allocated, not yet actuated (pod-level status)", "3", False, ("3", "1"), ("3", "1"), 3000),
+    ("the pod's allocatedResources alone: the containers count", "1", False, ("1", "1"), ("3", ""), 1000),
+    ("a 1.37 kubelet's pod-level status with overhead: counted twice", "1", True, ("1", "1"), ("1250m", "1250m"), 1500),
+]
+
+
+def test_the_status_fields_kube_scheduler_reads_for_a_pod_on_a_node(world: World) -> None:
+    """Which status fields kube-scheduler 1.37 reads for a pod already on a node (``pkg/scheduler/framework/
+    types.go``, ``PodInfo.CalculateResource``; component-helpers ``resource/helpers.go``,
+    ``AggregateContainerRequests``): per container ``allocatedResources`` and ``resources.requests``, each alone
+    too; the pod's ``status.allocatedResources`` and ``status.resources.requests`` in their place when both are
+    set (InPlacePodLevelResourcesVerticalScaling, on by default since 1.36); ``spec.overhead`` added on top, also
+    to a pod-level status that holds it already (a 1.37 kubelet writes ``PodRequests`` of the pod there,
+    ``pkg/kubelet/kubelet_pods.go``). For each shape, the cpu the library counts for the live pod
+    (``shared/podrequests.py``, ``status_requests``, as ``Pod.node_requests``) is the cpu the live scheduler
+    leaves free on a 4-cpu node to the millicore: a probe asking for exactly the rest binds, one asking 1m more
+    is refused."""
+    plane = world.plane
+    node = world.spot()  # 4 cpu
+    runtime_class = f"overhead-{world.label}"
+    overhead = {"podFixed": {"cpu": "250m"}}
+    plane.api.post(
+        "/apis/node.k8s.io/v1/runtimeclasses",
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": runtime_class},
+            "handler": "e2e",
+            "overhead": overhead,
+        },
+    )
+    try:
+        for i, (shape, cpu, with_overhead, container, pod_level, counted) in enumerate(STATUS_SHAPES):
+            name = f"shaped-{i}"
+            spec: dict[str, Any] = {"containers": containers(cpu=cpu)}
+            if with_overhead:
+                spec["runtimeClassName"] = runtime_class
+            bare_pod(world, name, node=node, **spec)
+            pod = running(world, name)
+            status = copy.deepcopy(pod["status"])
+            write_cpu_status(status, container, pod_level)
+            pod = plane.api.put(pod_path(world, name) + "/status", {**pod, "status": status})
+            ours = Pod.from_api(pod).node_requests.get("cpu", 0)
+            assert ours == counted, f"{shape}: the library counts {ours}m, not {counted}m"
+            rest = 4000 - counted
+            bare_pod(world, f"probe-{i}", nodeSelector={HOSTNAME: node}, containers=containers(cpu=f"{rest}m"))
+            binds_to(world, f"probe-{i}", node)
+            bare_pod(world, f"over-{i}", nodeSelector={HOSTNAME: node}, containers=containers(cpu=f"{rest + 1}m"))
+            refused(world, f"over-{i}", "Insufficient cpu")
+            delete_pod(world, name)
+    finally:
+        plane.api.delete_if_exists(f"/apis/node.k8s.io/v1/runtimeclasses/{runtime_class}")
