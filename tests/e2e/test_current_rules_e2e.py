@@ -43,10 +43,23 @@ NodeFactory = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> World:
+def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> Iterator[World]:
     # The plan counts unschedulable pods of the whole cluster: let earlier tests' leftovers go first.
     wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    return World(control_plane, namespace, make_node, tmp_path)
+    yield World(control_plane, namespace, make_node, tmp_path)
+    # The workloads go before the nodes do: a Deployment whose pods are deleted with their node makes them again,
+    # Pending and unschedulable until the namespace is gone, and the next test would wait for that.
+    api = control_plane.api
+    api.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments")
+    wait_for(
+        lambda: not list(api.list(f"/apis/apps/v1/namespaces/{namespace}/replicasets")),
+        timeout=30,
+        what=f"the ReplicaSets of namespace {namespace} to be gone",
+    )
+    api.delete(f"/api/v1/namespaces/{namespace}/pods", gracePeriodSeconds=0)
+    wait_for(
+        lambda: not control_plane.pods(namespace), timeout=30, what=f"the pods of namespace {namespace} to be gone"
+    )
 
 
 @pytest.fixture
