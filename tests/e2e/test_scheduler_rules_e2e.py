@@ -131,33 +131,6 @@ def running(world: World, name: str) -> None:
     wait_for(ok, timeout=60, what=f"pod {name} to run")
 
 
-def stays_pending(world: World, name: str, because: str) -> str:
-    """Wait for kube-scheduler to report ``name`` unschedulable; its message must contain ``because``."""
-    path = f"/api/v1/namespaces/{world.ns}/pods/{name}"
-
-    def reported() -> str | None:
-        pod = world.plane.api.get(path)
-        for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
-                return str(c.get("message") or "")
-        return None
-
-    message = wait_for(reported, timeout=60, what=f"kube-scheduler to refuse {name}")
-    assert because in message, message
-    assert not world.plane.api.get(path)["spec"].get("nodeName")
-    world.plane.api.delete(path, gracePeriodSeconds=0)
-
-    def gone() -> bool:
-        try:
-            world.plane.api.get(path)
-        except ApiError as e:
-            return e.status == 404
-        return False
-
-    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
-    return message
-
-
 def moves(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(m["pod"].split("/", 1)[1].rsplit("-", 2)[0], m["from"], m["to"]) for m in result["moves"]]
 
