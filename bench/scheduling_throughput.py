@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import requests
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,36 +187,16 @@ def knows(spot: ExtenderProcess, names: list[str], spot_nodes: int) -> bool:
 
 
 def one_round(plane: ControlPlane, pods: int, extenders: list[dict[str, Any]], qps: int) -> float:
-    """Pods/s kube-scheduler binds ``pods`` pending pods at, with ``extenders``."""
+    """Pods/s kube-scheduler binds ``pods`` pending pods at, with ``extenders``.
+
+    The pods are created first, for a profile no scheduler serves; the watch starts after them, then
+    kube-scheduler is restarted with the profile. The API server closes a watch whose client falls behind
+    (``Forcing ... watcher close due to unresponsiveness``, a busy 2-core machine does), so the watch resumes
+    from the last resourceVersion it saw; resumptions are counted on stderr.
+    """
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     profile = f"bench-{namespace}"
     plane.create_namespace(namespace)
-    bound: list[float] = []
-    version = plane.api.get(f"/api/v1/namespaces/{namespace}/pods")["metadata"]["resourceVersion"]
-    watch_api = plane.new_api()
-    stream = watch_api.session.get(
-        f"{plane.server}/api/v1/namespaces/{namespace}/pods",
-        params={"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "false"},
-        stream=True,
-        timeout=600,
-    )
-    done = threading.Event()
-
-    def watch() -> None:
-        seen: set[str] = set()
-        for line in stream.iter_lines():
-            event = orjson.loads(line)
-            obj = event.get("object") or {}
-            name = obj.get("metadata", {}).get("name")
-            if obj.get("spec", {}).get("nodeName") and name not in seen:
-                seen.add(name)
-                bound.append(time.monotonic())
-                if len(seen) == pods:
-                    done.set()
-                    return
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
     for i in range(pods):
         plane.api.post(
             f"/api/v1/namespaces/{namespace}/pods",
@@ -231,13 +212,58 @@ def one_round(plane: ControlPlane, pods: int, extenders: list[dict[str, Any]], q
                 },
             },
         )
+    bound: list[float] = []
+    resumed = 0
+    version = plane.api.get(f"/api/v1/namespaces/{namespace}/pods")["metadata"]["resourceVersion"]
+    watch_api = plane.new_api()
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def watch() -> None:
+        nonlocal version, resumed
+        seen: set[str] = set()
+        while True:
+            try:
+                with watch_api.session.get(
+                    f"{plane.server}/api/v1/namespaces/{namespace}/pods",
+                    params={"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "false"},
+                    stream=True,
+                    timeout=600,
+                ) as stream:
+                    stream.raise_for_status()
+                    for line in stream.iter_lines():
+                        event = orjson.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            raise RuntimeError(f"the watch failed: {obj.get('message')}")
+                        version = obj["metadata"]["resourceVersion"]
+                        name = obj["metadata"]["name"]
+                        if obj.get("spec", {}).get("nodeName") and name not in seen:
+                            seen.add(name)
+                            bound.append(time.monotonic())
+                            if len(seen) == pods:
+                                done.set()
+                                return
+            except requests.RequestException:
+                pass  # closed by the API server: resume from `version`
+            except BaseException as error:
+                failed.append(error)
+                done.set()
+                return
+            resumed += 1
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     config = plane.scheduler_config(profiles=[{"schedulerName": profile}], extenders=extenders or None)
     config["clientConnection"] = {"qps": qps, "burst": qps}
     plane.restart_scheduler(config)
     if not done.wait(600):
         raise RuntimeError(f"only {len(bound)} of {pods} pods were bound")
-    stream.close()
+    if failed:
+        raise failed[0]
     watch_api.close()
+    if resumed:
+        print(f"  (the watch was closed by the API server and resumed {resumed} time(s))", file=sys.stderr)
     return (len(bound) - 1) / (bound[-1] - bound[0])
 
 
