@@ -4,6 +4,8 @@
   client), `.api_client()` (kubernetes client), `.create_node(...)`, `.restart_scheduler(config)`, `.run_dir`.
 - `namespace` (function): a fresh namespace whose `default` ServiceAccount is ready; deleted afterwards.
 - `make_node` (function): creates nodes with unique names (labels, taints, allocatable); deletes them afterwards.
+- `runs` (function): a list to append `spot-rescheduler run` processes to (`rescheduler_world.Rescheduler`); they
+  are closed afterwards and their log tails printed.
 
 The binaries come from `bash tests/e2e/controlplane/build.sh`. Without them the fixture fails with that hint;
 SPOTSHIFT_SKIP_E2E=1 skips the tier instead. Logs stay in the run dir when a test failed (or with
@@ -111,3 +113,13 @@ def make_node(control_plane: ControlPlane) -> Iterator[Callable[..., dict[str, A
 
     yield make
     control_plane.delete_nodes(created)
+
+
+@pytest.fixture
+def runs() -> Iterator[list[Any]]:
+    started: list[Any] = []
+    yield started
+    for r in started:
+        r.close()
+    for r in started:
+        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")

@@ -268,6 +268,12 @@ def budgets(control_plane: ControlPlane, namespace: str) -> Iterator[BudgetWatch
 # --- the rescheduler process ---------------------------------------------------------------------------------
 
 
+def command_env() -> dict[str, str]:
+    """The environment of a spotshift command the tests run: no ``SPOTSHIFT_*`` variable (the commands refuse
+    the test scripts' own, such as ``SPOTSHIFT_K8S_VERSION``) and no ``KUBECONFIG`` (the tests name theirs)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
+
+
 class Rescheduler:
     """``python -m rescheduler.cli run`` as a subprocess; JSON log lines collected from stderr."""
 
@@ -294,7 +300,7 @@ class Rescheduler:
             "--log-format=json",
             *extra,
         ]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
+        env = command_env()
         env["POD_NAME"] = name
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import datetime
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +21,7 @@ import pytest
 
 from tests.e2e import rescheduler_world as _base
 from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import ROOT, NodeWatcher, Rescheduler, World, _names
+from tests.e2e.rescheduler_world import ROOT, NodeWatcher, Rescheduler, World, _names, command_env
 
 world = _base.world
 start = _base.start
@@ -67,7 +66,7 @@ def test_a_closed_drain_window_holds_a_drainable_node(world: World, start: Calla
     assert r.metric("spotshift_rescheduler_nodes_held_back", '{control="drain-window"}') == 1
     assert r.metric("spotshift_rescheduler_drains_started_total") == 0
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
+    env = command_env()
     shown = subprocess.run(
         [
             sys.executable,

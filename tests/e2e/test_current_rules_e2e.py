@@ -16,7 +16,6 @@ free of unschedulable pods.
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -30,7 +29,7 @@ from shared.model import Pod
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.rescheduler_world import Rescheduler as RunProcess
-from tests.e2e.rescheduler_world import World, _unschedulable
+from tests.e2e.rescheduler_world import World, _unschedulable, command_env
 
 pytestmark = [pytest.mark.e2e]
 
@@ -62,26 +61,12 @@ def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, t
     )
 
 
-@pytest.fixture
-def runs() -> Iterator[list[RunProcess]]:
-    started: list[RunProcess] = []
-    yield started
-    for r in started:
-        r.close()
-    for r in started:
-        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
-
-
 # --- helpers ---------------------------------------------------------------------------------------------------
 
 
 def k8s_version_tuple() -> tuple[int, int]:
     major, minor = k8s_version().split(".")[:2]
     return int(major), int(minor)
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
 
 
 def plan(world: World, config: Path) -> dict[str, Any]:
@@ -98,7 +83,7 @@ def plan(world: World, config: Path) -> dict[str, Any]:
             "json",
         ],
         cwd=ROOT,
-        env=_env(),
+        env=command_env(),
         capture_output=True,
         timeout=120,
     )

@@ -15,11 +15,10 @@ objects and shows that:
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import pytest
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.extender_server import ExtenderProcess
-from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable
+from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable, command_env
 from tests.e2e.rescheduler_world import Rescheduler as RunProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
@@ -47,21 +46,7 @@ def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, t
     return World(control_plane, namespace, make_node, tmp_path)
 
 
-@pytest.fixture
-def runs(control_plane: ControlPlane, tmp_path: Path) -> Iterator[list[RunProcess]]:
-    started: list[RunProcess] = []
-    yield started
-    for r in started:
-        r.close()
-    for r in started:
-        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
-
-
 # --- helpers ---------------------------------------------------------------------------------------------------
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SPOTSHIFT_") and k != "KUBECONFIG"}
 
 
 def plan(*args: str) -> tuple[dict[str, Any], str]:
@@ -69,7 +54,7 @@ def plan(*args: str) -> tuple[dict[str, Any], str]:
     proc = subprocess.run(
         [sys.executable, "-m", "rescheduler.cli", "plan", *args, "-o", "json"],
         cwd=ROOT,
-        env=_env(),
+        env=command_env(),
         capture_output=True,
         timeout=120,
     )
