@@ -90,12 +90,19 @@ def test_the_demo_empties_on_demand_nodes_onto_spot_and_loses_no_pod(tmp_path: P
     print(f"demo: {took:.0f}s, {emptied[1]} of {emptied[2]} on-demand nodes emptied, {moved[1]} pods moved")
 
 
+def _interruptible() -> None:
+    """In the demo's process before exec: Ctrl-C's default disposition. A test run started in the background of a
+    non-interactive shell inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_the_middle_of_the_drains_tears_everything_down(tmp_path: Path) -> None:
     work = tmp_path / "work"
     proc = subprocess.Popen(
         [sys.executable, "-m", "demo", "--timeout", "240", "--work-dir", str(work)],
         cwd=ROOT,
         env=demo_env(),
+        preexec_fn=_interruptible,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
