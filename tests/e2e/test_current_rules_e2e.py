@@ -26,7 +26,7 @@ import orjson
 import pytest
 
 from shared.model import Pod
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane import ControlPlane, wait_for
 from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.rescheduler_world import Rescheduler as RunProcess
 from tests.e2e.rescheduler_world import World, _unschedulable, command_env
@@ -139,17 +139,7 @@ def scheduled(world: World, name: str) -> dict[str, Any] | None:
 
 
 def delete_pod(world: World, name: str) -> None:
-    path = pod_path(world, name)
-    world.plane.api.delete_if_exists(path, gracePeriodSeconds=0)
-
-    def gone() -> bool:
-        try:
-            world.plane.api.get(path)
-        except ApiError as e:
-            return e.status == 404
-        return False
-
-    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
+    world.plane.delete_pod(world.ns, name)
 
 
 def binds_to(world: World, name: str, node: str) -> None:

@@ -44,7 +44,7 @@ from shared.fit import fits
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_INSUFFICIENT, ERR_SPREAD, Reason
 from shared.snapshot import ClusterSnapshot
 from shared.switches import for_version_info
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane import ControlPlane, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
@@ -116,17 +116,7 @@ class Scene:
         assert bound == node, f"{name} bound to {bound}, not {node}"
 
     def delete(self, name: str) -> None:
-        path = f"/api/v1/namespaces/{self.ns}/pods/{name}"
-        self.plane.api.delete(path, gracePeriodSeconds=0)
-
-        def gone() -> bool:
-            try:
-                self.plane.api.get(path)
-            except ApiError as e:
-                return e.status == 404
-            return False
-
-        wait_for(gone, timeout=30, what=f"pod {name} to be gone")
+        self.plane.delete_pod(self.ns, name)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane import ControlPlane, wait_for
 from tests.e2e.controlplane.process import k8s_version
 from tests.e2e.extender_server import ExtenderProcess
 from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable, command_env
@@ -96,16 +96,7 @@ def binds_to(world: World, name: str, node: str) -> None:
         lambda: world.plane.api.get(path)["spec"].get("nodeName"), timeout=60, what=f"kube-scheduler to bind {name}"
     )
     assert bound == node, f"{name} bound to {bound}, not {node}"
-    world.plane.api.delete(path, gracePeriodSeconds=0)
-
-    def gone() -> bool:
-        try:
-            world.plane.api.get(path)
-        except ApiError as e:
-            return e.status == 404
-        return False
-
-    wait_for(gone, timeout=30, what=f"pod {name} to be gone")
+    world.plane.delete_pod(world.ns, name)
 
 
 def running(world: World, name: str) -> None:

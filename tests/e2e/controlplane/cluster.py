@@ -411,6 +411,12 @@ class ControlPlane:
         params = {"labelSelector": selector} if selector else {}
         return list(self.api.list(f"/api/v1/namespaces/{namespace}/pods", **params))
 
+    def delete_pod(self, namespace: str, name: str, *, timeout: float = 30.0) -> None:
+        """Delete a pod at once (grace period 0) and wait until the API server no longer has it."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        self.api.delete_if_exists(path, gracePeriodSeconds=0)
+        wait_for(lambda: not self._exists(path), timeout=timeout, what=f"pod {namespace}/{name} to be gone")
+
     def force_delete_pods_on(self, node_name: str) -> int:
         """Delete every pod bound to a node at once; returns how many there were."""
         count = 0
