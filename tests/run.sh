@@ -49,7 +49,7 @@ if [ -n "$compat" ]; then
   SPOTSHIFT_K8S_VERSION=$compat bash tests/e2e/controlplane/build.sh >"$compat_log" 2>&1 &
   compat_build=$!
   # Stopped with this script if a tier fails first (the build's go process is a child of it).
-  trap 'pkill -P "$compat_build" 2>/dev/null; kill "$compat_build" 2>/dev/null || true' EXIT
+  trap 'pkill -P "$compat_build" 2>/dev/null || true; kill "$compat_build" 2>/dev/null || true' EXIT
 fi
 if [ "${SPOTSHIFT_SKIP_IMAGE:-0}" != 1 ]; then
   # No registry is reachable in CI: the base is made from Debian packages (cached), then the image is built
