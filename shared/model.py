@@ -389,7 +389,7 @@ class Pod:
             preferred_pod_affinity=a_pref,
             preferred_pod_anti_affinity=aa_pref,
             topology_spread=spread,
-            host_ports=_host_ports(spec),
+            host_ports=_host_ports(spec, where),
             volumes=_volumes(spec),
             unschedulable=unschedulable,
             ready=ready,
@@ -494,17 +494,29 @@ def _parse_spread(raw: Mapping[str, Any], labels: Mapping[str, str], where: str)
     )
 
 
-def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """Host ports of the pod's containers, as ``schedutil.GetHostPorts``: containers and sidecars."""
+def _host_ports(spec: Mapping[str, Any], where: str) -> tuple[HostPort, ...]:
+    """Host ports of the pod's containers, as ``schedutil.GetHostPorts``: containers and sidecars.
+
+    The containers themselves were checked to be objects when the requests were read; a port that is not an
+    object, or a ``hostPort`` that is not an integer, raises :class:`ParseError` naming the field.
+    """
     out: list[HostPort] = []
-    containers = list(spec.get("containers") or ())
-    containers += [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
-    for c in containers:
-        for p in c.get("ports") or ():
+    containers = [(f"spec.containers[{i}]", c) for i, c in enumerate(spec.get("containers") or ())]
+    containers += [
+        (f"spec.initContainers[{i}]", c)
+        for i, c in enumerate(spec.get("initContainers") or ())
+        if c.get("restartPolicy") == "Always"
+    ]
+    for path, c in containers:
+        for j, p in enumerate(c.get("ports") or ()):
+            if not isinstance(p, Mapping):
+                raise ParseError(f"{where}: {path}.ports[{j}]: expected an object")
             hp = p.get("hostPort") or 0
+            if isinstance(hp, bool) or not isinstance(hp, int):
+                raise ParseError(f"{where}: {path}.ports[{j}].hostPort: expected an integer")
             if hp <= 0:
                 continue
-            out.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(hp)))
+            out.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))
     return tuple(out)
 
 

@@ -70,6 +70,8 @@ def _max_into(acc: dict[str, int], other: Mapping[str, int]) -> None:
 
 def _container_requests(c: Mapping[str, Any], where: str) -> dict[str, int]:
     """A container's requests in nano-units, with the API server's limit→request defaulting."""
+    if not isinstance(c, Mapping):
+        raise ParseError(f"{where}: expected an object")
     res = c.get("resources") or {}
     if not isinstance(res, Mapping):
         raise ParseError(f"{where}.resources: expected an object")

@@ -255,6 +255,37 @@ def test_bad_scheduling_gates_name_the_field(raw: Any, message: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("field", "raw", "message"),
+    [
+        pytest.param("containers", ["app"], r"spec\.containers\[0\]: expected an object", id="container-a-string"),
+        pytest.param("initContainers", [3], r"spec\.initContainers\[0\]: expected an object", id="init-a-number"),
+        pytest.param(
+            "containers",
+            [{"name": "a", "ports": ["80"]}],
+            r"spec\.containers\[0\]\.ports\[0\]: expected an object",
+            id="port-a-string",
+        ),
+        pytest.param(
+            "containers",
+            [{"name": "a", "ports": [{"hostPort": "80"}]}],
+            r"spec\.containers\[0\]\.ports\[0\]\.hostPort: expected an integer",
+            id="host-port-a-string",
+        ),
+        pytest.param(
+            "initContainers",
+            [{"name": "s", "restartPolicy": "Always", "ports": [7]}],
+            r"spec\.initContainers\[0\]\.ports\[0\]: expected an object",
+            id="sidecar-port-a-number",
+        ),
+    ],
+)
+def test_bad_containers_name_the_field(field: str, raw: Any, message: str) -> None:
+    """A malformed container or port is a ParseError naming the pod and the field, never an AttributeError."""
+    with pytest.raises(ParseError, match=r"pod default/p: " + message):
+        Pod.from_api(pod_json(**{f"spec__{field}": raw}))
+
+
+@pytest.mark.parametrize(
     ("raw", "names"),
     [
         pytest.param(None, (), id="absent"),
