@@ -1,47 +1,52 @@
-"""Drain one on-demand node onto spot, or leave it exactly as it was.
+"""Drain an on-demand node onto spot, or leave it exactly as it was: a state machine the run loop advances.
 
-The steps, each a place where the drain may stop safely:
+A drain never blocks the loop. :meth:`Drainer.start` re-checks and marks the node and returns a :class:`Drain`;
+each pass of the loop calls :meth:`Drainer.advance` on every drain in flight, which does what can be done now
+without waiting and returns the :class:`DrainResult` once the drain is over. Several nodes drain at once this
+way, within the disruption budgets the loop enforces (:mod:`rescheduler.run`). The phases:
 
-1. **Re-check** against the live state: the node's movable pods are still the planned ones, and the
-   PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) let the drain start by
-   ``rescheduler.pdb_rule`` (:func:`rescheduler.plan.safety.pdb_refusals`): each allows a disruption now, or
-   under ``all-at-once`` every eviction together. A budget whose status is absent or stale is judged by the
-   status computed from the watched pods, as the plan judged it (:mod:`shared.disruption`). A refusal skips
-   the node untouched.
+1. **Re-check** (:meth:`Drainer.precheck`) against the live state: the node's movable pods are still the
+   planned ones, and the PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) let
+   the drain start by ``rescheduler.pdb_rule`` (:func:`rescheduler.plan.safety.pdb_refusals`). A budget whose
+   status is absent or stale is judged by the status computed from the watched pods, as the plan judged it
+   (:mod:`shared.disruption`). A refusal skips the node untouched.
 2. **Mark** the node so evicted pods do not come back: a ``PreferNoSchedule`` taint ``<drain_taint_key>=
-   spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The
-   mark names spotshift, so a restarted rescheduler finds and removes what it left (:mod:`rescheduler.cluster.marks`)
-   and never touches a cordon or taint set by someone else.
-2b. With ``disruption.jobs: wait``, **wait for the node's running Job pods** to finish (Succeeded, Failed or
-   gone) for up to ``disruption.job_timeout``: the mark keeps new pods off meanwhile; on timeout the drain is
-   rolled back and the node backed off like any failed drain.
-3. **Evict** each pod, one at a time, through :class:`~rescheduler.cluster.evictor.Evictor`, which retries a
-   budget's 429 until ``pod_eviction_timeout``: a budget allowing fewer disruptions than the node's pods
-   paces the drain as replacements become Ready.
-4. **Wait** for the evicted pods to be gone (``max_graceful_termination`` plus headroom) and for as many new
-   pods of each owner as were evicted to be Running and Ready (``replacement_timeout``), from the watch.
-5. **Judge**: a replacement that landed on an on-demand node means the move did not work (the scheduler
-   prefers on-demand for it, or spot is full): the node is unmarked and backed off exponentially
-   (``node_backoff`` × 2^(failures-1), stored in node annotations so a restart or the next leader respects it),
-   so the rescheduler never loops evicting the same pods.
-6. **Finish**: the emptied node keeps its mark as ``drained`` for the autoscaler (``keep_drained_tainted``), or
+   spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The mark
+   names spotshift, so a restarted rescheduler or the next leader finds what it left
+   (:mod:`rescheduler.cluster.marks`) and never touches a cordon or taint set by someone else.
+3. :attr:`Phase.JOBS` — with ``disruption.jobs: wait``, the node's running Job pods finish first (Succeeded,
+   Failed or gone) within ``disruption.job_timeout``; the mark keeps new pods off meanwhile, and other drains go
+   on. On timeout the drain is rolled back and the node backed off.
+4. :attr:`Phase.EVICTING` — every pod is evicted through :class:`~rescheduler.cluster.evictor.Evictor`, one
+   attempt at a time: a budget's 429 is tried again after a backoff, or at once when the watched budget allows a
+   disruption again, until ``pod_eviction_timeout``. The API server checks each eviction against its budget
+   atomically, so a budget shared by pods of several nodes draining at once is respected at every moment.
+5. :attr:`Phase.TERMINATING` — the evicted pods are gone (``max_graceful_termination`` plus headroom).
+6. :attr:`Phase.REPLACING` — as many new pods of each owner as were evicted are Running and Ready
+   (``replacement_timeout``), from the watch. A replacement that landed on an on-demand node means the move
+   did not work (the scheduler prefers on-demand for it, or spot is full): the node is unmarked and backed off
+   exponentially (``node_backoff`` × 2^(failures-1), stored in node annotations), so the rescheduler never
+   loops evicting the same pods.
+7. **Finish**: the emptied node keeps its mark as ``drained`` for the autoscaler (``keep_drained_tainted``), or
    is made schedulable again.
 
-Any failure after step 2 unmarks the node (rollback). A shutdown (SIGTERM) or a lost lease stops at the
-next step: no further eviction, the mark removed; pods already evicted are replaced by their controllers.
-Every API call of a drain rides out transient errors (an API server or etcd restarting) within
-``pod_eviction_timeout``; a mark that still cannot be removed is put right by a later cycle
+Any failure after the mark unmarks the node (rollback). A shutdown (SIGTERM) or a lost lease interrupts every
+drain in flight (:meth:`Drainer.interrupt`): no further eviction, the mark removed; pods already evicted are
+replaced by their controllers. Every API call of a step rides out transient errors (an API server or etcd
+restarting) within ``pod_eviction_timeout``; a mark that still cannot be removed is put right by a later cycle
 (:class:`~rescheduler.cluster.marks.MarkReconciler`).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rescheduler.cluster.events import (
     DRAIN_ABORTED,
@@ -55,57 +60,24 @@ from rescheduler.cluster.events import (
     EventRecorder,
     Ref,
 )
-from rescheduler.cluster.evictor import Evictor, Result
+from rescheduler.cluster.evictor import EvictionTry, Evictor, Result
 from rescheduler.cluster.kube import ApiError, Kube, Retry
-from rescheduler.cluster.marks import (
-    NodeMarker,
-    iso,
-)
+from rescheduler.cluster.marks import NodeMarker, iso
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
+from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.safety import Refusal, pdb_refusals
 from shared.classes import node_class
 from shared.config import JOBS_WAIT, Config
 from shared.disruption import with_computed_status
+from shared.eviction import USES, budget_use
 from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import is_job_pod, movability
 
-__all__ = [
-    "Outcome",
-    "DrainResult",
-    "Drainer",
-    "movable_pods",
-    "SKIP_PDB",
-    "SKIP_PLAN_STALE",
-    "SKIP_NODE_CHANGED",
-    "SKIP_PDB_LIST",
-    "FAIL_MARK",
-    "FAIL_EVICTION_REFUSED",
-    "FAIL_EVICTION",
-    "FAIL_TERMINATION_TIMEOUT",
-    "FAIL_REPLACEMENT_TIMEOUT",
-    "FAIL_REPLACED_ON_DEMAND",
-    "FAIL_INTERRUPTED",
-    "FAIL_JOB_TIMEOUT",
-]
+__all__ = ["Outcome", "Phase", "Drain", "DrainResult", "Drainer", "movable_pods", "TERMINATION_HEADROOM"]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.drain")
-
-# Why a planned drain was not started (metric label values, also in logs and Events).
-SKIP_PDB = "pdb-precheck"
-SKIP_PLAN_STALE = "plan-stale"
-SKIP_NODE_CHANGED = "node-changed"
-SKIP_PDB_LIST = "pdb-list-failed"
-# Why a started drain failed.
-FAIL_MARK = "mark-failed"
-FAIL_EVICTION_REFUSED = "eviction-refused"
-FAIL_EVICTION = "eviction-failed"
-FAIL_TERMINATION_TIMEOUT = "termination-timeout"
-FAIL_REPLACEMENT_TIMEOUT = "replacement-timeout"
-FAIL_REPLACED_ON_DEMAND = "replaced-on-on-demand"
-FAIL_INTERRUPTED = "interrupted"
-FAIL_JOB_TIMEOUT = "job-timeout"
 
 TERMINATION_HEADROOM = 30.0
 """Added to ``max_graceful_termination`` when waiting for evicted pods to be gone (pusher's podEvictionHeadroom)."""
@@ -116,6 +88,15 @@ class Outcome:
     FAILED = "failed"
     SKIPPED = "skipped"
     DRY_RUN = "dry-run"
+
+
+class Phase(enum.Enum):
+    """Where a drain in flight is (the node carries the mark in every phase)."""
+
+    JOBS = "waiting-for-jobs"
+    EVICTING = "evicting"
+    TERMINATING = "terminating"
+    REPLACING = "replacing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +115,31 @@ class DrainResult:
         return self.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
 
 
+@dataclass(slots=True)
+class Drain:
+    """One node's drain in flight: its pods, its phase and since when (the drainer's clock)."""
+
+    node: str
+    ref: Ref
+    pods: tuple[Pod, ...]
+    targets: dict[str, str]
+    phase: Phase
+    since: float
+    jobs: tuple[Pod, ...] = ()
+    """The node's running Job pods waited for (:attr:`Phase.JOBS`)."""
+    tries: list[EvictionTry] = field(default_factory=list)
+    """Evictions not yet done (:attr:`Phase.EVICTING`)."""
+    evicted: list[Pod] = field(default_factory=list)
+    before: dict[str, set[str]] = field(default_factory=dict)
+    """Owner UID → UIDs of its pods when the evictions began: those are not replacements."""
+    need: dict[str, int] = field(default_factory=dict)
+    """Owner UID → how many replacements the drain waits for."""
+
+    @property
+    def planned(self) -> tuple[str, ...]:
+        return tuple(p.key for p in self.pods)
+
+
 def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tuple[list[Pod], list[Pod]]:
     """``(to move, blocking)`` among a node's pods, by :func:`shared.movable.movability`."""
     move, block = [], []
@@ -147,7 +153,8 @@ def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tu
 
 
 class Drainer:
-    """Drains one node at a time (see the module docstring). ``should_abort`` is shutdown or lost leadership."""
+    """Starts, advances and ends drains (see the module docstring). ``should_abort`` is shutdown or lost
+    leadership; ``clock`` (monotonic seconds) times the phases, ``wall`` (Unix seconds) stamps the marks."""
 
     def __init__(
         self,
@@ -182,81 +189,80 @@ class Drainer:
         self.memory_backoff: dict[str, float] = {}
         """Backoffs decided in dry-run, or that could not be written to the node."""
 
-    # ---- step 1 -------------------------------------------------------------------------------------------
+    # ---- re-check -----------------------------------------------------------------------------------------
 
     def precheck(self, node_name: str, planned: Sequence[str]) -> tuple[list[Pod], DrainResult | None]:
         """The pods to evict, or the reason the drain must not start."""
         cfg = self.config
         node = self.state.node(node_name)
         if node is None or node_class(node, cfg.node_classes) != "on-demand":
-            return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_NODE_CHANGED, "node is gone or no longer on-demand")
+            return [], self._skip(node_name, DrainLabel.NODE_CHANGED, "node is gone or no longer on-demand")
         with self.state.cond:
             pdbs = list(self.state.pdbs.values())
         pods, blocking = movable_pods(self.state.pods_on(node_name), cfg, pdbs)
         if blocking:
-            why = f"pod {blocking[0].key} now blocks the drain"
-            return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PLAN_STALE, why)
+            return [], self._skip(node_name, DrainLabel.PLAN_STALE, f"pod {blocking[0].key} now blocks the drain")
         if {p.key for p in pods} != set(planned):
             extra = sorted({p.key for p in pods} - set(planned))
             why = f"pods changed since the plan (new: {', '.join(extra[:3]) or 'none'})"
-            return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PLAN_STALE, why)
-        live: list[PDB] = []
+            return [], self._skip(node_name, DrainLabel.PLAN_STALE, why)
+        try:
+            live = self._live_budgets(pods)
+        except (ApiError, ValueError) as e:
+            return [], self._skip(node_name, DrainLabel.PDB_LIST_FAILED, f"cannot list PodDisruptionBudgets: {e}")
+        refusals = pdb_refusals(pods, live, rule=cfg.rescheduler.pdb_rule)
+        if refusals:
+            return [], self._skip(node_name, DrainLabel.PDB_PRECHECK, str(refusals[0]), tuple(refusals))
+        return pods, None
+
+    def _live_budgets(self, pods: Sequence[Pod]) -> list[PDB]:
+        """The budgets of the pods' namespaces as the API server has them now (a stale status computed)."""
         retry = Retry(self.config.rescheduler.pod_eviction_timeout, wait=self.stop.wait)
         stop = self.should_abort
-        try:
-            api_version = f"policy/{retry.call(self.kube.pdb_version, stop=stop)}"
-            for ns in sorted({p.namespace for p in pods}):
-                path = self.kube.pdb_path(ns)
-                items = retry.call(functools.partial(self.kube.get, path), stop=stop).get("items") or []
-                live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
-        except (ApiError, ValueError) as e:
-            return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB_LIST, f"cannot list PodDisruptionBudgets: {e}")
+        api_version = f"policy/{retry.call(self.kube.pdb_version, stop=stop)}"
+        live: list[PDB] = []
+        for ns in sorted({p.namespace for p in pods}):
+            path = self.kube.pdb_path(ns)
+            items = retry.call(functools.partial(self.kube.get, path), stop=stop).get("items") or []
+            live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         if not all(b.status_current for b in live):
             namespaces = {b.namespace for b in live}
             with self.state.cond:
                 peers = [p for p in self.state.pods.values() if p.namespace in namespaces]
             live = with_computed_status(live, peers)
-        refusals = pdb_refusals(pods, live, rule=cfg.rescheduler.pdb_rule)
-        if refusals:
-            return [], DrainResult(node_name, Outcome.SKIPPED, SKIP_PDB, str(refusals[0]), refusals=tuple(refusals))
-        return pods, None
+        return live
 
-    # ---- the drain ------------------------------------------------------------------------------------------
+    def _skip(self, node_name: str, label: DrainLabel, message: str, refusals: tuple[Refusal, ...] = ()) -> DrainResult:
+        self.metrics.drains_skipped.labels(label.value).inc()
+        log.info(
+            "not draining node %s: %s",
+            node_name,
+            message,
+            extra=fields(node=node_name, reason=label.value, dry_run=self.dry_run),
+        )
+        return DrainResult(node_name, Outcome.SKIPPED, label.value, message, refusals=refusals)
 
-    def drain(self, node_name: str, planned: Sequence[str], targets: dict[str, str] | None = None) -> DrainResult:
-        """Drain ``node_name`` whose movable pods the plan moves (``planned`` keys; ``targets``: key → spot node)."""
+    # ---- start ----------------------------------------------------------------------------------------------
+
+    def start(
+        self, node_name: str, planned: Sequence[str], targets: dict[str, str] | None = None
+    ) -> Drain | DrainResult:
+        """Re-check and mark ``node_name``, whose movable pods the plan moves (``planned`` keys; ``targets``: key →
+        spot node). Returns the drain in flight, or the result when it did not start (skipped, dry-run, the mark
+        failed)."""
         pods, skipped = self.precheck(node_name, planned)
         if skipped is not None:
-            self.metrics.drains_skipped.labels(skipped.reason).inc()
-            log.info(
-                "not draining node %s: %s",
-                node_name,
-                skipped.message,
-                extra=fields(node=node_name, reason=skipped.reason, dry_run=self.dry_run),
-            )
             return skipped
         node = self.state.node(node_name)
         assert node is not None
         ref = Ref.node(node_name, node.uid)
         moves = ", ".join(f"{p.key}→{(targets or {}).get(p.key, 'spot')}" for p in pods)
         if self.dry_run:
-            how = "cordon" if self.marker.mode == "cordon" else f"taint {self.marker.taint_key}:{PREFER_NO_SCHEDULE}"
-            log.info(
-                "dry-run: would %s node %s and evict %d pods",
-                how,
-                node_name,
-                len(pods),
-                extra=fields(node=node_name, pods=[p.key for p in pods], dry_run=True),
-            )
-            for p in pods:
-                self.evictor.evict(p, why=f"dry-run: would move from on-demand node {node_name} to spot")
-            return DrainResult(node_name, Outcome.DRY_RUN, message=moves)
-
-        # Step 2: mark.
+            return self._dry_run(node_name, pods, moves)
         try:
             self.marker.mark(node_name, self.wall())
         except ApiError as e:
-            return self._failed(node_name, ref, FAIL_MARK, f"could not mark the node: {e}", (), unmark=True)
+            return self._failed(node_name, ref, DrainLabel.MARK_FAILED, f"could not mark the node: {e}", ())
         self.metrics.drains_started.inc()
         log.info(
             "draining node %s: %d pods to spot",
@@ -265,88 +271,156 @@ class Drainer:
             extra=fields(node=node_name, pods=[p.key for p in pods]),
         )
         self.events.record(ref, NORMAL, DRAIN_STARTED, f"Moving {len(pods)} pods to spot nodes: {moves}"[:1000])
-
-        # Step 2b: with disruption.jobs: wait, the node's running Job pods finish first.
+        drain = Drain(node_name, ref, tuple(pods), dict(targets or {}), Phase.EVICTING, self.clock())
         if self.config.disruption.jobs == JOBS_WAIT:
-            stopped = self._wait_for_jobs(node_name, ref)
-            if stopped is not None:
-                return stopped
+            self._wait_for_jobs(drain)
+        if drain.phase is Phase.EVICTING:
+            self._begin_evictions(drain)
+        return drain
 
-        # Who will replace whom: the pods of each owner that exist now are not replacements.
-        before: dict[str, set[str]] = {}
-        need: dict[str, int] = {}
+    def _dry_run(self, node_name: str, pods: Sequence[Pod], moves: str) -> DrainResult:
+        how = "cordon" if self.marker.mode == "cordon" else f"taint {self.marker.taint_key}:{PREFER_NO_SCHEDULE}"
+        log.info(
+            "dry-run: would %s node %s and evict %d pods",
+            how,
+            node_name,
+            len(pods),
+            extra=fields(node=node_name, pods=[p.key for p in pods], dry_run=True),
+        )
         for p in pods:
+            self.evictor.evict(p, why=f"dry-run: would move from on-demand node {node_name} to spot")
+        return DrainResult(node_name, Outcome.DRY_RUN, message=moves)
+
+    def _wait_for_jobs(self, drain: Drain) -> None:
+        """Enter :attr:`Phase.JOBS` when the node runs Job pods (``disruption.jobs: wait``), with an Event."""
+        jobs = [p for p in self.state.pods_on(drain.node) if is_job_pod(p) and not p.terminal]
+        if not jobs:
+            return
+        drain.phase, drain.jobs = Phase.JOBS, tuple(jobs)
+        timeout = self.config.disruption.job_timeout
+        names = ", ".join(p.key for p in jobs[:5])
+        text = f"Waiting up to {timeout:.0f}s for {len(jobs)} Job pod(s) to finish before moving the rest: {names}"
+        self.events.record(drain.ref, NORMAL, WAITING_FOR_JOBS, text[:1000])
+        log.info(
+            "node %s: waiting for %d Job pods to finish",
+            drain.node,
+            len(jobs),
+            extra=fields(node=drain.node, pods=[p.key for p in jobs], timeout=timeout),
+        )
+
+    def _begin_evictions(self, drain: Drain) -> None:
+        """Enter :attr:`Phase.EVICTING`: note who will replace whom (the pods of each owner that exist now are not
+        replacements) and queue every pod's eviction."""
+        drain.phase, drain.since = Phase.EVICTING, self.clock()
+        for p in drain.pods:
             ctrl = p.controller
             if ctrl is None or not ctrl.uid:
                 continue
-            if ctrl.uid not in before:
-                before[ctrl.uid] = {q.uid for q in self.state.pods_of_owner(ctrl.uid)}
-            need[ctrl.uid] = need.get(ctrl.uid, 0) + 1
+            if ctrl.uid not in drain.before:
+                drain.before[ctrl.uid] = {q.uid for q in self.state.pods_of_owner(ctrl.uid)}
+            drain.need[ctrl.uid] = drain.need.get(ctrl.uid, 0) + 1
+        why = f"moving from on-demand node {drain.node} to spot"
+        drain.tries = [self.evictor.begin(p, why=why) for p in drain.pods]
 
-        # Step 3: evict.
-        evicted: list[Pod] = []
-        for p in pods:
+    # ---- advance ----------------------------------------------------------------------------------------------
+
+    def advance(self, drain: Drain) -> DrainResult | None:
+        """Do what can be done now for ``drain``, without waiting: the result once it is over, else ``None``."""
+        while True:
+            phase = drain.phase
+            result = self._STEPS[phase](self, drain)
+            if result is not None or drain.phase is phase:
+                return result
+
+    def _step_jobs(self, drain: Drain) -> DrainResult | None:
+        left = self._running_jobs(drain)
+        if not left:
+            self._begin_evictions(drain)
+            return None
+        timeout = self.config.disruption.job_timeout
+        if self.clock() - drain.since < timeout:
+            return None
+        msg = f"Job pods still running {timeout:.0f}s later: {', '.join(left[:5])}"
+        return self._failed(drain.node, drain.ref, DrainLabel.JOB_TIMEOUT, msg, (), back_off=True)
+
+    def _running_jobs(self, drain: Drain) -> list[str]:
+        with self.state.cond:
+            return [
+                p.key
+                for p in drain.jobs
+                if (now := self.state.pods.get(p.key)) is not None and now.uid == p.uid and not now.terminal
+            ]
+
+    def _step_evict(self, drain: Drain) -> DrainResult | None:
+        now = self.clock()
+        for t in list(drain.tries):
+            if now < t.next_at and not (t.attempts and self._budget_allows(t.pod)):
+                continue
             if self.should_abort():
-                return self._interrupted(node_name, ref, evicted)
+                return None  # the caller interrupts the drain before another eviction
             self.heartbeat()
-            result = self.evictor.evict(p, why=f"moving from on-demand node {node_name} to spot")
-            if result.result is Result.ABORTED:
-                return self._interrupted(node_name, ref, evicted)
+            result = self.evictor.attempt(t)
+            if result is None:
+                continue
+            drain.tries.remove(t)
             if not result.result.ok:
-                reason = FAIL_EVICTION_REFUSED if result.result is Result.REFUSED else FAIL_EVICTION
-                return self._failed(
-                    node_name, ref, reason, f"eviction of {p.key}: {result.message}", evicted, back_off=True
-                )
-            evicted.append(p)
+                label = DrainLabel.EVICTION_REFUSED if result.result is Result.REFUSED else DrainLabel.EVICTION_FAILED
+                msg = f"eviction of {t.pod.key}: {result.message}"
+                return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True)
+            drain.evicted.append(t.pod)
+        if not drain.tries:
+            drain.phase, drain.since = Phase.TERMINATING, self.clock()
+        return None
 
-        # Step 4: wait for the pods to be gone, then for their replacements.
-        def gone() -> bool:
-            for p in evicted:
-                now = self.state.pods.get(p.key)
-                if now is not None and now.uid == p.uid:
-                    return False
-            return True
+    def _budget_allows(self, pod: Pod) -> bool:
+        """Whether the watched budget that refused ``pod``'s eviction allows a disruption again: then the next
+        attempt need not wait out its backoff (the API server still decides)."""
+        with self.state.cond:
+            budgets = [b for b in self.state.pdbs.values() if b.namespace == pod.namespace and b.selects(pod)]
+        return len(budgets) == 1 and budget_use(pod, budgets[0]) is USES and budgets[0].disruptions_allowed >= 1
 
+    def _step_terminating(self, drain: Drain) -> DrainResult | None:
+        with self.state.cond:
+            left = [p.key for p in drain.evicted if (q := self.state.pods.get(p.key)) is not None and q.uid == p.uid]
+        if not left:
+            drain.phase, drain.since = Phase.REPLACING, self.clock()
+            return None
         limit = self.config.rescheduler.max_graceful_termination + TERMINATION_HEADROOM
-        waited = self._wait(gone, limit)
-        if waited is None:
-            return self._interrupted(node_name, ref, evicted)
-        if not waited:
-            left = [p.key for p in evicted if (q := self.state.pod(p.key)) is not None and q.uid == p.uid]
-            msg = f"pods still present {limit:.0f}s after eviction: {', '.join(left[:5])}"
-            return self._failed(node_name, ref, FAIL_TERMINATION_TIMEOUT, msg, evicted, back_off=True)
+        if self.clock() - drain.since < limit:
+            return None
+        msg = f"pods still present {limit:.0f}s after eviction: {', '.join(left[:5])}"
+        return self._failed(drain.node, drain.ref, DrainLabel.TERMINATION_TIMEOUT, msg, drain.evicted, back_off=True)
 
-        def replacements() -> list[Pod]:
-            out = []
-            for owner, count in need.items():
+    def replacements(self, drain: Drain) -> list[Pod]:
+        """The new pods of the evicted pods' owners, bound to a node, Running and Ready ones first."""
+        out = []
+        with self.state.cond:
+            for owner, count in drain.need.items():
                 fresh = [
                     q
                     for q in self.state.by_owner.get(owner, {}).values()
-                    if q.uid not in before[owner] and not q.terminating and q.node_name
+                    if q.uid not in drain.before[owner] and not q.terminating and q.node_name
                 ]
                 fresh.sort(key=lambda q: (not (q.phase == "Running" and q.ready), q.creation_timestamp))
                 out.extend(fresh[:count])
-            return out
+        return out
 
-        def replaced() -> bool:
-            got = replacements()
-            return len(got) >= sum(need.values()) and all(q.phase == "Running" and q.ready for q in got)
-
-        waited = self._wait(replaced, self.config.rescheduler.replacement_timeout)
-        if waited is None:
-            return self._interrupted(node_name, ref, evicted)
-        with self.state.cond:
-            got = replacements()
+    def _step_replacing(self, drain: Drain) -> DrainResult | None:
+        got = self.replacements(drain)
+        wanted = sum(drain.need.values())
+        ready = sum(1 for q in got if q.phase == "Running" and q.ready)
         placed = tuple((q.key, q.node_name) for q in got)
-        if not waited:
-            ready = sum(1 for q in got if q.phase == "Running" and q.ready)
-            msg = (
-                f"{ready} of {sum(need.values())} replacements Running and Ready after "
-                f"{self.config.rescheduler.replacement_timeout:.0f}s"
-            )
-            return self._failed(node_name, ref, FAIL_REPLACEMENT_TIMEOUT, msg, evicted, back_off=True, placed=placed)
+        if len(got) >= wanted and ready == len(got):
+            return self._judge(drain, placed)
+        timeout = self.config.rescheduler.replacement_timeout
+        if self.clock() - drain.since < timeout:
+            return None
+        msg = f"{ready} of {wanted} replacements Running and Ready after {timeout:.0f}s"
+        label = DrainLabel.REPLACEMENT_TIMEOUT
+        return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True, placed=placed)
 
-        # Step 5: judge where they went.
+    def _judge(self, drain: Drain, placed: tuple[tuple[str, str], ...]) -> DrainResult:
+        """Every replacement is Running and Ready: the drain worked if they all run on spot."""
         on_demand = []
         for key, where in placed:
             target = self.state.node(where)
@@ -354,9 +428,21 @@ class Drainer:
                 on_demand.append(f"{key} on {where}")
         if on_demand:
             msg = f"replacements landed on non-spot nodes: {', '.join(on_demand[:5])}"
-            return self._failed(node_name, ref, FAIL_REPLACED_ON_DEMAND, msg, evicted, back_off=True, placed=placed)
+            label = DrainLabel.REPLACED_ON_DEMAND
+            return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True, placed=placed)
+        return self._finish(drain, placed)
 
-        # Step 6: finish.
+    _STEPS: ClassVar[dict[Phase, Callable[[Drainer, Drain], DrainResult | None]]] = {
+        Phase.JOBS: _step_jobs,
+        Phase.EVICTING: _step_evict,
+        Phase.TERMINATING: _step_terminating,
+        Phase.REPLACING: _step_replacing,
+    }
+
+    # ---- end ----------------------------------------------------------------------------------------------------
+
+    def _finish(self, drain: Drain, placed: tuple[tuple[str, str], ...]) -> DrainResult:
+        node_name = drain.node
         try:
             if self.config.rescheduler.keep_drained_tainted:
                 self.marker.mark_drained(node_name)
@@ -365,68 +451,53 @@ class Drainer:
         except ApiError as e:
             log.warning("could not update node %s after its drain: %s", node_name, e, extra=fields(node=node_name))
         self.metrics.drains_succeeded.inc()
-        msg = f"{len(evicted)} pods moved to spot: " + ", ".join(f"{k}→{n}" for k, n in placed)
-        self.events.record(ref, NORMAL, DRAIN_SUCCEEDED, msg[:1000])
+        msg = f"{len(drain.evicted)} pods moved to spot: " + ", ".join(f"{k}→{n}" for k, n in placed)
+        self.events.record(drain.ref, NORMAL, DRAIN_SUCCEEDED, msg[:1000])
         log.info(
             "drained node %s",
             node_name,
-            extra=fields(node=node_name, evicted=[p.key for p in evicted], replacements=dict(placed)),
+            extra=fields(node=node_name, evicted=[p.key for p in drain.evicted], replacements=dict(placed)),
         )
-        return DrainResult(
-            node_name, Outcome.SUCCEEDED, message=msg, evicted=tuple(p.key for p in evicted), replacements=placed
+        evicted = tuple(p.key for p in drain.evicted)
+        return DrainResult(node_name, Outcome.SUCCEEDED, message=msg, evicted=evicted, replacements=placed)
+
+    def interrupt(self, drain: Drain) -> DrainResult:
+        """Stop ``drain`` now (shutdown or lost leadership): no further eviction, the mark removed."""
+        evicted = drain.evicted
+        msg = f"stopped (shutdown or lost leadership) after {len(evicted)} evictions; the node's mark is removed"
+        try:
+            self.marker.unmark(drain.node)
+        except ApiError as e:
+            msg += f" (could not remove the mark: {e})"
+        self.metrics.drains_failed.labels(DrainLabel.INTERRUPTED.value).inc()
+        self.events.record(drain.ref, WARNING, DRAIN_ABORTED, msg)
+        log.warning(
+            "drain of node %s interrupted: %s",
+            drain.node,
+            msg,
+            extra=fields(node=drain.node, reason=DrainLabel.INTERRUPTED.value),
         )
+        return DrainResult(drain.node, Outcome.FAILED, DrainLabel.INTERRUPTED.value, msg, tuple(p.key for p in evicted))
 
-    def _wait_for_jobs(self, node_name: str, ref: Ref) -> DrainResult | None:
-        """Wait for the node's running Job pods to be Succeeded, Failed or gone; ``None`` when they are, else the
-        drain's result (rolled back and backed off on ``disruption.job_timeout``, or interrupted)."""
-        jobs = [p for p in self.state.pods_on(node_name) if is_job_pod(p) and not p.terminal]
-        if not jobs:
-            return None
-        timeout = self.config.disruption.job_timeout
-        names = ", ".join(p.key for p in jobs[:5])
-        self.events.record(
-            ref,
-            NORMAL,
-            WAITING_FOR_JOBS,
-            f"Waiting up to {timeout:.0f}s for {len(jobs)} Job pod(s) to finish before moving the rest: {names}"[:1000],
-        )
-        log.info(
-            "node %s: waiting for %d Job pods to finish",
-            node_name,
-            len(jobs),
-            extra=fields(node=node_name, pods=[p.key for p in jobs], timeout=timeout),
-        )
-
-        def running() -> list[str]:
-            out = []
-            for p in jobs:
-                now = self.state.pods.get(p.key)
-                if now is not None and now.uid == p.uid and not now.terminal:
-                    out.append(p.key)
-            return out
-
-        waited = self._wait(lambda: not running(), timeout)
-        if waited is None:
-            return self._interrupted(node_name, ref, ())
-        if not waited:
-            with self.state.cond:
-                left = running()
-            msg = f"Job pods still running {timeout:.0f}s later: {', '.join(left[:5])}"
-            return self._failed(node_name, ref, FAIL_JOB_TIMEOUT, msg, (), back_off=True)
-        return None
-
-    def _wait(self, predicate: Callable[[], bool], timeout: float) -> bool | None:
-        """``True`` when ``predicate`` held, ``False`` on timeout, ``None`` when the drain must stop."""
-        deadline = self.clock() + timeout
-        while True:
+    def drain(self, node_name: str, planned: Sequence[str], targets: dict[str, str] | None = None) -> DrainResult:
+        """:meth:`start` and :meth:`advance` until the drain is over, waiting for the watch between steps: one
+        node's whole drain in one call (``spot-rescheduler run --once`` and the tests)."""
+        drain = self.start(node_name, planned, targets)
+        while isinstance(drain, Drain):
             if self.should_abort():
-                return None
+                return self.interrupt(drain)
             self.heartbeat()
-            left = deadline - self.clock()
-            if self.state.wait_until(predicate, min(max(left, 0.0), 1.0), self.stop):
-                return True
-            if self.clock() >= deadline:
-                return False
+            result = self.advance(drain)
+            if result is not None:
+                return result
+            self.state.wait_change(self._next_due(drain), self.stop)
+        return drain
+
+    def _next_due(self, drain: Drain) -> float:
+        """Seconds until ``drain`` has something to do that no watch event announces (at most one)."""
+        if drain.phase is Phase.EVICTING and drain.tries:
+            return min(1.0, max(0.0, min(t.next_at for t in drain.tries) - self.clock()))
+        return 1.0
 
     def back_off(self, node_name: str, reason: str, ref: Ref | None = None) -> tuple[float, str]:
         """Leave the node alone for ``node_backoff`` × 2^(failures-1), recorded on the node (in memory when it
@@ -439,8 +510,9 @@ class Drainer:
             until, failures = self.marker.back_off(node_name, now, base)
         except ApiError as e:
             until, failures = now + base, 1
-            self.memory_backoff[node_name] = until
             note = f" (backoff kept in memory only: {e})"
+        # Also in memory: the next cycle may come before the watch shows the node's backoff annotation.
+        self.memory_backoff[node_name] = max(until, self.memory_backoff.get(node_name, 0.0))
         self.events.record(
             ref or Ref.node(node_name),
             WARNING,
@@ -449,47 +521,31 @@ class Drainer:
         )
         return until, note
 
-    def _interrupted(self, node_name: str, ref: Ref, evicted: Sequence[Pod]) -> DrainResult:
-        msg = f"stopped (shutdown or lost leadership) after {len(evicted)} evictions; the node's mark is removed"
-        try:
-            self.marker.unmark(node_name)
-        except ApiError as e:
-            msg += f" (could not remove the mark: {e})"
-        self.metrics.drains_failed.labels(FAIL_INTERRUPTED).inc()
-        self.events.record(ref, WARNING, DRAIN_ABORTED, msg)
-        log.warning(
-            "drain of node %s interrupted: %s", node_name, msg, extra=fields(node=node_name, reason=FAIL_INTERRUPTED)
-        )
-        return DrainResult(node_name, Outcome.FAILED, FAIL_INTERRUPTED, msg, tuple(p.key for p in evicted))
-
     def _failed(
         self,
         node_name: str,
         ref: Ref,
-        reason: str,
+        label: DrainLabel,
         message: str,
         evicted: Sequence[Pod],
         *,
-        unmark: bool = True,
         back_off: bool = False,
         placed: tuple[tuple[str, str], ...] = (),
     ) -> DrainResult:
-        if unmark:
-            try:
-                self.marker.unmark(node_name)
-            except ApiError as e:
-                message += f" (could not remove the mark: {e})"
+        try:
+            self.marker.unmark(node_name)
+        except ApiError as e:
+            message += f" (could not remove the mark: {e})"
         if back_off:
-            message += self.back_off(node_name, reason, ref)[1]
-        self.metrics.drains_failed.labels(reason).inc()
-        self.events.record(ref, WARNING, DRAIN_FAILED, f"{reason}: {message}"[:1000])
+            message += self.back_off(node_name, label.value, ref)[1]
+        self.metrics.drains_failed.labels(label.value).inc()
+        self.events.record(ref, WARNING, DRAIN_FAILED, f"{label.value}: {message}"[:1000])
         log.warning(
             "drain of node %s failed: %s: %s",
             node_name,
-            reason,
+            label.value,
             message,
-            extra=fields(node=node_name, reason=reason, evicted=[p.key for p in evicted]),
+            extra=fields(node=node_name, reason=label.value, evicted=[p.key for p in evicted]),
         )
-        return DrainResult(
-            node_name, Outcome.FAILED, reason, message, tuple(p.key for p in evicted), replacements=placed
-        )
+        evicted_keys = tuple(p.key for p in evicted)
+        return DrainResult(node_name, Outcome.FAILED, label.value, message, evicted_keys, replacements=placed)

@@ -11,7 +11,12 @@ the eviction, so even a stale plan cannot break a budget. Why a component: the g
 * 429 (a budget refuses now) is retried with backoff until ``pod_eviction_timeout``, honouring
   ``Retry-After``; a 500 "more than one PodDisruptionBudget" is final;
 * dry-run logs the eviction it would make and makes none;
-* every attempt is counted by result (``spotshift_rescheduler_evictions``) and reported as an Event on the pod.
+* every eviction is counted by its final result (``spotshift_rescheduler_evictions``) and reported as an Event
+  on the pod.
+
+An eviction is tried one attempt at a time (:meth:`Evictor.attempt` never waits): a drain in flight asks again
+when the answer says (:attr:`EvictionTry.next_at`), so many drains advance in one loop
+(:mod:`rescheduler.cluster.drain`). :meth:`Evictor.evict` loops over the attempts for a caller that may wait.
 """
 
 from __future__ import annotations
@@ -30,17 +35,17 @@ from rescheduler.cluster.kube import (
     Forbidden,
     Kube,
     NotFound,
-    Retry,
     ServerError,
     TooManyRequests,
     Unavailable,
+    is_transient,
     pod_path,
 )
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
 from shared.model import Pod
 
-__all__ = ["Result", "Eviction", "Evictor", "DEFAULT_GRACE_SECONDS"]
+__all__ = ["Result", "Eviction", "EvictionTry", "Evictor", "DEFAULT_GRACE_SECONDS"]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.evictor")
 
@@ -72,8 +77,25 @@ class Eviction:
     attempts: int = 0
 
 
+@dataclass(slots=True)
+class EvictionTry:
+    """One pod's eviction across its attempts (:meth:`Evictor.attempt`): when to try next, until when, and the
+    last answer that asked to try again."""
+
+    pod: Pod
+    why: str
+    deadline: float
+    """Clock time after which a refusal is final (``pod_eviction_timeout`` after the first attempt)."""
+    delay: float
+    next_at: float = 0.0
+    attempts: int = 0
+    last: str = ""
+    announced: bool = False
+    """Whether the pod's ``Evicting`` Event was recorded (once per pod, not per attempt)."""
+
+
 class Evictor:
-    """Evict one pod at a time, with the guards of the module docstring."""
+    """Evict pods with the guards of the module docstring."""
 
     def __init__(
         self,
@@ -102,9 +124,39 @@ class Evictor:
         self.backoff = backoff
         self.max_backoff = max_backoff
 
+    def begin(self, pod: Pod, *, why: str) -> EvictionTry:
+        """The eviction of ``pod`` (that UID), to be tried with :meth:`attempt`; ``why`` goes into the log and the
+        pod's Event."""
+        return EvictionTry(pod, why, deadline=self.clock() + self.timeout, delay=self.backoff)
+
+    def attempt(self, t: EvictionTry) -> Eviction | None:
+        """Try once, never waiting: the final :class:`Eviction` (counted and logged), or ``None`` when the API
+        server asked to try again (a budget's 429, a transient error); ``t.next_at`` then says when."""
+        t.attempts += 1
+        result = self._attempt(t)
+        if result is not None:
+            self._finished(t.pod, result, t.why)
+        return result
+
     def evict(self, pod: Pod, *, why: str) -> Eviction:
-        """Evict ``pod`` (that UID); ``why`` goes into the log and the pod's Event."""
-        result = self._evict(pod, why)
+        """Evict ``pod`` (that UID), retrying until it is done, refused for good or the loop must stop."""
+        t = self.begin(pod, why=why)
+        while True:
+            result = self.attempt(t)
+            if result is not None:
+                return result
+            if self.should_abort():
+                return self._aborted(t)
+            self._wait(max(0.0, t.next_at - self.clock()))
+            if self.should_abort():
+                return self._aborted(t)
+
+    def _aborted(self, t: EvictionTry) -> Eviction:
+        result = Eviction(t.pod.key, Result.ABORTED, t.last, t.attempts)
+        self._finished(t.pod, result, t.why)
+        return result
+
+    def _finished(self, pod: Pod, result: Eviction, why: str) -> None:
         self.metrics.evictions.labels(result.result.value).inc()
         level = logging.INFO if result.result.ok else logging.WARNING
         log.log(
@@ -117,32 +169,37 @@ class Evictor:
                 pod=pod.key, node=pod.node_name, result=result.result.value, attempts=result.attempts, why=why
             ),
         )
-        return result
 
-    def _evict(self, pod: Pod, why: str) -> Eviction:
+    def _attempt(self, t: EvictionTry) -> Eviction | None:
+        pod = t.pod
         if self.dry_run:
-            return Eviction(pod.key, Result.DRY_RUN, why)
+            return Eviction(pod.key, Result.DRY_RUN, t.why)
         path = pod_path(pod.namespace, pod.name)
-        deadline = self.clock() + self.timeout
-        retry = Retry(self.timeout, self.backoff, self.max_backoff, self._wait, self.clock)
         try:
-            live = retry.call(lambda: self.kube.get(path), stop=self.should_abort)
-            version = retry.call(self.kube.eviction_version, stop=self.should_abort)
+            live = self.kube.get(path)
+            version = self.kube.eviction_version()
         except NotFound:
-            return Eviction(pod.key, Result.GONE, "not found")
+            return Eviction(pod.key, Result.GONE, "not found", t.attempts)
         except ApiError as e:
-            if self.should_abort():
-                return Eviction(pod.key, Result.ABORTED, f"cannot read the pod: {e}")
-            return Eviction(pod.key, Result.FAILED, f"cannot read the pod: {e}")
+            if is_transient(e):
+                return self._again(t, f"cannot read the pod: {e}", e.retry_after, read=True)
+            return Eviction(pod.key, Result.FAILED, f"cannot read the pod: {e}", t.attempts)
         meta = live.get("metadata") or {}
         if pod.uid and meta.get("uid") != pod.uid:
-            return Eviction(pod.key, Result.GONE, "replaced by a new pod of the same name")
+            return Eviction(pod.key, Result.GONE, "replaced by a new pod of the same name", t.attempts)
         if meta.get("deletionTimestamp"):
-            return Eviction(pod.key, Result.EVICTED, "already terminating")
+            return Eviction(pod.key, Result.EVICTED, "already terminating", t.attempts)
         grace = (live.get("spec") or {}).get("terminationGracePeriodSeconds")
         grace = DEFAULT_GRACE_SECONDS if grace is None else int(grace)
         grace = max(0, min(grace, int(self.max_grace)))
-        body = {
+        if not t.announced:
+            self.events.record(Ref.pod(pod.namespace, pod.name, pod.uid), NORMAL, EVICTING, t.why)
+            t.announced = True
+        return self._post(t, path, self._body(pod, version, grace, meta.get("uid") or pod.uid), grace)
+
+    @staticmethod
+    def _body(pod: Pod, version: str, grace: int, uid: str) -> dict[str, object]:
+        return {
             "apiVersion": f"policy/{version}",
             "kind": "Eviction",
             "metadata": {"name": pod.name, "namespace": pod.namespace},
@@ -150,51 +207,52 @@ class Evictor:
                 "apiVersion": "v1",
                 "kind": "DeleteOptions",
                 "gracePeriodSeconds": grace,
-                "preconditions": {"uid": meta.get("uid") or pod.uid},
+                "preconditions": {"uid": uid},
             },
         }
-        self.events.record(Ref.pod(pod.namespace, pod.name, pod.uid), NORMAL, EVICTING, why)
-        delay = self.backoff
-        attempts = 0
-        last = ""
-        while True:
-            attempts += 1
-            try:
-                self.kube.post(path + "/eviction", body)
-                return Eviction(pod.key, Result.EVICTED, f"grace period {grace}s", attempts)
-            except NotFound:
-                return Eviction(pod.key, Result.GONE, "deleted meanwhile", attempts)
-            except Conflict as e:
-                # The UID precondition failed: the pod we meant is gone and another took its name.
-                return Eviction(pod.key, Result.GONE, f"precondition failed: {e.message}", attempts)
-            except TooManyRequests as e:
-                last = e.message
-                wait_for = min(max(e.retry_after or 0.0, delay), self.max_backoff)
-            except ServerError as e:
-                if "more than one" in e.message.lower() and "disruption" in e.message.lower():
-                    self._refused(pod, e.message)
-                    return Eviction(pod.key, Result.REFUSED, e.message, attempts)
-                last = str(e)
-                wait_for = delay
-            except Unavailable as e:
-                last = str(e)
-                wait_for = delay
-            except Forbidden as e:
-                return Eviction(
-                    pod.key, Result.FAILED, f"forbidden (RBAC needs pods/eviction create): {e.message}", attempts
-                )
-            except ApiError as e:
-                return Eviction(pod.key, Result.FAILED, str(e), attempts)
-            left = deadline - self.clock()
-            if left <= 0:
-                self._refused(pod, last)
-                return Eviction(pod.key, Result.REFUSED, f"still refused after {self.timeout:.0f}s: {last}", attempts)
-            if self.should_abort():
-                return Eviction(pod.key, Result.ABORTED, last, attempts)
-            self._wait(min(wait_for, left))
-            if self.should_abort():
-                return Eviction(pod.key, Result.ABORTED, last, attempts)
-            delay = min(delay * 2, self.max_backoff)
+
+    def _post(self, t: EvictionTry, path: str, body: dict[str, object], grace: int) -> Eviction | None:
+        pod = t.pod
+        try:
+            self.kube.post(path + "/eviction", body)
+            return Eviction(pod.key, Result.EVICTED, f"grace period {grace}s", t.attempts)
+        except NotFound:
+            return Eviction(pod.key, Result.GONE, "deleted meanwhile", t.attempts)
+        except Conflict as e:
+            # The UID precondition failed: the pod we meant is gone and another took its name.
+            return Eviction(pod.key, Result.GONE, f"precondition failed: {e.message}", t.attempts)
+        except TooManyRequests as e:
+            return self._again(t, e.message, e.retry_after)
+        except ServerError as e:
+            if "more than one" in e.message.lower() and "disruption" in e.message.lower():
+                self._refused(pod, e.message)
+                return Eviction(pod.key, Result.REFUSED, e.message, t.attempts)
+            return self._again(t, str(e), None)
+        except Unavailable as e:
+            return self._again(t, str(e), None)
+        except Forbidden as e:
+            return Eviction(
+                pod.key, Result.FAILED, f"forbidden (RBAC needs pods/eviction create): {e.message}", t.attempts
+            )
+        except ApiError as e:
+            return Eviction(pod.key, Result.FAILED, str(e), t.attempts)
+
+    def _again(self, t: EvictionTry, message: str, retry_after: float | None, *, read: bool = False) -> Eviction | None:
+        """Schedule the next attempt (``None``), or the final answer once ``pod_eviction_timeout`` has passed: a
+        failure when the pod could not even be read (``read``), else a refusal."""
+        t.last = message
+        now = self.clock()
+        left = t.deadline - now
+        if left <= 0 and read:
+            return Eviction(t.pod.key, Result.FAILED, message, t.attempts)
+        if left <= 0:
+            self._refused(t.pod, message)
+            return Eviction(
+                t.pod.key, Result.REFUSED, f"still refused after {self.timeout:.0f}s: {message}", t.attempts
+            )
+        t.next_at = now + min(max(retry_after or 0.0, t.delay), self.max_backoff, left)
+        t.delay = min(t.delay * 2, self.max_backoff)
+        return None
 
     def _refused(self, pod: Pod, message: str) -> None:
         self.events.record(

@@ -337,6 +337,14 @@ class ClusterState:
                     return False
                 self.cond.wait(min(left, 0.5))
 
+    def wait_change(self, timeout: float, stop: threading.Event | None = None) -> None:
+        """Wait until the next applied change, ``timeout`` passes, or ``stop`` is set (noticed within half a
+        second): the drains in flight then look again."""
+        if stop is not None and stop.is_set():
+            return
+        with self.cond:
+            self.cond.wait(min(max(timeout, 0.0), 0.5))
+
     def wait_synced(self, timeout: float, stop: threading.Event | None = None) -> bool:
         return self.wait_until(lambda: len(self.synced) == len(KINDS), timeout, stop)
 

@@ -12,12 +12,6 @@ from typing import Any
 import pytest
 
 from rescheduler.cluster.drain import (
-    FAIL_EVICTION_REFUSED,
-    FAIL_INTERRUPTED,
-    FAIL_REPLACED_ON_DEMAND,
-    FAIL_REPLACEMENT_TIMEOUT,
-    SKIP_PDB,
-    SKIP_PLAN_STALE,
     Drainer,
     Outcome,
 )
@@ -27,6 +21,7 @@ from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
 from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, Informer
 from rescheduler.metrics import Metrics
+from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import PDB_ALL_AT_ONCE, Config
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
@@ -198,7 +193,7 @@ def test_cordon_mode_cordons_and_rollback_uncordons() -> None:
         keys = populate(c)
         c.replicate_to(lambda p: "od-2")  # replacements land on on-demand: rolled back
         result = c.drainer.drain("od-1", keys)
-        assert result.reason == FAIL_REPLACED_ON_DEMAND
+        assert result.reason == DrainLabel.REPLACED_ON_DEMAND
         od = c.node_obj("od-1")
         assert not od["spec"].get("unschedulable")
         cordons = [
@@ -215,7 +210,7 @@ def test_a_node_whose_pdb_forbids_an_eviction_is_never_touched(cluster: Cluster)
     result = cluster.drainer.drain("od-1", keys)
 
     assert result.outcome == Outcome.SKIPPED
-    assert result.reason == SKIP_PDB
+    assert result.reason == DrainLabel.PDB_PRECHECK
     assert cluster.server.evictions == []
     assert [m for m, p, _ in cluster.server.requests if m in ("PATCH", "POST") and "/events" not in p] == []
     assert taints(cluster, "od-1") == []
@@ -232,7 +227,7 @@ def test_all_at_once_two_pods_of_one_budget_that_allows_one_disruption_skip_the_
         c.server.put("pdbs", pdb("web", "web", allowed=1))
         c.start()
         result = c.drainer.drain("od-1", ["default/web-0", "default/web-1"])
-        assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+        assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PDB_PRECHECK)
         assert "needs 2" in result.message
         assert c.server.evictions == []
     finally:
@@ -284,7 +279,7 @@ def test_a_plan_that_no_longer_matches_the_node_is_not_started(cluster: Cluster)
     cluster.server.put("pods", pod("late", "od-1", app="late", owner="rs-late"))
     assert cluster.state.wait_until(lambda: "default/late" in cluster.state.pods, 5)
     result = cluster.drainer.drain("od-1", keys)
-    assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PLAN_STALE)
+    assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PLAN_STALE)
     assert cluster.server.evictions == []
 
 
@@ -294,7 +289,7 @@ def test_replacements_on_on_demand_untaint_and_back_off_exponentially(cluster: C
 
     first = cluster.drainer.drain("od-1", keys)
 
-    assert first.reason == FAIL_REPLACED_ON_DEMAND
+    assert first.reason == DrainLabel.REPLACED_ON_DEMAND
     assert taints(cluster, "od-1") == []
     ann = cluster.node_obj("od-1")["metadata"]["annotations"]
     assert ann[FAILURES_ANNOTATION] == "1"
@@ -312,7 +307,7 @@ def test_replacements_on_on_demand_untaint_and_back_off_exponentially(cluster: C
 def test_replacements_that_never_run_fail_the_drain_and_remove_the_mark(cluster: Cluster) -> None:
     keys = populate(cluster)
     result = cluster.drainer.drain("od-1", keys)  # no ReplicaSet plays along
-    assert result.reason == FAIL_REPLACEMENT_TIMEOUT
+    assert result.reason == DrainLabel.REPLACEMENT_TIMEOUT
     assert taints(cluster, "od-1") == []
 
 
@@ -321,7 +316,7 @@ def test_an_eviction_refused_until_the_timeout_rolls_back(cluster: Cluster) -> N
     cluster.server.fail("POST", r"web-1/eviction$", *([429] * 200))
     cluster.replicate_to(lambda p: "spot-1")
     result = cluster.drainer.drain("od-1", keys)
-    assert result.reason == FAIL_EVICTION_REFUSED
+    assert result.reason == DrainLabel.EVICTION_REFUSED
     assert result.evicted == ("default/web-0",)
     assert taints(cluster, "od-1") == []
 
@@ -334,7 +329,7 @@ def test_interruption_mid_drain_stops_evicting_and_removes_the_taint(cluster: Cl
 
     cluster.server.on_evict = on_evict
     result = cluster.drainer.drain("od-1", keys)
-    assert result.reason == FAIL_INTERRUPTED
+    assert result.reason == DrainLabel.INTERRUPTED
     assert len(cluster.server.evictions) == 1
     assert taints(cluster, "od-1") == []
     assert "SpotshiftDrainAborted" in reasons(cluster)
@@ -402,7 +397,7 @@ def test_a_transient_error_on_the_rollback_is_retried_so_no_mark_is_left(cluster
     cluster.server.on_evict = both
     result = cluster.drainer.drain("od-1", keys)
 
-    assert result.reason == FAIL_REPLACED_ON_DEMAND
+    assert result.reason == DrainLabel.REPLACED_ON_DEMAND
     assert "could not remove the mark" not in result.message
     assert taints(cluster, "od-1") == []
     assert STATE_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
@@ -517,7 +512,7 @@ def test_the_live_check_lets_a_not_ready_pod_go_when_the_eviction_api_does(
         assert [key for key, _ in cluster.server.evictions] == ["default/web-0"]
         assert cluster.server.get_obj("pdbs", "default/web")["status"]["disruptionsAllowed"] == 0
     else:
-        assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+        assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PDB_PRECHECK)
         assert cluster.server.evictions == []
 
 
@@ -569,6 +564,6 @@ def test_a_stale_budget_whose_pods_allow_no_disruption_skips_the_node(cluster: C
     cluster.server.put("pdbs", stale_budget("web", allowed=1))
     cluster.start()
     result = cluster.drainer.drain("od-1", ["default/web-0"])
-    assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PDB)
+    assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PDB_PRECHECK)
     assert "computed from its pods" in result.message
     assert cluster.server.evictions == []

@@ -7,8 +7,9 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from rescheduler.cluster.drain import FAIL_JOB_TIMEOUT, SKIP_PLAN_STALE, Outcome
+from rescheduler.cluster.drain import Outcome
 from rescheduler.plan.cycle import Decision
+from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION
 from rescheduler.plan.reasons import Kind, StayReason
 from rescheduler.run import Rescheduler, RunOptions, default_planner
@@ -75,7 +76,7 @@ def test_under_wait_a_job_that_outlives_the_timeout_rolls_back_and_backs_off() -
     c, keys = with_job("wait", timeout="1s")
     try:
         result = c.drainer.drain("od-1", keys)
-        assert (result.outcome, result.reason) == (Outcome.FAILED, FAIL_JOB_TIMEOUT)
+        assert (result.outcome, result.reason) == (Outcome.FAILED, DrainLabel.JOB_TIMEOUT)
         assert "default/report-abc" in result.message
         assert c.server.evictions == []
         assert taints(c, "od-1") == []
@@ -91,7 +92,7 @@ def test_under_the_default_a_running_job_pod_keeps_the_drain_from_starting() -> 
     c, keys = with_job("block")
     try:
         result = c.drainer.drain("od-1", keys)
-        assert (result.outcome, result.reason) == (Outcome.SKIPPED, SKIP_PLAN_STALE)
+        assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PLAN_STALE)
         assert c.server.evictions == [] and taints(c, "od-1") == []
     finally:
         c.close()
