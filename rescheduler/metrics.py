@@ -17,7 +17,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 __all__ = ["Metrics", "MetricsServer", "parse_bind", "HELD_BACK_CONTROLS"]
 
-HELD_BACK_CONTROLS = ("drain-window", "budget", "min-pod-age", "min-replicas", "scope", "job", "min-target-age")
+HELD_BACK_CONTROLS = (
+    "drain-window",
+    "budget",
+    "min-pod-age",
+    "min-replicas",
+    "scope",
+    "job",
+    "waiting-pod",
+    "min-target-age",
+)
 """The label values of ``spotshift_rescheduler_nodes_held_back`` (the planner's control names)."""
 
 _DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)

@@ -164,7 +164,7 @@ class Candidates:
         self,
         sim: Simulation,
         cache: PlanCache,
-        exclude: Mapping[str, str] | None = None,
+        exclude: Mapping[str, str | StayReason] | None = None,
         now: float | None = None,
     ) -> None:
         self.sim = sim
@@ -178,8 +178,9 @@ class Candidates:
         self.epoch = cache.epoch
         self.work = [self._candidate(info) for info in sim.candidates]
         for w in self.work:  # left alone by the caller: no PDB budget or spot room is spent on them
-            if exclude and w.name in exclude:
-                w.left_alone = StayReason(Kind.LEFT_ALONE, exclude[w.name])
+            why = exclude.get(w.name) if exclude else None
+            if why is not None:
+                w.left_alone = why if isinstance(why, StayReason) else StayReason(Kind.LEFT_ALONE, why)
         if now is not None:
             hold_candidates(self.work, sim.snapshot, self.config, now)
         self.by_name = {w.name: w for w in self.work}

@@ -16,8 +16,10 @@ clock (a caller that wants a time budget passes its clock). The rules (docs/arch
   the budgets that will pace each drain (:attr:`~rescheduler.plan.records.Plan.pacing`).
 * Expendable pods (priority below ``movability.expendable_priority_cutoff``) neither block nor move, and on a
   spot target they take no room (:mod:`rescheduler.plan.state`).
-* Pending unschedulable pods do not stop planning; ``summary["pending_unschedulable"]`` counts them and
-  ``summary["safe_to_act"]`` is false, so the run loop pauses.
+* Pods waiting for a node are planned first (:mod:`rescheduler.plan.waiting`): the spot room they can use is
+  theirs, and a node one of them could use stays (kind ``waiting-pod``); a pod that fits no node holds nothing.
+  ``summary["pending_unschedulable"]`` counts the unschedulable pods, ``summary["waiting_pods"]`` (present when
+  any wait) names the nodes each holds, and ``summary["safe_to_act"]`` is false when one holds a node.
 
 The quantity maximised is the number of on-demand nodes emptied: a multi-dimensional bin packing with
 all-or-nothing groups, coupled by budgets and ceilings. The planner runs a portfolio of greedy strategies
@@ -31,19 +33,22 @@ by ``bench/plan_quality.py`` and ``bench/plan_scale.py`` (figures in bench/READM
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.controls import budget_cut, window_text
 from rescheduler.plan.placement import Planner, Result, run
-from rescheduler.plan.reasons import HELD_BACK_TEXT, Kind, StayReason
+from rescheduler.plan.reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.records import Move, Plan, top_reasons
 from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL
 from rescheduler.plan.search import improve as improve_plan
 from rescheduler.plan.state import Simulation
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, NONE, PORTFOLIO, PUSHER, Strategy
+from rescheduler.plan.waiting import Waiting, release, reserve
 from shared.config import Config
+from shared.model import Pod
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, Switches
 
@@ -92,10 +97,12 @@ def plan(
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
-    Runs each strategy from the same start and keeps the best plan (most nodes drained, then fewest
-    moves), then tries to improve it (:func:`rescheduler.plan.search.improve`, small clusters only).
-    ``strategies`` defaults to :data:`PORTFOLIO`, or :data:`LARGE_PORTFOLIO` (pusher's included) for clusters
-    with more than :data:`~rescheduler.plan.search.IMPROVE_MAX_CANDIDATES` drainable candidates.
+    Pods waiting for a node are planned first (:mod:`rescheduler.plan.waiting`): those that fit a spot target are
+    placed there before any move, and the on-demand nodes they hold are not candidates. Then each strategy runs
+    from the same start and the best plan is kept (most nodes drained, then fewest moves), then improved
+    (:func:`rescheduler.plan.search.improve`, small clusters only). ``strategies`` defaults to
+    :data:`PORTFOLIO`, or :data:`LARGE_PORTFOLIO` (pusher's included) for clusters with more than
+    :data:`~rescheduler.plan.search.IMPROVE_MAX_CANDIDATES` drainable candidates.
 
     With ``time_budget`` (seconds, read on ``clock``, which is then required), strategies after the first
     are skipped once the budget would be exceeded, judging by the slowest pass so far, and the improvement
@@ -120,28 +127,82 @@ def plan(
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
-    cache = cache if cache is not None else PlanCache()
-    started = clock() if clock is not None else 0.0
-    sim = Simulation(snapshot, config, verify=verify, topology_memo=cache.topology, switches=switches, now=now)
-    best: Result | None = None
-    ran: list[str] = []
+    search = _Search(strategies, verify, time_budget, clock, improve, cache or PlanCache(), switches, now, passes)
+    waiting = reserve(snapshot, config, exclude=exclude, switches=switches)
+    held: dict[str, str | StayReason] = {**(exclude or {}), **waiting.holds}
     try:
-        planner = Planner(sim, Candidates(sim, cache, exclude, now), search_steps=SEARCH_TOTAL)
-        if strategies is None:
-            strategies = LARGE_PORTFOLIO if planner.cands.open_count() > IMPROVE_MAX_CANDIDATES else PORTFOLIO
-        strategies = tuple(strategies)
-        if passes is not None and time_budget is None and planner.cands.open_count() > PARALLEL_MIN_CANDIDATES:
-            for result in passes(planner, strategies):
+        result = search.run(snapshot, config, held)
+    finally:
+        reserved = list(waiting.placed)
+        release(snapshot, waiting)
+    if reserved:
+        result = _held_by_reservations(result, search.quick().run(snapshot, config, held), reserved)
+    return _with_waiting(result, waiting)
+
+
+class _Search:
+    """One planning run's settings (:func:`plan`'s arguments), run on a snapshot with some nodes excluded."""
+
+    def __init__(
+        self,
+        strategies: Iterable[Strategy] | None,
+        verify: bool,
+        time_budget: float | None,
+        clock: Clock | None,
+        improve: bool,
+        cache: PlanCache,
+        switches: Switches,
+        now: float | None,
+        passes: Passes | None,
+    ) -> None:
+        self.strategies = tuple(strategies) if strategies is not None else None
+        self.verify, self.time_budget, self.clock, self.improve = verify, time_budget, clock, improve
+        self.cache, self.switches, self.now, self.passes = cache, switches, now, passes
+
+    def quick(self) -> _Search:
+        """pusher's order alone, not improved, with a cache of its own (the caller's stays that of the plans it
+        asked for): enough to see which nodes the waiting pods' spot room holds."""
+        return _Search((PUSHER,), False, None, None, False, PlanCache(), self.switches, self.now, None)
+
+    def run(self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str | StayReason]) -> Plan:
+        """The best plan of the portfolio, improved, with the controls applied (snapshot left as it came in)."""
+        clock, now = self.clock, self.now
+        started = clock() if clock is not None else 0.0
+        sim = Simulation(
+            snapshot, config, verify=self.verify, topology_memo=self.cache.topology, switches=self.switches, now=now
+        )
+        try:
+            planner = Planner(sim, Candidates(sim, self.cache, exclude, now), search_steps=SEARCH_TOTAL)
+            strategies = self.strategies
+            if strategies is None:
+                large = planner.cands.open_count() > IMPROVE_MAX_CANDIDATES
+                strategies = LARGE_PORTFOLIO if large else PORTFOLIO
+            best, ran = self._portfolio(planner, strategies, started)
+            within_budget = self.time_budget is None or clock is None or clock() - started < self.time_budget
+            if self.improve and best is not None and within_budget:
+                best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy])
+        finally:
+            sim.restore()
+        return _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now)
+
+    def _portfolio(
+        self, planner: Planner, strategies: Sequence[Strategy], started: float
+    ) -> tuple[Result | None, list[str]]:
+        """Each strategy's pass from the same start (in parallel through ``passes`` when it pays), the best kept."""
+        best: Result | None = None
+        ran: list[str] = []
+        clock, budget = self.clock, self.time_budget
+        left: Sequence[Strategy] = strategies
+        if self.passes is not None and budget is None and planner.cands.open_count() > PARALLEL_MIN_CANDIDATES:
+            for result in self.passes(planner, strategies):
                 ran.append(result.strategy.name)
                 if result.better_than(best):
                     best = result
-            strategies_left: tuple[Strategy, ...] = ()
-        else:
-            strategies_left = strategies
+            left = ()
         slowest = 0.0
-        for strategy in strategies_left:
+        for strategy in left:
             before = clock() if clock is not None else 0.0
-            over = time_budget is not None and before - started + slowest > time_budget
+            over = budget is not None and before - started + slowest > budget
             if best is not None and over and strategy is not PUSHER:
                 continue  # pusher's order always runs: the budget never makes the plan worse than it
             result = run(planner, strategy)
@@ -150,14 +211,46 @@ def plan(
             ran.append(strategy.name)
             if result.better_than(best):
                 best = result
-        within_budget = time_budget is None or clock is None or clock() - started < time_budget
-        if improve and best is not None and within_budget:
-            best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy])
-    finally:
-        sim.restore()
-    if best is None:
-        best = Result(NONE)
-    return _plan_of(planner, best, ran, verify, now)
+        return best, ran
+
+
+def _held_by_reservations(reserved_plan: Plan, free_plan: Plan, reserved: Sequence[Pod]) -> Plan:
+    """``reserved_plan`` with the nodes that only a plan without the waiting pods' spot room would drain, on moves
+    to a node where a waiting pod is placed, said to be held by that pod."""
+    on_node: dict[str, list[str]] = {}
+    for p in reserved:
+        on_node.setdefault(p.node_name, []).append(p.key)
+    reasons = dict(reserved_plan.reasons)
+    for node in free_plan.drained:
+        why = reasons.get(node)
+        if node in reserved_plan.drained or why is None or why.kind in CONTROLS:
+            continue
+        for m in free_plan.moves:
+            pods = on_node.get(m.target) if m.source == node else None
+            if pods:
+                text = f"pending pod {pods[0]} is placed first on spot node {m.target}, whose room this drain takes"
+                reasons[node] = StayReason(Kind.WAITING_POD, text, pod=pods[0])
+                break
+    return replace(reserved_plan, reasons=reasons)
+
+
+WAITING_SHOWN = 50
+"""How many waiting pods ``summary["waiting_pods"]`` names (in the scheduling queue's order)."""
+
+
+def _with_waiting(result: Plan, waiting: Waiting) -> Plan:
+    """The plan's summary and reasons with what the waiting pods hold (``summary["waiting_pods"]``: pod → the nodes
+    it holds, present when pods wait; ``safe_to_act``: no node is held by one)."""
+    if not waiting.pods:
+        return result
+    holds: dict[str, list[str]] = {p.key: [] for p in waiting.pods[:WAITING_SHOWN]}
+    for node, why in result.reasons.items():
+        if why.kind is Kind.WAITING_POD and why.pod is not None and why.pod in holds:
+            holds[why.pod].append(node)
+    held = any(why.kind is Kind.WAITING_POD for why in result.reasons.values())
+    summary = {**result.summary, "safe_to_act": not held, "waiting_pods": holds}
+    summary["top_reasons"] = top_reasons(result.reasons)
+    return replace(result, summary=summary)
 
 
 def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: float | None = None) -> Plan:
@@ -192,7 +285,7 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: 
         "pods_moved": len(best.moves),
         "undrainable": len(reasons),
         "pending_unschedulable": sim.pending_unschedulable,
-        "safe_to_act": sim.pending_unschedulable == 0,
+        "safe_to_act": True,
         "strategy": best.strategy.name,
         "strategies_tried": ran,
         "freed_cpu_millicores": sum(snapshot[n].allocatable("cpu") for n in best.drained),

@@ -63,6 +63,9 @@ class Kind(enum.Enum):
     """A pod outside ``disruption.namespaces`` / ``excluded_namespaces`` / ``pod_selector``."""
     JOB_RUNNING = "job-running"
     """A pod of a running Job (``disruption.jobs: block``)."""
+    WAITING_POD = "waiting-pod"
+    """A pod waiting for a node could use the room this drain would take, or the node once emptied
+    (:mod:`rescheduler.plan.waiting`); ``pod`` names it."""
 
 
 _LABELS = {
@@ -78,6 +81,7 @@ _LABELS = {
     Kind.TOO_FEW_REPLICAS: "workload has fewer Ready replicas than disruption.min_replicas",
     Kind.OUT_OF_SCOPE: "pod outside the disruption scope (namespaces or pod_selector)",
     Kind.JOB_RUNNING: "pod of a running Job (disruption.jobs: block)",
+    Kind.WAITING_POD: "a pending pod could use the room (it is placed first)",
 }
 
 CONTROLS: dict[Kind, str] = {
@@ -87,9 +91,11 @@ CONTROLS: dict[Kind, str] = {
     Kind.TOO_FEW_REPLICAS: "min-replicas",
     Kind.OUT_OF_SCOPE: "scope",
     Kind.JOB_RUNNING: "job",
+    Kind.WAITING_POD: "waiting-pod",
 }
-"""The kinds that are an operator's control holding a node back, and the control's name: the label value of
-the ``spotshift_rescheduler_nodes_held_back`` metric and the subject of the node's Event."""
+"""The kinds that hold a node back on purpose (an operator's control, or a pod waiting for the room), and the
+control's name: the label value of the ``spotshift_rescheduler_nodes_held_back`` metric and the subject of the
+node's Event."""
 
 
 def control_of(reason: StayReason) -> str | None:

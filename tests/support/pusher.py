@@ -1,16 +1,16 @@
 """pusher/k8s-spot-rescheduler's packing, written plainly over :func:`shared.fit.fits`: the yardstick.
 
-pusher decides per on-demand node, least requested CPU first: it sorts the node's pods by CPU request,
-largest first, and puts each on the first spot node that fits, spot nodes sorted by requested CPU, fullest
-first; if one pod finds no room the node is skipped (all or nothing). pusher evicts one pod at a time through
-the Eviction API and retries while a PodDisruptionBudget answers 429, so a budget blocks a pod only when it
-allows no disruption now (``rescheduler.pdb_rule: rate-limit``, the default); under ``all-at-once`` the
-evictions planned per budget are counted against it, as the planner then does. This module does exactly that, with
-the same policy as the planner (movability, PDB budgets, spot ceilings, expendable pods taking no room,
-targets only Ready, schedulable spot nodes not being reclaimed), so that a comparison measures packing and
-nothing else. Workload identity, ceilings, which budgets select a pod and whether its eviction uses one
-(:mod:`shared.eviction`) come from :mod:`shared`, as the planner's do; the packing and the budget arithmetic are
-written here again, plainly.
+pusher decides per on-demand node, least requested CPU first: it sorts the node's pods by CPU request, largest
+first, and puts each on the first spot node that fits, spot nodes sorted by requested CPU, fullest first; if one
+pod finds no room the node is skipped (all or nothing). pusher evicts one pod at a time through the Eviction API
+and retries while a PodDisruptionBudget answers 429, so a budget blocks a pod only when it allows no disruption now
+(``rescheduler.pdb_rule: rate-limit``, the default); under ``all-at-once`` the evictions planned per budget are
+counted against it, as the planner then does. This module does exactly that, with the same policy as the planner
+(movability, PDB budgets, spot ceilings, expendable pods taking no room, targets only Ready, schedulable spot nodes
+not being reclaimed, pods waiting for a node planned first by :mod:`rescheduler.plan.waiting`), so that a
+comparison measures packing and nothing else. Workload identity, ceilings, which budgets select a pod and whether
+its eviction uses one (:mod:`shared.eviction`) come from :mod:`shared`, as the planner's do; the packing and the
+budget arithmetic are written here again, plainly.
 
 It is deliberately naive: every candidate is checked with the full :func:`shared.fit.fits`, no index, no
 incremental state. That makes it slow on big clusters and an independent cross-check of the planner: the
@@ -21,7 +21,7 @@ the tests and benchmarks (``bench/plan_quality.py``), not in the product.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rescheduler.plan.reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
@@ -31,6 +31,7 @@ from rescheduler.plan.reasons import (
     StayReason,
 )
 from rescheduler.plan.records import Move, Plan
+from rescheduler.plan.waiting import release, reserve
 from shared.classes import node_class, reclaim_reason
 from shared.config import PDB_RATE_LIMIT, Config
 from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
@@ -47,9 +48,19 @@ __all__ = ["pusher_plan", "movable_pods", "spot_targets"]
 def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None) -> Plan:
     """The pusher algorithm's plan for ``snapshot`` (left unchanged). ``summary`` holds only counts."""
     config = config or Config()
+    waiting = reserve(snapshot, config)
+    try:
+        result = _packed(snapshot, config, waiting.holds)
+    finally:
+        release(snapshot, waiting)
+    return Plan(result.moves, result.drained, {**result.reasons, **waiting.holds}, result.summary)
+
+
+def _packed(snapshot: ClusterSnapshot, config: Config, held: Mapping[str, StayReason]) -> Plan:
     classes = config.node_classes
     cutoff = config.movability.expendable_priority_cutoff
     targets, candidates = spot_targets(snapshot, config)
+    candidates = [c for c in candidates if c.name not in held]
     spot_names = {i.name for i in snapshot if node_class(i.node, classes) == "spot"}
     od_names = {i.name for i in candidates}
     preempted = [p for t in targets for p in t.pods if is_expendable(p, cutoff)]

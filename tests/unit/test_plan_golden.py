@@ -137,13 +137,15 @@ def test_plan_is_byte_identical_to_the_recorded_one(rule: str, seed: int, nodes:
 
 @pytest.mark.parametrize("rule", RULES)
 def test_goldens_drain_nodes_and_keep_some(rule: str) -> None:
-    # Guards the comparison above against recording plans that say nothing (nothing drained, nothing kept).
+    # Guards the comparison above against recording plans that say nothing (nothing drained, nothing kept). The
+    # clusters generated with pods waiting for a node drain little: those pods are planned first and hold the
+    # on-demand nodes they could use once emptied.
     drained = kept = 0
     for case in CASES:
         golden = orjson.loads(_path(rule, *case).read_bytes())
         drained += len(golden["plan"]["drained"])
         kept += len(golden["plan"]["undrainable"])
-    assert drained >= 20
+    assert drained >= 15
     assert kept >= 20
 
 

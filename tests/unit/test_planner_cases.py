@@ -452,7 +452,7 @@ def test_not_ready_on_demand_node_is_not_drained() -> None:
     assert planned(snap).undrainable["od-1"] == "node is not ready"
 
 
-def test_pending_unschedulable_pods_are_flagged() -> None:
+def test_a_pending_pod_that_fits_no_node_is_counted_and_holds_nothing() -> None:
     pending = Pod.from_api(
         {
             "metadata": {
@@ -469,8 +469,9 @@ def test_pending_unschedulable_pods_are_flagged() -> None:
     )
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), pending])
     result = planned(snap)
-    assert result.drained == ("od-1",)  # the plan is still computed
-    assert result.summary["pending_unschedulable"] == 1 and result.summary["safe_to_act"] is False
+    assert result.drained == ("od-1",)
+    assert result.summary["pending_unschedulable"] == 1 and result.summary["safe_to_act"] is True
+    assert result.summary["waiting_pods"] == {"shop/stuck": []}
 
 
 def test_pending_pods_held_by_scheduling_gates_are_not_flagged() -> None:
@@ -485,6 +486,7 @@ def test_pending_pods_held_by_scheduling_gates_are_not_flagged() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), Pod.from_api(raw)])
     result = planned(snap)
     assert result.summary["pending_unschedulable"] == 0 and result.summary["safe_to_act"] is True
+    assert "waiting_pods" not in result.summary
 
 
 def test_volume_zone_keeps_a_pod_in_its_zone() -> None:

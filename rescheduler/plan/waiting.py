@@ -1,0 +1,202 @@
+"""Pods waiting for a node are planned first: the room they can use is theirs before any move.
+
+A *waiting pod* is one kube-scheduler could not place (Pending, unbound, ``PodScheduled=False/Unschedulable``),
+that is not gated (:func:`rescheduler.plan.safety.unschedulable_pods`), not one of spotshift's placeholders and
+not expendable (priority below ``movability.expendable_priority_cutoff``: cluster-autoscaler adds no node for such
+a pod, and the plan already counts their room as free). They are taken in the scheduling queue's order
+(kube-scheduler's PrioritySort: higher priority first, then the older), and each is judged on the cluster as
+the pods before it left it:
+
+* it **fits a node now** (every filter, :func:`shared.fit.fits`): the scheduler will place it at its next try.
+  On a spot target it is placed there in the simulation, before any move: the moves of the plan cannot take
+  that room (the spot node with the most free CPU, as kube-scheduler's LeastAllocated score and the extender's
+  spot preference choose). On an on-demand node, that node is *held*: it will not be empty.
+* it fits no node now, but **fits an on-demand node once that node's movable pods are gone**: emptying the node
+  would make room the pod takes at once, so the drain would be undone; every such node is held.
+* otherwise (an impossible nodeSelector, a missing claim, more than any node offers, a node of another class
+  only) it **holds nothing**: no move takes room it could use.
+
+A held node stays with a :class:`~rescheduler.plan.reasons.StayReason` of kind ``waiting-pod`` naming the pod.
+Which drains a spot reservation holds is found by planning once more without the reservations
+(:func:`rescheduler.plan.planner.plan`): the nodes drained only then, on moves to a reserved node, are held by
+the pods reserved there.
+
+More than :data:`WAITING_LIMIT` waiting pods mean the cluster is short of room as a whole: every candidate is
+held (kind ``waiting-pod``, no pod named), as a pause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from rescheduler.plan.reasons import Kind, StayReason
+from rescheduler.plan.safety import unschedulable_pods
+from shared.classes import classifier, reclaim_reason
+from shared.config import Config
+from shared.fit import fits
+from shared.model import Pod
+from shared.movable import is_expendable, movability
+from shared.nodeaffinity import check_node_affinity
+from shared.nodestate import check_ready, check_unschedulable
+from shared.resources import check_resources
+from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.switches import CURRENT, Switches
+from shared.taints import check_taints
+
+__all__ = ["WAITING_LIMIT", "Waiting", "waiting_pods", "reserve", "release"]
+
+WAITING_LIMIT = 200
+"""Above this many waiting pods every candidate is held: the cluster is short of room as a whole."""
+
+
+@dataclass(slots=True)
+class Waiting:
+    """What the waiting pods of one snapshot hold."""
+
+    pods: tuple[Pod, ...] = ()
+    """The waiting pods, in the scheduling queue's order."""
+    placed: list[Pod] = field(default_factory=list)
+    """Pods placed on spot targets in the snapshot (as bound there), until :func:`release`."""
+    holds: dict[str, StayReason] = field(default_factory=dict)
+    """On-demand node → why a waiting pod holds it."""
+    over_limit: bool = False
+
+    def held_by(self) -> dict[str, list[str]]:
+        """Waiting pod key → the nodes it holds (for ``plan`` and the metrics), pods without any left out."""
+        out: dict[str, list[str]] = {}
+        for node, why in self.holds.items():
+            if why.pod is not None:
+                out.setdefault(why.pod, []).append(node)
+        return out
+
+
+def waiting_pods(snapshot: ClusterSnapshot, config: Config) -> list[Pod]:
+    """The waiting pods of ``snapshot`` (module docstring), in the scheduling queue's order."""
+    cutoff = config.movability.expendable_priority_cutoff
+    pods = [p for p in unschedulable_pods(snapshot.pending, config.namespace) if not is_expendable(p, cutoff)]
+    pods.sort(key=lambda p: (-p.priority, p.creation_timestamp, p.key))
+    return pods
+
+
+def _node_level(pod: Pod, info: NodeInfo) -> bool:
+    """The filters that read the node alone (readiness, cordon, taints, node affinity): cheap, run first."""
+    node = info.node
+    return (
+        check_ready(node) is None
+        and check_unschedulable(pod, node) is None
+        and check_taints(pod, node) is None
+        and check_node_affinity(pod, node) is None
+    )
+
+
+class _Cluster:
+    """The snapshot's nodes by class, as the waiting pods are judged against them."""
+
+    def __init__(self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, object]) -> None:
+        self.snapshot, self.config = snapshot, config
+        self._emptied: dict[str, NodeInfo | None] = {}
+        c = classifier(config.node_classes)
+        self.spot: list[NodeInfo] = []
+        self.on_demand: list[NodeInfo] = []
+        self.other: list[NodeInfo] = []
+        for info in snapshot:
+            cls = c.node_class(info.node.labels)
+            if cls == "spot" and reclaim_reason(info.node, config.node_classes) is None:
+                self.spot.append(info)
+            elif cls == "on-demand" and info.name not in exclude:
+                self.on_demand.append(info)
+            else:
+                self.other.append(info)
+
+    def emptied(self, info: NodeInfo) -> NodeInfo | None:
+        """``info`` with its movable pods gone (``None``: it has none), worked out once per node."""
+        if info.name not in self._emptied:
+            pdbs = self.snapshot.pdbs
+            staying = [p for p in info.pods if not movability(p, self.config, pdbs).moves]
+            self._emptied[info.name] = NodeInfo(info.node, staying) if len(staying) < len(info.pods) else None
+        return self._emptied[info.name]
+
+
+def reserve(
+    snapshot: ClusterSnapshot,
+    config: Config,
+    *,
+    exclude: Mapping[str, object] | None = None,
+    switches: Switches = CURRENT,
+) -> Waiting:
+    """Judge every waiting pod of ``snapshot`` (module docstring): place those that fit a spot target there (the
+    snapshot is changed: :func:`release` undoes it) and say which on-demand nodes they hold. ``exclude``: the
+    on-demand nodes the caller leaves alone anyway (no need to hold them)."""
+    pods = waiting_pods(snapshot, config)
+    waiting = Waiting(tuple(pods))
+    if not pods:
+        return waiting
+    cluster = _Cluster(snapshot, config, exclude or {})
+    if len(pods) > WAITING_LIMIT:
+        waiting.over_limit = True
+        why = StayReason(
+            Kind.WAITING_POD,
+            f"{len(pods)} pods wait for room, more than {WAITING_LIMIT}: the cluster is short of room, nothing drains",
+        )
+        waiting.holds = {info.name: why for info in cluster.on_demand}
+        return waiting
+    for pod in pods:
+        _judge(pod, cluster, switches, waiting)
+    return waiting
+
+
+def _fitting(pod: Pod, infos: Iterable[NodeInfo], snapshot: ClusterSnapshot, switches: Switches) -> list[NodeInfo]:
+    return [
+        info
+        for info in infos
+        if _node_level(pod, info)
+        and not check_resources(pod, info, switches=switches)
+        and not fits(pod, info, snapshot, first_only=True, switches=switches)
+    ]
+
+
+def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) -> None:
+    """Place or hold for one waiting pod, on the snapshot as the pods before it left it."""
+    snapshot = cluster.snapshot
+    spot = _fitting(pod, cluster.spot, snapshot, switches)
+    if spot:
+        best = max(spot, key=lambda info: (info.free("cpu"), info.free("memory")))
+        waiting.placed.append(snapshot.add_pod(pod, best.name))
+        return
+    on_demand = _fitting(pod, cluster.on_demand, snapshot, switches)
+    if on_demand:
+        best = max(on_demand, key=lambda info: (info.free("cpu"), info.free("memory")))
+        _hold(waiting, best.name, pod, "would be scheduled on this node at its next try")
+        return
+    if _fitting(pod, cluster.other, snapshot, switches):
+        return
+    for info in cluster.on_demand:
+        if _node_level(pod, info) and _fits_emptied(pod, info, cluster, switches):
+            _hold(waiting, info.name, pod, "waits for room and could use this node once it is emptied")
+
+
+def _hold(waiting: Waiting, node: str, pod: Pod, text: str) -> None:
+    if node not in waiting.holds:
+        waiting.holds[node] = StayReason(Kind.WAITING_POD, f"pending pod {pod.key} {text}", pod=pod.key)
+
+
+def _fits_emptied(pod: Pod, info: NodeInfo, cluster: _Cluster, switches: Switches) -> bool:
+    """Whether ``pod`` would fit ``info`` with the node's movable pods gone (the snapshot is left as it was: the
+    node's info is swapped for the emptied one while the filters run)."""
+    emptied = cluster.emptied(info)
+    if emptied is None or check_resources(pod, emptied, switches=switches):
+        return False
+    snapshot = cluster.snapshot
+    snapshot.nodes[info.name] = emptied
+    try:
+        return not fits(pod, emptied, snapshot, first_only=True, switches=switches)
+    finally:
+        snapshot.nodes[info.name] = info
+
+
+def release(snapshot: ClusterSnapshot, waiting: Waiting) -> None:
+    """Take the pods :func:`reserve` placed out of the snapshot again."""
+    for p in reversed(waiting.placed):
+        snapshot.remove_pod(p)
+    waiting.placed.clear()
