@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, STORAGE_CLASSES, ClusterState
 from rescheduler.plan.candidates import PlanCache
-from rescheduler.plan.cycle import decide, plan_nodes
+from rescheduler.plan.cycle import decide, gate, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods
 from rescheduler.run import DEFAULT_PLAN_TIME_BUDGET
 from shared.config import Config
@@ -72,16 +72,17 @@ def one_cycle(
 ) -> tuple[int, int, int]:
     """What the run loop does each interval before it touches the API: (pending, planned, chosen).
 
-    The generator leaves a few pods it could not place Pending/Unschedulable, and with those the real loop
-    pauses before planning (a cheaper cycle). The pause check is made and counted, but not obeyed here, so
-    the figure is the cost of the full path: snapshot, plan, decision.
+    The generator leaves a few pods it could not place Pending/Unschedulable: the planner places them first
+    (:mod:`rescheduler.plan.waiting`), as the loop does. The figure is the cost of the full path: snapshot, gate,
+    plan, decision.
     """
     with state.cond:
         pending = unschedulable_pods(p for p in state.pods.values() if not p.node_name)
     snapshot = state.snapshot()
-    planned = plan_nodes(snapshot, config, time_budget=budget, clock=time.monotonic, cache=cache)
-    decision = decide(snapshot, planned, config, now=time.time(), unschedulable=0)
-    return len(pending), len(planned), len(decision.drains)
+    g = gate(snapshot, config, now=time.time())
+    planned = plan_nodes(snapshot, config, time_budget=budget, clock=time.monotonic, cache=cache, exclude=g.excluded)
+    decision = decide(snapshot, planned, config, excluded=g.excluded)
+    return len(pending), len(planned.drains), len(decision.drains)
 
 
 def main(argv: list[str] | None = None) -> int:

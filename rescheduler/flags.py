@@ -99,7 +99,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--once", action="store_true", help="run one housekeeping cycle, then exit")
     g = p.add_argument_group("pusher/k8s-spot-rescheduler flags")
     g.add_argument("--housekeeping-interval", metavar="DURATION", help="how often to plan (10s)")
-    g.add_argument("--node-drain-delay", metavar="DURATION", help="wait after draining a node before the next (10m)")
+    g.add_argument(
+        "--node-drain-delay",
+        metavar="DURATION",
+        help="wait after a drain ends before its place is taken by another (10m)",
+    )
     g.add_argument(
         "--pod-eviction-timeout", metavar="DURATION", help="how long to retry an eviction refused with 429 (2m)"
     )
@@ -113,7 +117,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("spotshift flags")
     s.add_argument("--replacement-timeout", metavar="DURATION", help="how long to wait for replacements on spot (5m)")
     s.add_argument("--node-backoff", metavar="DURATION", help="rest after a failed drain, doubling each time (30m)")
-    s.add_argument("--max-nodes-per-cycle", metavar="N", help="at most this many nodes drained per cycle (1)")
+    s.add_argument("--max-nodes-per-cycle", metavar="N", help="at most this many drains started per cycle (1)")
     s.add_argument("--drain-taint", metavar="MODE", help="how a draining node is marked: prefer-no-schedule or cordon")
     s.add_argument("--namespace", help="namespace of the leader-election Lease (spotshift)")
     s.add_argument("--lease-name", help="name of the leader-election Lease (spotshift-rescheduler)")

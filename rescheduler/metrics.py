@@ -2,7 +2,8 @@
 
 Each :class:`Metrics` has its own registry (not the process-global one), so tests and two replicas in one
 test process do not share counters. Label values are fixed small sets (node class, drain failure reason,
-eviction result), never pod or node names, so the series count stays bounded on a 5,000-node cluster.
+eviction result), never node names, and pod names only in ``spotshift_rescheduler_waiting_pod_holds`` (at most ten
+series: the waiting pods holding the most nodes), so the series count stays bounded on a 5,000-node cluster.
 """
 
 from __future__ import annotations
@@ -79,7 +80,18 @@ class Metrics:
         )
         self.pods_pending = Gauge(
             "spotshift_rescheduler_pods_pending",
-            "Pods pending as unschedulable; the rescheduler pauses while any exist.",
+            "Pods pending as unschedulable (planned first: each holds only the drains that would take room it could "
+            "use).",
+            registry=r,
+        )
+        self.drains_in_flight = Gauge(
+            "spotshift_rescheduler_drains_in_flight", "Node drains started and not yet ended.", registry=r
+        )
+        self.waiting_pod_holds = Gauge(
+            "spotshift_rescheduler_waiting_pod_holds",
+            "On-demand nodes a pod waiting for a node holds back (it could use their room), for the ten pods "
+            "holding the most.",
+            ["pod"],
             registry=r,
         )
         self.leader = Gauge(

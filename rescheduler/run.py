@@ -7,16 +7,21 @@ What runs, in one process:
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
 * at start-up, the API server's ``/version`` picks the kube-scheduler rules the planner follows
   (:mod:`rescheduler.cluster.version`; the strictest rules, with a warning, if it cannot be read);
-* the main thread runs the cycle: pause if any pod is unschedulable, plan (pure, :mod:`rescheduler.plan.planner`),
-  decide (pure, :mod:`rescheduler.plan.cycle`), then drain at most ``max_nodes_per_cycle`` nodes through
-  :class:`~rescheduler.cluster.drain.Drainer`, ``node_drain_delay`` apart.
+* the main thread runs the loop. Every ``housekeeping_interval``, and as soon as a drain ends, a cycle: the gate
+  (who may drain now, how many may start), the plan with the drains in flight counted where their pods go and
+  the pods waiting for a node placed first (pure: :mod:`rescheduler.plan.cycle`, :mod:`rescheduler.plan.planner`),
+  the decision, and the start of as many drains as the gate allows. Between cycles, at most every half second
+  and whenever the watch brings a change, every drain in flight is advanced one step
+  (:class:`~rescheduler.cluster.drain.Drainer`): several nodes drain at once within ``disruption.budgets``
+  (one at a time without budgets), a finished drain keeping its place for ``node_drain_delay``.
 
-SIGTERM or SIGINT sets one stop event. Every wait in the loop, the drainer and the evictor watches it, so the
-node in progress is rolled back (its mark removed) within a second or two, then the lease is released so the
-other replica takes over at once. Before every cycle, and once more on the way out while the lease is still
-ours, the leader puts right every node that carries spotshift's mark and is not being drained: a crashed or
-killed predecessor's drain, or a rollback that the API server did not let through
-(:class:`~rescheduler.cluster.marks.MarkReconciler`).
+SIGTERM or SIGINT sets one stop event. The loop watches it between steps, so every drain in flight is rolled back
+(its mark removed) within a second or two, then the lease is released so the other replica takes over at once; a
+lost lease rolls them back too. Before every cycle, and once more on the way out while the lease is still
+ours, the leader puts right every node that carries spotshift's mark and is not being drained by it: a crashed or
+killed predecessor's drains, or a rollback that the API server did not let through
+(:class:`~rescheduler.cluster.marks.MarkReconciler`). The loop reads time through ``clock`` and ``wall`` only and
+never sleeps in a decision, so a simulation can drive it.
 
 Command-line flags (:mod:`rescheduler.flags`) use pusher/k8s-spot-rescheduler's names where the concept is the
 same, and override the configuration file and ``SPOTSHIFT_*`` variables; they are validated by the same rules (a
@@ -34,12 +39,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rescheduler.cluster.capacity import CapacityRequester
-from rescheduler.cluster.drain import Drainer, Outcome
+from rescheduler.cluster.drain import Drain, Drainer, DrainResult, Outcome
 from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
@@ -50,10 +55,9 @@ from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
-from rescheduler.plan.cycle import Decision, NodeMoves, decide, excluded_nodes, plan_nodes
+from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
 from rescheduler.plan.reasons import CONTROLS
 from rescheduler.plan.records import Plan
-from rescheduler.plan.safety import unschedulable_pods
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches
@@ -70,9 +74,9 @@ __all__ = [
 
 log = logging.getLogger("spotshift.rescheduler")
 
-PlanFunction = Callable[[ClusterSnapshot, Config, Mapping[str, str]], Sequence[NodeMoves]]
+PlanFunction = Callable[[ClusterSnapshot, Config, Mapping[str, str]], PlannedCycle]
 """The planner as the loop sees it: a snapshot, the config and the nodes to leave alone this cycle (with the
-reason) in, the nodes to empty (in order) out."""
+reason) in, the cycle's :class:`~rescheduler.plan.cycle.PlannedCycle` out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,9 @@ class RunOptions:
 
 
 class Rescheduler:
-    """The run loop. ``transport`` is the API boundary; ``plan`` defaults to :mod:`rescheduler.plan.planner`."""
+    """The run loop. ``transport`` is the API boundary; ``plan`` defaults to :mod:`rescheduler.plan.planner`.
+    ``clock`` (monotonic seconds) paces the loop and times the drains, ``wall`` (Unix seconds) judges backoffs,
+    budgets and windows: both can be driven by a simulation."""
 
     def __init__(
         self,
@@ -106,33 +112,24 @@ class Rescheduler:
         plan: PlanFunction | None = None,
         metrics: Metrics | None = None,
         stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube = Kube(transport)
         self.config = config
         self.options = options
         self.dry_run = config.rescheduler.dry_run
         self.identity = options.identity or default_identity()
+        self.clock, self.wall = clock, wall
         self.switches: Switches = STRICTEST
         """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
-        self.last_plan: Plan | None = None
-        """The last plan of :func:`default_planner` (why each node stays: capacity mode reads it)."""
-        self.plan_fn = plan or default_planner(options.plan_time_budget, lambda: self.switches, sink=self._keep_plan)
+        self.plan_fn = plan or default_planner(options.plan_time_budget, lambda: self.switches, wall=wall)
         self.metrics = metrics or Metrics()
         self.stop = stop or threading.Event()
         self.state = ClusterState()
         self.heartbeat = Heartbeat(max_age=self._liveness_window())
         self.events = EventRecorder(self.kube, host=options.node_name or socket.gethostname(), enabled=not self.dry_run)
-        self.elector: LeaderElector | None = None
-        if config.rescheduler.leader_elect:
-            lease = LeaseConfig(
-                namespace=config.namespace,
-                name=config.rescheduler.lease_name,
-                identity=self.identity,
-                lease_duration=options.lease_duration,
-                renew_deadline=options.renew_deadline,
-                retry_period=options.retry_period,
-            )
-            self.elector = LeaderElector(self.kube, lease, on_change=self._leadership_changed)
+        self.elector = self._elector() if config.rescheduler.leader_elect else None
         self.marker = NodeMarker(
             self.kube,
             taint_key=config.rescheduler.drain_taint_key,
@@ -140,33 +137,10 @@ class Rescheduler:
             identity=self.identity,
             retry=Retry(config.rescheduler.pod_eviction_timeout),
         )
-        r = config.rescheduler
-        self.evictor = Evictor(
-            self.kube,
-            timeout=r.pod_eviction_timeout,
-            max_grace=r.max_graceful_termination,
-            dry_run=self.dry_run,
-            metrics=self.metrics,
-            events=self.events,
-            should_abort=self.should_abort,
-            wait=self._wait,
-        )
-        self.drainer = Drainer(
-            self.kube,
-            self.state,
-            config,
-            self.evictor,
-            self.events,
-            self.metrics,
-            self.marker,
-            dry_run=self.dry_run,
-            should_abort=self.should_abort,
-            stop=self.stop,
-            heartbeat=self.heartbeat.beat,
-        )
+        self.drainer = self._drainer()
         # A clean-up rides out API errors for a shorter while than a drain's own rollback, then waits for a
         # later cycle (the reconciler's backoff) instead of holding up the loop.
-        cleanup = self.marker.with_retry(Retry(min(10.0, r.pod_eviction_timeout)))
+        cleanup = self.marker.with_retry(Retry(min(10.0, config.rescheduler.pod_eviction_timeout)))
         self.reconciler = MarkReconciler(self.state, cleanup, config, self.events, dry_run=self.dry_run)
         self.capacity = CapacityRequester(
             self.kube,
@@ -180,22 +154,68 @@ class Rescheduler:
         )
         """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity`)."""
         self._orphans_checked = False
-        self._planned_snapshot: ClusterSnapshot | None = None
         self.informers: list[Informer] = []
-        self._next_drain_at = 0.0
+        self.drains: dict[str, Drain] = {}
+        """The drains in flight, by node: each pass of the loop advances them (:meth:`advance_drains`)."""
+        self._finished: list[float] = []
+        """When (``clock``) the drains of this process finished: within ``node_drain_delay`` each keeps its place."""
+        self._next_cycle = 0.0
+        self.last_planned: PlannedCycle | None = None
         self.last_decision: Decision | None = None
         self._held_reported: dict[str, str] = {}
         """Node → the control last reported (an Event) as holding it back; a change is reported again."""
-        self.results: list[Any] = []
+        self._waiting_reported: set[str] = set()
+        self.results: list[DrainResult] = []
         """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
 
-    def _keep_plan(self, plan: Plan) -> None:
-        self.last_plan = plan
+    @property
+    def last_plan(self) -> Plan | None:
+        """The last cycle's whole plan (why each node stays: capacity mode reads it)."""
+        return self.last_planned.plan if self.last_planned is not None else None
+
+    def _elector(self) -> LeaderElector:
+        o, r = self.options, self.config.rescheduler
+        lease = LeaseConfig(
+            namespace=self.config.namespace,
+            name=r.lease_name,
+            identity=self.identity,
+            lease_duration=o.lease_duration,
+            renew_deadline=o.renew_deadline,
+            retry_period=o.retry_period,
+        )
+        return LeaderElector(self.kube, lease, on_change=self._leadership_changed)
+
+    def _drainer(self) -> Drainer:
+        r = self.config.rescheduler
+        evictor = Evictor(
+            self.kube,
+            timeout=r.pod_eviction_timeout,
+            max_grace=r.max_graceful_termination,
+            dry_run=self.dry_run,
+            metrics=self.metrics,
+            events=self.events,
+            should_abort=self.should_abort,
+            wait=self._wait,
+            clock=self.clock,
+        )
+        return Drainer(
+            self.kube,
+            self.state,
+            self.config,
+            evictor,
+            self.events,
+            self.metrics,
+            self.marker,
+            dry_run=self.dry_run,
+            should_abort=self.should_abort,
+            stop=self.stop,
+            heartbeat=self.heartbeat.beat,
+            clock=self.clock,
+            wall=self.wall,
+        )
 
     def _back_off(self, node: str, reason: str) -> None:
-        until, _ = self.drainer.back_off(node, reason)
-        # Also in memory: the next cycle may come before the watch shows the node's backoff annotation.
-        self.drainer.memory_backoff[node] = max(until, self.drainer.memory_backoff.get(node, 0.0))
+        self.drainer.back_off(node, reason)
 
     def _placeholder_owner(self) -> dict[str, Any] | None:
         """The leader-election Lease as the placeholders' controller (``None`` without leader election)."""
@@ -290,39 +310,64 @@ class Rescheduler:
             self.shutdown()
 
     def _loop(self) -> int:
-        interval = self.config.rescheduler.housekeeping_interval
+        """Plan every ``housekeeping_interval`` (and as soon as a drain ends), advance the drains in flight at every
+        pass; with ``once``, one cycle and its drains to their end."""
+        cycled = False
         while not self.stop.is_set():
             self.heartbeat.beat()
-            if self.elector is not None and not self.elector.is_leader():
-                self.capacity.forget()  # the leader now owns whatever placeholders we made
-                # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
-                wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
-                if not self.elector.wait_for_leadership(wait, self.stop):
-                    if self.options.once and not self.stop.is_set() and self.elector.problem:
-                        log.error(self.elector.problem)
-                        return 1
-                    if self.options.once and not self.stop.is_set():
-                        log.warning(
-                            "not the leader (lease held by %s): nothing done",
-                            self.elector.holder or "?",
-                            extra=fields(holder=self.elector.holder),
-                        )
-                        return 3
-                    continue
-            try:
-                self.reconciler.reconcile()  # no drain is in progress between cycles
-                self.cycle()
-            except ApiError as e:
-                log.warning("cycle failed: %s", e)
-            if self.options.once:
+            if not self.is_leader():
+                code = self._follow()
+                if code is not None:
+                    return code
+                continue
+            if self.clock() >= self._next_cycle and not (self.options.once and cycled):
+                self.step_cycle()
+                cycled = True
+            self.advance_drains()
+            if self.options.once and cycled and not self.drains:
                 return 0
-            self.stop.wait(interval)
+            self._pause()
         return 0
 
+    def _follow(self) -> int | None:
+        """Not the leader: stop the drains of a lost lease, wait for it; an exit code for ``once``, else ``None``."""
+        assert self.elector is not None
+        self.interrupt_drains()
+        self.capacity.forget()  # the leader now owns whatever placeholders we made
+        # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
+        interval = self.config.rescheduler.housekeeping_interval
+        wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
+        if self.elector.wait_for_leadership(wait, self.stop) or self.stop.is_set() or not self.options.once:
+            return None
+        if self.elector.problem:
+            log.error(self.elector.problem)
+            return 1
+        holder = self.elector.holder
+        log.warning("not the leader (lease held by %s): nothing done", holder or "?", extra=fields(holder=holder))
+        return 3
+
+    def step_cycle(self) -> None:
+        """Put the marks nobody is draining right, then one cycle; the next is due one interval later."""
+        try:
+            self.reconciler.reconcile(busy=set(self.drains))
+            self.cycle()
+        except ApiError as e:
+            log.warning("cycle failed: %s", e)
+        self._next_cycle = self.clock() + self.config.rescheduler.housekeeping_interval
+
+    def _pause(self) -> None:
+        """Until the next cycle, or a change the drains in flight may be waiting for (half a second at most)."""
+        left = self._next_cycle - self.clock()
+        if self.drains:
+            self.state.wait_change(min(left, 0.5), self.stop)
+        elif left > 0:
+            self.stop.wait(left)
+
     def shutdown(self) -> None:
-        """Put our marks right while the lease is still ours, release it (the successor takes over at once),
-        and stop the informers."""
+        """Roll back the drains in flight and put our marks right while the lease is still ours, release it (the
+        successor takes over at once), and stop the informers."""
         if self.state.is_synced() and self.is_leader():
+            self.interrupt_drains()
             try:
                 self.capacity.shutdown()
             except Exception:
@@ -336,6 +381,42 @@ class Rescheduler:
         self.metrics.leader.set(0)
         self.stop_informers()
 
+    # ---- drains in flight ---------------------------------------------------------------------------------------
+
+    def advance_drains(self) -> None:
+        """One step of every drain in flight; the ended ones are recorded and free their place after
+        ``node_drain_delay``, and the next cycle comes at once (the cluster moved)."""
+        for node, drain in list(self.drains.items()):
+            if self.should_abort():
+                return
+            try:
+                result = self.drainer.advance(drain)
+            except ApiError as e:
+                log.warning("drain of node %s: %s (tried again)", node, e, extra=fields(node=node))
+                continue
+            if result is not None:
+                self._ended(node, result)
+        self.metrics.drains_in_flight.set(len(self.drains))
+
+    def _ended(self, node: str, result: DrainResult) -> None:
+        del self.drains[node]
+        self.results.append(result)
+        now = self.clock()
+        self._finished.append(now)
+        self._next_cycle = min(self._next_cycle, now)
+
+    def interrupt_drains(self) -> None:
+        """Stop every drain in flight (shutdown, lost lease): no further eviction, the marks removed."""
+        for node, drain in list(self.drains.items()):
+            self._ended(node, self.drainer.interrupt(drain))
+        self.metrics.drains_in_flight.set(0)
+
+    def _cooling(self) -> int:
+        """Drains ended less than ``node_drain_delay`` ago: each keeps its place in the budget that long."""
+        since = self.clock() - self.config.rescheduler.node_drain_delay
+        self._finished = [t for t in self._finished if t > since]
+        return len(self._finished)
+
     # ---- one cycle --------------------------------------------------------------------------------------------
 
     def cycle(self) -> Decision | None:
@@ -344,96 +425,75 @@ class Rescheduler:
             return self._cycle()
         finally:
             self.metrics.cycle_duration.observe(time.perf_counter() - started)
-            self.metrics.last_cycle.set(time.time())
+            self.metrics.last_cycle.set(self.wall())
 
     def _cycle(self) -> Decision | None:
         cfg = self.config
-        with self.state.cond:
-            pending = unschedulable_pods((p for p in self.state.pods.values() if not p.node_name), cfg.namespace)
-        self.metrics.pods_pending.set(len(pending))
         if not self._orphans_checked and not cfg.capacity.enabled:
             # Placeholders left from when capacity mode was on: they have no purpose now.
             self.capacity.collect_orphans()
             self._orphans_checked = True
-        if pending and cfg.capacity.enabled:
-            self.capacity.tend()
-        if pending:
-            log.info(
-                "paused: %d pods are unschedulable",
-                len(pending),
-                extra=fields(pending=[p.key for p in pending[:10]], count=len(pending)),
-            )
-            return None
-        now = time.monotonic()
-        if now < self._next_drain_at:
-            log.debug("node drain delay: %.0fs left", self._next_drain_at - now)
-            return None
-        decision = self._plan_and_decide()
-        if decision is not None and cfg.capacity.enabled:
-            self._ask_capacity(decision)
-        done: set[str] = set()
-        started = 0
-        limit = cfg.rescheduler.max_nodes_per_cycle
-        while decision is not None and started < limit and not self.should_abort():
-            candidates = [nm for nm in decision.drains if nm.node not in done]
-            if not candidates:
-                break
-            nm = candidates[0]
-            done.add(nm.node)
-            if cfg.capacity.enabled and not self.dry_run:
-                self.capacity.release(nm.node)  # their room is for the evicted pods' replacements now
-            result = self.drainer.drain(nm.node, nm.pods, dict(nm.targets))
-            self.results.append(result)
-            if result.outcome == Outcome.SKIPPED:
-                self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{result.reason}: {result.message}")
-                continue
-            started += 1
-            if result.started:
-                self._next_drain_at = time.monotonic() + cfg.rescheduler.node_drain_delay
-            if started < limit and len(candidates) > 1 and result.started and not self.dry_run:
-                self.stop.wait(cfg.rescheduler.node_drain_delay)
-                if self.should_abort():
-                    break
-                decision = self._plan_and_decide()  # the cluster moved: plan again before the next node
+        snapshot = self.state.snapshot()
+        count_in_flight(snapshot, self.drains.values(), self.state)
+        now, cooling = self.wall(), self._cooling()
+        g = gate(
+            snapshot,
+            cfg,
+            now=now,
+            memory_backoff=self.drainer.memory_backoff,
+            broken_nodes=self.state.broken_nodes(),
+            in_flight=len(self.drains),
+            cooling=cooling,
+        )
+        decision = self._plan_and_decide(snapshot, g)
+        if cfg.capacity.enabled:
+            self._ask_capacity(snapshot)
+        self._start_drains(decision, g)
         return decision
 
-    def _ask_capacity(self, decision: Decision) -> None:
+    def _start_drains(self, decision: Decision, g: Gate) -> None:
+        """Start the decision's drains, in order, while the gate allows."""
+        started = 0
+        for nm in decision.drains:
+            if started >= g.starts or self.should_abort():
+                break
+            if nm.node in self.drains:
+                continue
+            if self.config.capacity.enabled and not self.dry_run:
+                self.capacity.release(nm.node)  # their room is for the evicted pods' replacements now
+            drain = self.drainer.start(nm.node, nm.pods, dict(nm.targets))
+            if isinstance(drain, Drain):
+                self.drains[nm.node] = drain
+                started += 1
+                continue
+            self.results.append(drain)
+            if drain.outcome == Outcome.SKIPPED:
+                self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{drain.reason}: {drain.message}")
+            elif drain.started:  # the mark failed: the drain is over
+                started += 1
+        self.metrics.drains_in_flight.set(len(self.drains))
+
+    def _ask_capacity(self, snapshot: ClusterSnapshot) -> None:
         """Capacity mode: follow the placeholder requests out, and ask for the nodes that only lack spot room
         (:mod:`rescheduler.cluster.capacity`), from this cycle's plan."""
         plan = self.last_plan
-        if plan is None or decision.paused or self._planned_snapshot is None or plan.window_closed:
-            # No drain may start now (paused, or outside every drain window): ask for no new room, whose
-            # placeholders would only hold spot capacity until a window opens; follow the requests out.
+        if plan is None or plan.window_closed:
+            # No drain may start now (outside every drain window): ask for no new room, whose placeholders would
+            # only hold spot capacity until a window opens; follow the requests out.
             self.capacity.tend()
             return
-        self.capacity.step(self._planned_snapshot, plan.reasons, plan.drained)
+        self.capacity.step(snapshot, plan.reasons, plan.drained)
 
-    def _plan_and_decide(self) -> Decision | None:
+    def _plan_and_decide(self, snapshot: ClusterSnapshot, g: Gate) -> Decision:
         cfg = self.config
         t0 = time.perf_counter()
-        snapshot = self._planned_snapshot = self.state.snapshot()
-        self.last_plan = None
-        now, broken = time.time(), self.state.broken_nodes()
-        backoff = self.drainer.memory_backoff
-        # Nodes this cycle will not drain are kept out of the plan, so they take no PDB allowance or spot room.
-        excluded = excluded_nodes(snapshot, cfg, now=now, memory_backoff=backoff, broken_nodes=broken)
-        planned = self.plan_fn(snapshot, cfg, excluded)
+        self.last_planned = None
+        planned = self.plan_fn(snapshot, cfg, g.excluded)
+        self.last_planned = planned
         self.metrics.plan_duration.observe(time.perf_counter() - t0)
-        decision = decide(
-            snapshot,
-            planned,
-            cfg,
-            now=now,
-            own_node=self.options.node_name,
-            memory_backoff=backoff,
-            broken_nodes=broken,
-            excluded=excluded,
-        )
+        decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.options.node_name)
         self.last_decision = decision
-        for cls, n in decision.nodes_by_class.items():
-            self.metrics.nodes.labels(cls).set(n)
-        self.metrics.drainable_nodes.set(len(decision.drains))
-        self._report_held(decision)
+        self._report(planned, decision)
         log.info(
             "plan: %d nodes can be emptied onto spot, %d left alone",
             len(decision.drains),
@@ -441,15 +501,26 @@ class Rescheduler:
             extra=fields(
                 drainable=[nm.node for nm in decision.drains][:20],
                 skipped=dict(decision.skipped[:20]),
+                in_flight=sorted(self.drains)[:20],
+                may_start=g.starts,
                 plan_seconds=round(time.perf_counter() - t0, 3),
                 dry_run=self.dry_run,
             ),
         )
         return decision
 
+    def _report(self, planned: PlannedCycle, decision: Decision) -> None:
+        for cls, n in decision.nodes_by_class.items():
+            self.metrics.nodes.labels(cls).set(n)
+        self.metrics.drainable_nodes.set(len(decision.drains))
+        summary = planned.plan.summary
+        self.metrics.pods_pending.set(int(summary.get("pending_unschedulable", 0)))
+        self._report_held(decision)
+        self._report_waiting(summary.get("waiting_pods") or {})
+
     def _report_held(self, decision: Decision) -> None:
-        """The nodes the operator's controls held back: a gauge per control, and an Event on a node when the
-        control holding it changes (not every cycle: a closed window would otherwise repeat one per interval)."""
+        """The nodes held back on purpose: a gauge per control, and an Event on a node when the control holding
+        it changes (not every cycle: a closed window would otherwise repeat one per interval)."""
         counts = {control: 0 for control in HELD_BACK_CONTROLS}
         counts["min-target-age"] = decision.young_targets
         reported: dict[str, str] = {}
@@ -463,6 +534,59 @@ class Rescheduler:
         for control, n in counts.items():
             self.metrics.nodes_held_back.labels(control).set(n)
 
+    def _report_waiting(self, holds: Mapping[str, Sequence[str]]) -> None:
+        """``spotshift_rescheduler_waiting_pod_holds{pod}``: the nodes each waiting pod holds, for the
+        :data:`WAITING_SERIES` pods holding the most (series of pods that hold nothing any more are removed)."""
+        top = sorted(((len(nodes), pod) for pod, nodes in holds.items() if nodes), reverse=True)[:WAITING_SERIES]
+        now = {pod: n for n, pod in top}
+        for pod in self._waiting_reported - now.keys():
+            self.metrics.waiting_pod_holds.remove(pod)
+        for pod, n in now.items():
+            self.metrics.waiting_pod_holds.labels(pod).set(n)
+        self._waiting_reported = set(now)
+
+
+WAITING_SERIES = 10
+"""At most this many ``spotshift_rescheduler_waiting_pod_holds`` series (one per waiting pod holding nodes)."""
+
+
+def count_in_flight(snapshot: ClusterSnapshot, drains: Iterable[Drain], state: ClusterState) -> None:
+    """Count the pods of the drains in flight where they are going, so a new plan does not give their spot room to
+    another node: a pod not yet evicted is moved to its target in ``snapshot``; an evicted one whose replacement is
+    not yet bound to a node is put there as a stand-in (a pending replacement the planner also places first is
+    counted twice: room held back, never given away twice)."""
+    for drain in drains:
+        waiting_for = _unbound_replacements(drain, state)
+        for pod in drain.pods:
+            target = drain.targets.get(pod.key)
+            if target is None or target not in snapshot.nodes:
+                continue
+            info = snapshot.nodes.get(pod.node_name)
+            here = next((p for p in info.pods if p.uid == pod.uid), None) if info is not None else None
+            if here is not None and not here.terminating:
+                snapshot.move_pod(here, target)
+                continue
+            owner = pod.controller.uid if pod.controller is not None else ""
+            if waiting_for.get(owner, 0) > 0:
+                waiting_for[owner] -= 1
+                stand_in = replace(pod, name=f"{pod.name}.in-flight", uid=f"{pod.uid}.in-flight", node_name="")
+                snapshot.add_pod(stand_in, target)
+
+
+def _unbound_replacements(drain: Drain, state: ClusterState) -> dict[str, int]:
+    """Owner UID → how many of the drain's evicted pods have no replacement bound to a node yet."""
+    out: dict[str, int] = {}
+    with state.cond:
+        for owner, need in drain.need.items():
+            evicted = sum(1 for p in drain.evicted if p.controller is not None and p.controller.uid == owner)
+            bound = sum(
+                1
+                for q in state.by_owner.get(owner, {}).values()
+                if q.uid not in drain.before.get(owner, ()) and q.node_name and not q.terminating
+            )
+            out[owner] = max(0, min(need, evicted) - bound)
+    return out
+
 
 # --- the planner --------------------------------------------------------------------------------------------------
 
@@ -472,20 +596,18 @@ def default_planner(
     switches: Callable[[], Switches] = lambda: CURRENT,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
-    sink: Callable[[Plan], None] | None = None,
 ) -> PlanFunction:
     """:mod:`rescheduler.plan.planner` adapted to :data:`PlanFunction`, with the loop's time budget and a
     :class:`~rescheduler.plan.candidates.PlanCache` kept from one cycle to the next (the state's pods are the same
     objects between cycles until an event replaces one; the plans are those made without it). The budget is
     measured on ``clock`` (``time.monotonic``): the plan folder reads no clock of its own. ``switches`` gives the
     cluster's kube-scheduler rules at each call (the loop learns them when it starts). ``wall`` (``time.time``)
-    is the time the operator's ``disruption`` controls are judged at: pod ages, windows, budgets. ``sink``
-    receives each whole plan."""
+    is the time the operator's ``disruption`` controls are judged at: pod ages, windows, budgets."""
     from rescheduler.plan.candidates import PlanCache
 
     cache = PlanCache()
 
-    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str]) -> Sequence[NodeMoves]:
+    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str]) -> PlannedCycle:
         return plan_nodes(
             snapshot,
             config,
@@ -495,7 +617,6 @@ def default_planner(
             switches=switches(),
             exclude=exclude,
             now=wall(),
-            sink=sink,
         )
 
     return plan

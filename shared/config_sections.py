@@ -100,7 +100,8 @@ class ReschedulerConfig:
     housekeeping_interval: float = v.setting(10.0, v.duration(positive=True))
     """How often the rescheduler plans (``--housekeeping-interval``, 10s), in seconds."""
     node_drain_delay: float = v.setting(600.0, v.duration(positive=False))
-    """Wait after draining a node before the next one (``--node-drain-delay``, 10m)."""
+    """Wait after a drain ends before its place is taken by another (``--node-drain-delay``, 10m): with one node at
+    a time (no budgets), the wait between two drains, as pusher's flag."""
     pod_eviction_timeout: float = v.setting(120.0, v.duration(positive=True))
     """How long to retry an eviction refused with 429 (``--pod-eviction-timeout``, 2m)."""
     max_graceful_termination: float = v.setting(120.0, v.duration(positive=False))
@@ -110,7 +111,7 @@ class ReschedulerConfig:
     node_backoff: float = v.setting(1800.0, v.duration(positive=False))
     """How long to leave a node alone after its pods' replacements landed on on-demand again (30m)."""
     max_nodes_per_cycle: int = v.setting(1, v.integer(1))
-    """At most this many nodes drained per housekeeping cycle."""
+    """At most this many drains started per housekeeping cycle (the drains in flight go on between cycles)."""
     pdb_rule: str = v.setting(PDB_RATE_LIMIT, v.choice(PDB_RULES))
     """How PodDisruptionBudgets limit a plan: ``rate-limit`` (as ``kubectl drain``) blocks a node only when a
     budget of its pods allows no disruption now, and the drain evicts what each budget allows, retrying 429s as
@@ -193,7 +194,7 @@ class DisruptionConfig:
     """At most this many on-demand nodes draining at once, each ``{nodes: "N" or "P%", schedule, duration}``; a
     budget with a cron ``schedule`` applies for ``duration`` from each match, the most restrictive applying one
     wins, and when every budget has a schedule and none applies, nothing drains (outside the drain window).
-    Percentages of the on-demand nodes round up. Empty: no limit beyond ``rescheduler.max_nodes_per_cycle``."""
+    Percentages of the on-demand nodes round up. Empty: one node drains at a time."""
     time_zone: str = v.setting("UTC", v.time_zone)
     """IANA time zone the budgets' schedules are read in (``Europe/Berlin``); durations are elapsed time."""
     min_pod_age: float = v.setting(0.0, v.duration(positive=False))

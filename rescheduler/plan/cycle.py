@@ -1,33 +1,41 @@
-"""One housekeeping cycle's decision, as a pure function: which planned nodes to drain now, and why not the others.
+"""One housekeeping cycle's decision, as pure functions: may a node drain now, what does the plan say, which
+drains start.
 
 Kept apart from the run loop so it can be measured and tested without an API server: ``bench/run_cycle.py``
 times snapshot + plan + :func:`decide` over a large state, and the unit tests feed it hand-made snapshots.
-Everything here reads the snapshot and returns values; the drainer then re-checks the chosen node against
-the live API before touching it.
+Everything here reads the snapshot and returns values; the drainer then re-checks each chosen node against
+the live API before touching it. The contract with the loop is typed:
 
-The order of the checks is the order a person would ask: is the cluster short of room (pause everything),
-is this node resting after a failed drain (backoff), is something already being done to it (our mark, a
-cordon), can we read every pod on it, and would the PodDisruptionBudgets let its drain start now (by the
-configured ``rescheduler.pdb_rule``: :func:`rescheduler.plan.safety.pdb_refusals`).
-The node this process runs on goes last, so a drain never starts by evicting the rescheduler itself.
-
-The per-node checks that do not depend on the plan (:func:`exclusion`) run twice: before planning
-(:func:`excluded_nodes`, handed to the planner, so a node that will not be drained now does not take the
-PodDisruptionBudget allowances and spot room another node needs), and again in :func:`decide` for any node
-a plan made without them still names.
+* :func:`gate` is the one owner of "may a node drain now", computed once per cycle: the nodes left alone whatever
+  a plan says (resting after a failed drain, already marked, cordoned, a pod that cannot be read: a
+  :class:`~rescheduler.plan.labels.DrainLabel` each), and how many drains may start (the disruption budget in
+  force less the drains in flight and those finished less than ``node_drain_delay`` ago; one node at a time
+  when no budget is configured; at most ``max_nodes_per_cycle``). The nodes left alone are kept out of the plan,
+  so they take no PodDisruptionBudget allowance or spot room another node needs.
+* :func:`plan_nodes` runs the planner (:mod:`rescheduler.plan.planner`) and answers one :class:`PlannedCycle`:
+  the whole :class:`~rescheduler.plan.records.Plan`, the nodes to empty in plan order with their moves, what was
+  held back on purpose (an operator's control, or a pod waiting for the room) and the spot nodes not yet targets.
+* :func:`decide` orders the planned nodes the way a person would check them: a node with nothing to move is
+  skipped, then one whose PodDisruptionBudgets would not let its drain start now (by the configured
+  ``rescheduler.pdb_rule``: :func:`rescheduler.plan.safety.pdb_refusals`). The node this process runs on goes
+  last, so a drain never starts by evicting the rescheduler itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rescheduler.plan.controls import draining
+from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import backoff_until, is_marked
 from rescheduler.plan.reasons import CONTROLS, StayReason
-from rescheduler.plan.safety import pdb_refusals, unschedulable_pods
+from rescheduler.plan.records import Plan
+from rescheduler.plan.safety import pdb_refusals
 from shared.classes import classifier
 from shared.config import Config
+from shared.controls import allowance
 from shared.model import Node
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
@@ -35,33 +43,19 @@ from shared.switches import CURRENT, Switches
 
 if TYPE_CHECKING:
     from rescheduler.plan.candidates import PlanCache
-    from rescheduler.plan.records import Plan
 
 __all__ = [
     "NodeMoves",
-    "Planned",
+    "PlannedCycle",
+    "Gate",
+    "gate",
     "exclusion",
     "excluded_nodes",
     "plan_nodes",
     "Decision",
     "decide",
     "count_classes",
-    "SKIP_BACKOFF",
-    "SKIP_MARKED",
-    "SKIP_CORDONED",
-    "SKIP_UNREADABLE_POD",
-    "SKIP_NOTHING_TO_MOVE",
-    "SKIP_PDB_CACHED",
-    "SKIP_LIMIT",
 ]
-
-SKIP_BACKOFF = "backoff"
-SKIP_MARKED = "already-marked"
-SKIP_CORDONED = "cordoned"
-SKIP_UNREADABLE_POD = "unreadable-pod"
-SKIP_NOTHING_TO_MOVE = "nothing-to-move"
-SKIP_PDB_CACHED = "pdb-precheck"
-SKIP_LIMIT = "cycle-limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,35 +67,30 @@ class NodeMoves:
     targets: Mapping[str, str] = field(default_factory=dict)
 
 
-class Planned(list[NodeMoves]):
-    """:func:`plan_nodes`' answer: the nodes to empty, in plan order (a list, as before), and what the operator's
-    ``disruption`` controls held back: ``held`` (node → the control's
-    :class:`~rescheduler.plan.reasons.StayReason`) and ``young_targets`` (spot nodes not yet targets)."""
+@dataclass(frozen=True, slots=True)
+class PlannedCycle:
+    """What the planner tells the loop in one cycle."""
 
-    held: dict[str, StayReason]
-    young_targets: int
-
-    def __init__(
-        self, nodes: Iterable[NodeMoves] = (), held: Mapping[str, StayReason] | None = None, young_targets: int = 0
-    ) -> None:
-        super().__init__(nodes)
-        self.held = dict(held or {})
-        self.young_targets = young_targets
+    plan: Plan
+    """The whole plan: why each other node stays (capacity mode reads it), its typed summary."""
+    drains: tuple[NodeMoves, ...]
+    """The nodes to empty, in plan order, each with its moves."""
+    held: Mapping[str, StayReason]
+    """Nodes held back on purpose: an operator's control (``disruption``), or a pod waiting for the room."""
+    young_targets: int = 0
+    """Spot nodes not yet targets (``disruption.min_target_age``)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    paused: str
-    """Why nothing is done this cycle (``""``: not paused)."""
-    drains: tuple[NodeMoves, ...]
-    """Nodes to try, in order; the run loop drains up to ``max_nodes_per_cycle`` of them."""
-    skipped: tuple[tuple[str, str], ...]
-    """``(node, reason)`` for planned nodes left alone this cycle."""
-    unschedulable: int
-    nodes_by_class: Mapping[str, int]
-    held: Mapping[str, StayReason] = field(default_factory=dict)
-    """Nodes an operator's control held back this cycle (:attr:`Planned.held`), for metrics and Events."""
-    young_targets: int = 0
+class Gate:
+    """May a node drain now, for one cycle (see the module docstring)."""
+
+    excluded: Mapping[str, DrainLabel]
+    """On-demand nodes left alone this cycle whatever a plan says, with the reason."""
+    starts: int
+    """How many drains may start this cycle."""
+    limit: int | None
+    """Drains at once the budget in force allows (``None``: no budget, one node at a time)."""
 
 
 def count_classes(snapshot: ClusterSnapshot, config: Config) -> dict[str, int]:
@@ -119,17 +108,17 @@ def exclusion(
     now: float,
     memory_backoff: Mapping[str, float],
     broken_nodes: Collection[str],
-) -> str | None:
+) -> DrainLabel | None:
     """Why this cycle leaves ``node`` alone whatever a plan says (``None``: it may be drained)."""
     until = max(backoff_until(node) or 0.0, memory_backoff.get(node.name, 0.0))
     if until > now:
-        return SKIP_BACKOFF
+        return DrainLabel.BACKOFF
     if is_marked(node, taint_key):
-        return SKIP_MARKED
+        return DrainLabel.ALREADY_MARKED
     if node.unschedulable:
-        return SKIP_CORDONED
+        return DrainLabel.CORDONED
     if node.name in broken_nodes:
-        return SKIP_UNREADABLE_POD
+        return DrainLabel.UNREADABLE_POD
     return None
 
 
@@ -140,7 +129,7 @@ def excluded_nodes(
     now: float,
     memory_backoff: Mapping[str, float] | None = None,
     broken_nodes: Collection[str] = (),
-) -> dict[str, str]:
+) -> dict[str, DrainLabel]:
     """The on-demand nodes this cycle leaves alone, with the reason: to be kept out of the plan."""
     c = classifier(config.node_classes)
     taint_key = config.rescheduler.drain_taint_key
@@ -155,53 +144,79 @@ def excluded_nodes(
     return out
 
 
-def decide(
+def gate(
     snapshot: ClusterSnapshot,
-    planned: Iterable[NodeMoves],
     config: Config,
     *,
     now: float,
-    own_node: str = "",
     memory_backoff: Mapping[str, float] | None = None,
     broken_nodes: Collection[str] = (),
-    unschedulable: int | None = None,
-    excluded: Mapping[str, str] | None = None,
+    in_flight: int = 0,
+    cooling: int = 0,
+) -> Gate:
+    """This cycle's :class:`Gate`. ``now`` is Unix time (backoffs are wall-clock annotations, budgets' windows
+    are read in it); ``in_flight`` the drains this process is advancing, ``cooling`` those that finished less than
+    ``node_drain_delay`` ago (each keeps its place in the budget that long)."""
+    excluded = excluded_nodes(snapshot, config, now=now, memory_backoff=memory_backoff, broken_nodes=broken_nodes)
+    c = classifier(config.node_classes)
+    on_demand = [info.node for info in snapshot if c.node_class(info.node.labels) == "on-demand"]
+    # The marks count the drains in flight of any replica (a predecessor's included) until they are put right.
+    busy = max(in_flight, draining(on_demand, config.rescheduler.drain_taint_key)) + cooling
+    d = config.disruption
+    limit: int | None = None
+    if d.budgets:
+        a = allowance(d, on_demand=len(on_demand), in_progress=busy, now=now)
+        limit = a.limit
+        more = a.more if a.more is not None else len(on_demand)
+    else:
+        more = 1 - busy
+    starts = max(0, min(config.rescheduler.max_nodes_per_cycle, more))
+    return Gate(excluded, starts, limit)
+
+
+def decide(
+    snapshot: ClusterSnapshot,
+    planned: PlannedCycle,
+    config: Config,
+    *,
+    excluded: Mapping[str, DrainLabel] | None = None,
+    own_node: str = "",
 ) -> Decision:
-    """Filter and order the planned nodes. ``now`` is Unix time (backoffs are wall-clock annotations).
-    ``excluded`` (:func:`excluded_nodes`, kept out of the plan) are reported as skipped first. What the
-    operator's controls held back (a :class:`Planned`'s ``held``) is passed on in :attr:`Decision.held`."""
-    held = dict(getattr(planned, "held", None) or {})
-    young = int(getattr(planned, "young_targets", 0) or 0)
-    classes = count_classes(snapshot, config)
-    if unschedulable is None:
-        unschedulable = len(unschedulable_pods(snapshot.pending, config.namespace))
-    if unschedulable:
-        return Decision(f"{unschedulable} pods are unschedulable", (), (), unschedulable, classes, held, young)
-    taint_key = config.rescheduler.drain_taint_key
-    memory_backoff = memory_backoff or {}
+    """Filter and order the planned nodes. ``excluded`` (the :class:`Gate`'s, kept out of the plan) are reported as
+    skipped first; what was held back on purpose (:attr:`PlannedCycle.held`) is passed on in
+    :attr:`Decision.held`."""
     pdbs = PdbIndex(snapshot.pdbs)
     chosen: list[NodeMoves] = []
     last: list[NodeMoves] = []
-    skipped: list[tuple[str, str]] = list((excluded or {}).items())
-    for nm in planned:
+    skipped: list[tuple[str, str]] = [(node, label.value) for node, label in (excluded or {}).items()]
+    for nm in planned.drains:
         info = snapshot.nodes.get(nm.node)
         if info is None:
             continue
-        why = exclusion(info.node, taint_key, now=now, memory_backoff=memory_backoff, broken_nodes=broken_nodes)
-        if why is not None:
-            skipped.append((nm.node, why))
-            continue
         if not nm.pods:
-            skipped.append((nm.node, SKIP_NOTHING_TO_MOVE))
+            skipped.append((nm.node, DrainLabel.NOTHING_TO_MOVE.value))
             continue
         wanted = set(nm.pods)
         pods = [p for p in info.pods if p.key in wanted]
         if pdb_refusals(pods, pdbs, rule=config.rescheduler.pdb_rule):
-            skipped.append((nm.node, SKIP_PDB_CACHED))
+            skipped.append((nm.node, DrainLabel.PDB_PRECHECK.value))
             continue
         (last if nm.node == own_node else chosen).append(nm)
-    skipped.extend((node, CONTROLS[why.kind]) for node, why in held.items())
-    return Decision("", tuple(chosen + last), tuple(skipped), 0, classes, held, young)
+    skipped.extend((node, CONTROLS[why.kind]) for node, why in planned.held.items())
+    classes = count_classes(snapshot, config)
+    return Decision(tuple(chosen + last), tuple(skipped), classes, dict(planned.held), planned.young_targets)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    drains: tuple[NodeMoves, ...]
+    """Nodes to try, in order; the run loop starts as many as its :class:`Gate` allows."""
+    skipped: tuple[tuple[str, str], ...]
+    """``(node, reason)`` for planned nodes left alone this cycle."""
+    nodes_by_class: Mapping[str, int]
+    held: Mapping[str, StayReason] = field(default_factory=dict)
+    """Nodes held back on purpose this cycle (:attr:`PlannedCycle.held`), for metrics and Events."""
+    young_targets: int = 0
 
 
 def plan_nodes(
@@ -214,16 +229,13 @@ def plan_nodes(
     switches: Switches = CURRENT,
     exclude: Mapping[str, str] | None = None,
     now: float | None = None,
-    sink: Callable[[Plan], None] | None = None,
-) -> Planned:
-    """:func:`rescheduler.plan.planner.plan` as the run loop needs it: the nodes it empties, in plan order, each
-    with its moves. The planner leaves the snapshot as it found it. ``time_budget`` is read on ``clock`` (both
-    or neither). ``cache`` is a :class:`rescheduler.plan.candidates.PlanCache` the caller keeps from one cycle
-    to the next (see :func:`rescheduler.run.default_planner`); the result is the same without it, only slower.
-    ``switches``: the cluster's kube-scheduler rules (:mod:`shared.switches`). ``exclude``
-    (:func:`excluded_nodes`) are not candidates. ``now`` (Unix seconds) is when the operator's ``disruption``
-    controls are judged; what they hold back is in the answer's ``held``. ``sink``, if given, receives the whole
-    :class:`~rescheduler.plan.records.Plan` (why each other node stays: capacity mode reads it)."""
+) -> PlannedCycle:
+    """:func:`rescheduler.plan.planner.plan` as the run loop needs it (module docstring). The planner leaves the
+    snapshot as it found it. ``time_budget`` is read on ``clock`` (both or neither). ``cache`` is a
+    :class:`rescheduler.plan.candidates.PlanCache` the caller keeps from one cycle to the next (see
+    :func:`rescheduler.run.default_planner`); the result is the same without it, only slower. ``switches``: the
+    cluster's kube-scheduler rules (:mod:`shared.switches`). ``exclude`` (the :class:`Gate`'s) are not
+    candidates. ``now`` (Unix seconds) is when the operator's ``disruption`` controls are judged."""
     from rescheduler.plan.planner import plan  # the heavy import, kept off the CLI's other paths
 
     result = plan(
@@ -236,14 +248,12 @@ def plan_nodes(
         exclude=exclude,
         now=now,
     )
-    if sink is not None:
-        sink(result)
     by_node: dict[str, list[tuple[str, str]]] = {}
     for m in result.moves:
         by_node.setdefault(m.source, []).append((m.pod, m.target))
-    out = []
+    drains = []
     for node in result.drained:
         moves = by_node.get(node, [])
-        out.append(NodeMoves(node, tuple(k for k, _ in moves), dict(moves)))
+        drains.append(NodeMoves(node, tuple(k for k, _ in moves), dict(moves)))
     held = {node: why for node, why in result.reasons.items() if why.kind in CONTROLS}
-    return Planned(out, held, int(result.summary.get("spot_too_young", 0)))
+    return PlannedCycle(result, tuple(drains), held, int(result.summary.get("spot_too_young", 0)))

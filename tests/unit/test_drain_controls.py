@@ -143,7 +143,7 @@ def test_an_event_is_recorded_again_only_when_the_control_changes() -> None:
     budget = StayReason(Kind.DISRUPTION_BUDGET, "disruption budget 1 allows 1 node(s) draining at once")
 
     def decision(held: dict[str, StayReason]) -> Decision:
-        return Decision("", (), (), 0, {}, held)
+        return Decision((), (), {}, held)
 
     try:
         for held in ({"od-1": window}, {"od-1": window}, {"od-1": budget}, {}, {"od-1": budget}):

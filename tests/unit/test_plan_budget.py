@@ -62,7 +62,7 @@ def test_plan_and_the_budgeted_run_loop_planner_free_at_least_what_pushers_order
     check_plan(snapshot(items), full, config)
     assert len(full.drained) >= baseline
     budgeted = default_planner(0.5, clock=stepping_clock())(snapshot(items), config, {})
-    assert len(budgeted) >= baseline
+    assert len(budgeted.drains) >= baseline
 
 
 def test_the_stepping_clock_makes_the_budget_bite() -> None:

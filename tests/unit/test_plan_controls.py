@@ -183,12 +183,12 @@ def test_the_run_loops_planner_answer_carries_what_the_controls_held() -> None:
     snap = three_drainable()
     cfg = config(budgets=[{"nodes": "1"}], min_target_age="1s")
     planned_nodes = plan_nodes(snap, cfg, now=NOW)
-    assert len(planned_nodes) == 1
+    assert len(planned_nodes.drains) == 1
     assert {control_of(r) for r in planned_nodes.held.values()} == {"budget"} and len(planned_nodes.held) == 2
-    d = decide(snap, planned_nodes, cfg, now=NOW)
+    d = decide(snap, planned_nodes, cfg)
     assert dict(d.held) == planned_nodes.held
     assert sorted(why for _, why in d.skipped) == ["budget", "budget"]
-    assert [nm.node for nm in d.drains] == [nm.node for nm in planned_nodes]
+    assert [nm.node for nm in d.drains] == [nm.node for nm in planned_nodes.drains]
 
 
 def test_every_control_kind_has_a_metric_label() -> None:

@@ -87,7 +87,7 @@ def _record(rule: str, seed: int, nodes: int, pods: int, profile: str) -> dict[s
             "sha256": hashlib.sha256(orjson.dumps(items)).hexdigest(),
         },
         "plan": result.to_json(),
-        "run_loop": [{"node": nm.node, "pods": list(nm.pods), "targets": dict(nm.targets)} for nm in loop],
+        "run_loop": [{"node": nm.node, "pods": list(nm.pods), "targets": dict(nm.targets)} for nm in loop.drains],
     }
 
 

@@ -26,9 +26,12 @@ from rescheduler.cluster.kube import (
 )
 from rescheduler.logs import JsonFormatter, fields
 from rescheduler.metrics import Metrics, MetricsServer
+from rescheduler.plan.cycle import PlannedCycle
 from rescheduler.plan.marks import STATE_ANNOTATION
+from rescheduler.plan.records import Plan
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
-from shared.config import ConfigError, load_config
+from shared.config import Config, ConfigError, load_config
+from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 
@@ -184,33 +187,30 @@ def test_a_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_its_node_unde
     assert [res.node for res in r2.results] == ["od-1"]
 
 
+def nothing_planned(snapshot: ClusterSnapshot, config: Config, exclude: Any) -> PlannedCycle:
+    """A plan that empties no node (a stand-in planner for tests of the loop itself)."""
+    return PlannedCycle(Plan((), (), {}, {}), (), {})
+
+
 @pytest.mark.parametrize(
-    ("extra", "pending", "plans"),
+    ("extra", "pending"),
     [
-        pytest.param({}, 1, 0, id="an-unschedulable-pod-pauses-the-loop-before-planning"),
-        pytest.param(
-            {"schedulingGates": [{"name": "example.com/quota"}]}, 0, 1, id="a-gated-pod-does-not-pause-the-loop"
-        ),
+        pytest.param({}, 1, id="an-unschedulable-pod-is-counted"),
+        pytest.param({"schedulingGates": [{"name": "example.com/quota"}]}, 0, id="a-gated-pod-is-not"),
     ],
 )
-def test_waiting_pods_and_the_pause(extra: dict[str, Any], pending: int, plans: int) -> None:
-    """A Pending pod the scheduler could not place pauses the loop; one held by scheduling gates is not waiting
-    for room, so the loop plans."""
+def test_a_waiting_pod_is_planned_for_not_a_pause(extra: dict[str, Any], pending: int) -> None:
+    """A Pending pod the scheduler could not place is counted and the loop plans (the planner places it first); one
+    held by scheduling gates is not waiting for room at all."""
     server = cluster()
     server.put("pods", pod("stuck", phase="Pending", **extra))
-    planned: list[int] = []
-
-    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
-        planned.append(1)
-        return []
-
-    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5), plan=plan)
+    r = Rescheduler(server, fast(), RunOptions(once=True, identity="me", sync_timeout=5))
     try:
         assert r.run() == 0
     finally:
         server.close()
-    assert len(planned) == plans
-    assert server.evictions == []
+    assert [res.node for res in r.results] == ["od-1"], "spot-1 has room for the waiting pod and od-1's pods"
+    assert r.last_plan is not None and r.last_plan.summary["safe_to_act"] is True
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == pending
 
 
@@ -328,9 +328,9 @@ def test_a_mark_that_appears_while_running_is_rolled_back_by_the_next_cycle() ->
     server = cluster()
     cycles: list[int] = []
 
-    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
+    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Any) -> PlannedCycle:
         cycles.append(1)
-        return []
+        return nothing_planned(snapshot, config, exclude)
 
     r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
     runner = threading.Thread(target=r.run)
@@ -357,9 +357,9 @@ def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
     server = cluster()
     cycles: list[int] = []
 
-    def plan(snapshot: Any, config: Any, exclude: Any) -> list[Any]:
+    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Any) -> PlannedCycle:
         cycles.append(1)
-        return []
+        return nothing_planned(snapshot, config, exclude)
 
     r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
     r.reconciler.backoff = 0.1
@@ -552,9 +552,9 @@ def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
     config = fast()
     current: list[Switches] = [CURRENT]
     planner = default_planner(None, lambda: current[0])
-    assert [nm.node for nm in planner(snapshot, config, {})] == ["od-1"]
+    assert [nm.node for nm in planner(snapshot, config, {}).drains] == ["od-1"]
     current[0] = for_version("v1.26.0")
-    assert planner(snapshot, config, {}) == []
+    assert planner(snapshot, config, {}).drains == ()
 
 
 def test_the_rescheduler_role_lists_and_watches_every_kind_the_state_watches() -> None:
