@@ -30,8 +30,8 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import IO
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
 
 import orjson
 
@@ -59,6 +59,14 @@ class UsageError(Exception):
 
 
 def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
+    """Adds ``plan``'s flags, in the order ``--help`` lists them."""
+    _add_input_output_arguments(p)
+    _add_planning_arguments(p)
+    add_plan_config_arguments(p)
+
+
+def _add_input_output_arguments(p: argparse.ArgumentParser) -> None:
+    """Adds where the cluster and the configuration are read from, and the output's format and file."""
     source = p.add_mutually_exclusive_group()
     source.add_argument(
         "--snapshot",
@@ -86,6 +94,10 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         "network assets)",
     )
     p.add_argument("file", nargs="?", metavar="FILE", help="write the output to FILE instead of stdout")
+
+
+def _add_planning_arguments(p: argparse.ArgumentParser) -> None:
+    """Adds how the plan is made: checks, time and process limits, the rules' release, the moment, progress."""
     p.add_argument(
         "--verify",
         action="store_true",
@@ -127,7 +139,6 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="progress on stderr while a big snapshot loads (auto: when stderr is a terminal)",
     )
-    add_plan_config_arguments(p)
 
 
 def _instant(text: str) -> float:
@@ -195,6 +206,24 @@ def _run_plan(
     )
     progress.done()
     needs = capacity_needs(snapshot, result.reasons, config) if config.capacity.enabled else None
+    _write(args, _render(args, snapshot, result, config, needs, now), stdout, stderr)
+    if getattr(args, "process_exit", False):
+        # A whole process just for this command: end it here rather than free millions of objects one by
+        # one on the way out. Nothing is left to flush or close.
+        stderr.flush()
+        os._exit(0)
+    return 0
+
+
+def _render(
+    args: argparse.Namespace,
+    snapshot: ClusterSnapshot,
+    result: Plan,
+    config: Config,
+    needs: Sequence[CapacityNeed] | None,
+    now: float,
+) -> str:
+    """The plan as ``--output`` asks: JSON (with ``capacity`` in capacity mode), the HTML page, or the table."""
     if args.output == "json":
         data = result.to_json()
         if needs is not None:
@@ -208,13 +237,17 @@ def _run_plan(
                 }
                 for n in needs
             ]
-        text = orjson.dumps(data).decode() + "\n"
-    elif args.output == "html":
+        return orjson.dumps(data).decode() + "\n"
+    if args.output == "html":
         from rescheduler.plan_html import render_html
 
-        text = render_html(snapshot, result, config, source=_source(args), now=now)
-    else:
-        text = render_table(result, needs)
+        return render_html(snapshot, result, config, source=_source(args), now=now)
+    return render_table(result, needs)
+
+
+def _write(args: argparse.Namespace, text: str, stdout: IO[str], stderr: IO[str]) -> None:
+    """Writes ``text`` to the ``FILE`` argument (saying so on stderr), else to stdout; a file that cannot be
+    written is a :class:`UsageError`."""
     if args.file:
         try:
             with open(args.file, "w", encoding="utf-8") as fh:
@@ -225,12 +258,6 @@ def _run_plan(
     else:
         stdout.write(text)
     stdout.flush()
-    if getattr(args, "process_exit", False):
-        # A whole process just for this command: end it here rather than free millions of objects one by
-        # one on the way out. Nothing is left to flush or close.
-        stderr.flush()
-        os._exit(0)
-    return 0
 
 
 def _switches_from_flag(args: argparse.Namespace) -> Switches | None:
@@ -285,7 +312,24 @@ def _gib(b: int) -> str:
 def render_table(result: Plan, needs: Sequence[CapacityNeed] | None = None) -> str:
     """The plan for a person: what gets freed, what moves where, and why the other nodes stay; with ``needs``
     (capacity mode), the spot room each node that only lacks room would need."""
-    s = result.summary
+    lines = _summary_lines(result.summary)
+    if result.drained:
+        lines.append("")
+        lines.extend(_drain_lines(result))
+    if result.pacing:
+        lines.append("")
+        lines.extend(_pacing_lines(result))
+    if result.summary["top_reasons"]:
+        lines.append("")
+        lines.extend(_stay_lines(result))
+    if needs is not None:
+        lines.append("")
+        lines.extend(_capacity_lines(needs))
+    return "\n".join(lines) + "\n"
+
+
+def _summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """The table's opening sentences: what can be drained and freed, then any warning, budget or window."""
     lines: list[str] = []
     lines.append(
         f"{s['drained']:,} of {s['on_demand_nodes']:,} on-demand nodes can be drained onto "
@@ -313,57 +357,68 @@ def render_table(result: Plan, needs: Sequence[CapacityNeed] | None = None) -> s
         lines.append(
             f"{s['spot_too_young']:,} spot node(s) are younger than disruption.min_target_age and not used as targets."
         )
-    if result.drained:
+    return lines
+
+
+def _drain_lines(result: Plan) -> list[str]:
+    """The drained nodes (at most ``_MAX_ROWS``), each with its pod count and its three main targets."""
+    targets: dict[str, dict[str, int]] = {}
+    for m in result.moves:
+        per = targets.setdefault(m.source, {})
+        per[m.target] = per.get(m.target, 0) + 1
+    rows = [("NODE TO DRAIN", "PODS", "MOVE TO")]
+    for name in result.drained[:_MAX_ROWS]:
+        per = targets.get(name, {})
+        dest = ", ".join(f"{t} ({n})" for t, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+        if len(per) > 3:
+            dest += f", +{len(per) - 3} more"
+        rows.append((name, str(sum(per.values())), dest or "(nothing to move)"))
+    lines = _columns(rows)
+    if len(result.drained) > _MAX_ROWS:
+        lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
+    return lines
+
+
+def _pacing_lines(result: Plan) -> list[str]:
+    """The PodDisruptionBudgets that pace the shown drains, one row per node and budget."""
+    lines = [
+        f"{len(result.pacing):,} drain(s) paced by PodDisruptionBudgets (pods evicted as the budget allows, "
+        "429s retried as replacements become Ready):"
+    ]
+    pace_rows = [("NODE TO DRAIN", "PODDISRUPTIONBUDGET", "NOTE")]
+    for name in [n for n in result.drained if n in result.pacing][:_MAX_ROWS]:
+        for p in result.pacing[name]:
+            pace_rows.append((name, p.pdb, f"{p.pods} pod(s) here, {p.allowed} evicted at a time"))
+    lines.extend(_columns(pace_rows))
+    return lines
+
+
+def _stay_lines(result: Plan) -> list[str]:
+    """Why nodes stay, counted by kind of reason, then up to five nodes with their sentence."""
+    # Grouped by the kind of reason (StayReason.group), counted by the planner: summary["top_reasons"].
+    why_rows = [("WHY NODES STAY", "NODES")]
+    why_rows.extend((r["reason"], f"{r['nodes']:,}") for r in result.summary["top_reasons"])
+    lines = _columns(why_rows)
+    shown = list(result.undrainable.items())[:5]
+    if shown:
         lines.append("")
-        targets: dict[str, dict[str, int]] = {}
-        for m in result.moves:
-            per = targets.setdefault(m.source, {})
-            per[m.target] = per.get(m.target, 0) + 1
-        rows = [("NODE TO DRAIN", "PODS", "MOVE TO")]
-        for name in result.drained[:_MAX_ROWS]:
-            per = targets.get(name, {})
-            dest = ", ".join(f"{t} ({n})" for t, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
-            if len(per) > 3:
-                dest += f", +{len(per) - 3} more"
-            rows.append((name, str(sum(per.values())), dest or "(nothing to move)"))
-        lines.extend(_columns(rows))
-        if len(result.drained) > _MAX_ROWS:
-            lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
-    if result.pacing:
-        lines.append("")
-        lines.append(
-            f"{len(result.pacing):,} drain(s) paced by PodDisruptionBudgets (pods evicted as the budget allows, "
-            "429s retried as replacements become Ready):"
-        )
-        pace_rows = [("NODE TO DRAIN", "PODDISRUPTIONBUDGET", "NOTE")]
-        for name in [n for n in result.drained if n in result.pacing][:_MAX_ROWS]:
-            for p in result.pacing[name]:
-                pace_rows.append((name, p.pdb, f"{p.pods} pod(s) here, {p.allowed} evicted at a time"))
-        lines.extend(_columns(pace_rows))
-    if s["top_reasons"]:
-        lines.append("")
-        # Grouped by the kind of reason (StayReason.group), counted by the planner: summary["top_reasons"].
-        why_rows = [("WHY NODES STAY", "NODES")]
-        why_rows.extend((r["reason"], f"{r['nodes']:,}") for r in s["top_reasons"])
-        lines.extend(_columns(why_rows))
-        shown = list(result.undrainable.items())[:5]
-        if shown:
-            lines.append("")
-            lines.append("For example:")
-            lines.extend(f"  {node}: {why}" for node, why in shown)
-    if needs is not None:
-        lines.append("")
-        if needs:
-            lines.append(
-                f"Capacity mode: {len(needs):,} node(s) stay only for lack of spot room; the rescheduler asks for it "
-                "with placeholder pods (within capacity.max_pods, max_cpu, max_memory):"
-            )
-            lines.extend(f"  {n.node}: {n.text} ({len(n.pods)} pod(s))" for n in needs[:_MAX_ROWS])
-            if len(needs) > _MAX_ROWS:
-                lines.append(f"  ... and {len(needs) - _MAX_ROWS:,} more (--output json lists them all)")
-        else:
-            lines.append("Capacity mode: no node stays only for lack of spot room.")
-    return "\n".join(lines) + "\n"
+        lines.append("For example:")
+        lines.extend(f"  {node}: {why}" for node, why in shown)
+    return lines
+
+
+def _capacity_lines(needs: Sequence[CapacityNeed]) -> list[str]:
+    """Capacity mode: the spot room each node that only lacks room would need (at most ``_MAX_ROWS``)."""
+    if not needs:
+        return ["Capacity mode: no node stays only for lack of spot room."]
+    lines = [
+        f"Capacity mode: {len(needs):,} node(s) stay only for lack of spot room; the rescheduler asks for it "
+        "with placeholder pods (within capacity.max_pods, max_cpu, max_memory):"
+    ]
+    lines.extend(f"  {n.node}: {n.text} ({len(n.pods)} pod(s))" for n in needs[:_MAX_ROWS])
+    if len(needs) > _MAX_ROWS:
+        lines.append(f"  ... and {len(needs) - _MAX_ROWS:,} more (--output json lists them all)")
+    return lines
 
 
 def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:

@@ -38,11 +38,24 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        # /metrics lists the series in the order they are created here.
+        self._cluster_metrics(self.registry)
+        self._drain_metrics(self.registry)
+        self._loop_metrics(self.registry)
+        self._control_metrics(self.registry)
+        self._capacity_metrics(self.registry)
+
+    def _cluster_metrics(self, r: CollectorRegistry) -> None:
+        """Creates the node counts: by class, and the on-demand nodes the last plan could empty."""
         self.nodes = Gauge("spotshift_rescheduler_nodes", "Nodes in the cluster, by class.", ["class"], registry=r)
         self.drainable_nodes = Gauge(
             "spotshift_rescheduler_drainable_nodes", "On-demand nodes the last plan could empty onto spot.", registry=r
         )
+        for cls in ("spot", "on-demand", "other"):
+            self.nodes.labels(cls).set(0)
+
+    def _drain_metrics(self, r: CollectorRegistry) -> None:
+        """Creates the counters of drains (started, succeeded, failed, skipped) and of evictions."""
         self.drains_started = Counter(
             "spotshift_rescheduler_drains_started", "Node drains started (the node was tainted).", registry=r
         )
@@ -66,6 +79,9 @@ class Metrics:
         self.evictions = Counter(
             "spotshift_rescheduler_evictions", "Eviction attempts of pods, by final result.", ["result"], registry=r
         )
+
+    def _loop_metrics(self, r: CollectorRegistry) -> None:
+        """Creates the run loop's series: plan and cycle durations, pending pods, leadership, the last cycle."""
         self.plan_duration = Histogram(
             "spotshift_rescheduler_plan_duration_seconds",
             "Time to build the snapshot and plan.",
@@ -100,6 +116,9 @@ class Metrics:
         self.last_cycle = Gauge(
             "spotshift_rescheduler_last_cycle_timestamp_seconds", "Unix time the last cycle finished.", registry=r
         )
+
+    def _control_metrics(self, r: CollectorRegistry) -> None:
+        """Creates the nodes held back by the disruption controls, one series per :data:`HELD_BACK_CONTROLS`."""
         self.nodes_held_back = Gauge(
             "spotshift_rescheduler_nodes_held_back",
             "Nodes an operator's disruption control held back in the last plan, by control: on-demand nodes that "
@@ -108,6 +127,11 @@ class Metrics:
             ["control"],
             registry=r,
         )
+        for control in HELD_BACK_CONTROLS:
+            self.nodes_held_back.labels(control).set(0)
+
+    def _capacity_metrics(self, r: CollectorRegistry) -> None:
+        """Creates capacity mode's series: requests for spot room by outcome, and the placeholder pods."""
         self.capacity_requests = Counter(
             "spotshift_rescheduler_capacity_requests",
             "Requests for spot capacity (one on-demand node's placeholder pods) by what happened: requested, "
@@ -120,10 +144,6 @@ class Metrics:
             "Placeholder pods holding or asking for spot room, created by this replica and not yet deleted.",
             registry=r,
         )
-        for cls in ("spot", "on-demand", "other"):
-            self.nodes.labels(cls).set(0)
-        for control in HELD_BACK_CONTROLS:
-            self.nodes_held_back.labels(control).set(0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -26,7 +26,8 @@ from rescheduler.plan.records import Plan
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
 from shared.controls import target_too_young
-from shared.snapshot import ClusterSnapshot
+from shared.model import Node
+from shared.snapshot import ClusterSnapshot, NodeInfo
 
 __all__ = ["page_data", "render_html", "reason_groups"]
 
@@ -59,7 +60,6 @@ def page_data(
     the nodes that stay grouped by kind (:func:`reason_groups`).
     """
     classify = classifier(config.node_classes)
-    min_target_age = config.disruption.min_target_age
     pods = {p.key: p for info in snapshot for p in info.pods}
     leaving: dict[str, list[dict[str, Any]]] = {}
     arriving: dict[str, list[dict[str, Any]]] = {}
@@ -74,51 +74,13 @@ def page_data(
     nodes: list[dict[str, Any]] = []
     others = 0
     for info in snapshot:
-        node = info.node
-        cls = classify.node_class(node.labels)
+        cls = classify.node_class(info.node.labels)
         if cls == "other":
             others += 1
             continue
-        out = leaving.get(node.name, [])
-        into = arriving.get(node.name, [])
-        cpu = info.requested.get("cpu", 0)
-        memory = info.requested.get("memory", 0)
-        stay_cpu = cpu - sum(p["cpu"] for p in out)
-        stay_memory = memory - sum(p["memory"] for p in out)
-        reason = ""
-        kind = ""
-        if cls == "on-demand":
-            state = "drained" if node.name in drained else "stays"
-            if state == "stays":
-                why = result.reasons.get(node.name)
-                kind = why.kind.value if why is not None else ""
-                reason = (
-                    why.message
-                    if why is not None
-                    else ("nothing to move" if not info.pods else "not drained by this plan")
-                )
-        else:
-            why_not = reclaim_reason(node, config.node_classes)
-            if why_not is None and not node.ready:
-                why_not = "node is not Ready"
-            if why_not is None and now is not None and target_too_young(node, min_target_age, now):
-                why_not = "younger, or Ready for less, than disruption.min_target_age"
-            state = "not-target" if why_not else "target"
-            reason = why_not or ""
-        nodes.append(
-            {
-                "name": node.name,
-                "class": cls,
-                "state": state,
-                "reason": reason,
-                "reason_kind": kind,
-                "allocatable": {"cpu": node.allocatable.get("cpu", 0), "memory": node.allocatable.get("memory", 0)},
-                "pods": len(info.pods),
-                "staying": {"cpu": stay_cpu, "memory": stay_memory},
-                "leaving": out,
-                "arriving": into,
-            }
-        )
+        out = leaving.get(info.name, [])
+        into = arriving.get(info.name, [])
+        nodes.append(_node_data(info, cls, out, into, result, drained, config, now))
     return {
         "source": source,
         "summary": dict(result.summary),
@@ -129,6 +91,60 @@ def page_data(
         "nodes": nodes,
         "other_nodes": others,
     }
+
+
+def _node_data(
+    info: NodeInfo,
+    cls: str,
+    out: list[dict[str, Any]],
+    into: list[dict[str, Any]],
+    result: Plan,
+    drained: set[str],
+    config: Config,
+    now: float | None,
+) -> dict[str, Any]:
+    """One spot or on-demand node of :func:`page_data`: its state and why, its bins before (``out``: the pods
+    that leave it) and after (``into``: the pods that arrive)."""
+    node = info.node
+    cpu = info.requested.get("cpu", 0)
+    memory = info.requested.get("memory", 0)
+    stay_cpu = cpu - sum(p["cpu"] for p in out)
+    stay_memory = memory - sum(p["memory"] for p in out)
+    reason = ""
+    kind = ""
+    if cls == "on-demand":
+        state = "drained" if node.name in drained else "stays"
+        if state == "stays":
+            why = result.reasons.get(node.name)
+            kind = why.kind.value if why is not None else ""
+            reason = (
+                why.message if why is not None else ("nothing to move" if not info.pods else "not drained by this plan")
+            )
+    else:
+        reason = _not_target_reason(node, config, now)
+        state = "not-target" if reason else "target"
+    return {
+        "name": node.name,
+        "class": cls,
+        "state": state,
+        "reason": reason,
+        "reason_kind": kind,
+        "allocatable": {"cpu": node.allocatable.get("cpu", 0), "memory": node.allocatable.get("memory", 0)},
+        "pods": len(info.pods),
+        "staying": {"cpu": stay_cpu, "memory": stay_memory},
+        "leaving": out,
+        "arriving": into,
+    }
+
+
+def _not_target_reason(node: Node, config: Config, now: float | None) -> str:
+    """Why a spot node is not a target (being reclaimed, not Ready, too young at ``now``); ``""`` if it is one."""
+    why_not = reclaim_reason(node, config.node_classes)
+    if why_not is None and not node.ready:
+        why_not = "node is not Ready"
+    if why_not is None and now is not None and target_too_young(node, config.disruption.min_target_age, now):
+        why_not = "younger, or Ready for less, than disruption.min_target_age"
+    return why_not or ""
 
 
 def _json_for_script(data: Mapping[str, Any]) -> str:

@@ -206,6 +206,7 @@ class PodReader:
         self._on_node: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
     def read(self, item: PodItem) -> Pod:
+        """The ``Pod`` view of ``item``: its template's parts from the caches, its own fields read here."""
         m = item.metadata or _Meta()
         s = item.spec
         ns = m.namespace or "default"
@@ -229,16 +230,7 @@ class PodReader:
         # fraction of copying and hashing them (the owner is only a hint; equal slices are the proof). The
         # hint keeps copies, not the slices, which would keep a live listing's whole page alive.
         hint = self._by_owner.get((ns, owners_b))
-        if hint is not None and hint[0] == raws:
-            proto = hint[1]
-        else:
-            parts = tuple(map(bytes, raws))
-            key = (ns, *parts)
-            found = self.templates.get(key)
-            proto = found if found is not None else self._prototype(key, ns, name)
-            if len(self._by_owner) >= _CACHE_LIMIT:
-                self._by_owner.clear()
-            self._by_owner[(ns, owners_b)] = (tuple(Raw(b) for b in parts), proto)
+        proto = hint[1] if hint is not None and hint[0] == raws else self._prototype_of(raws, ns, name, owners_b)
         unschedulable = ready = False
         for c in st.conditions or ():
             if c.type == "PodScheduled":
@@ -270,6 +262,18 @@ class PodReader:
         if st.containerStatuses or st.initContainerStatuses or st.allocatedResources or st.resources:
             args[_I_STATUS_REQUESTS] = self._status_requests(proto, s, st, ns, name)
         return Pod(*args)
+
+    def _prototype_of(self, raws: tuple[Raw, ...], ns: str, name: str, owners_b: bytes) -> list[Any]:
+        """The prototype of the template whose parts are ``raws``: found by their bytes, else built; kept as
+        the owner's hint for its next pod."""
+        parts = tuple(map(bytes, raws))
+        key = (ns, *parts)
+        found = self.templates.get(key)
+        proto = found if found is not None else self._prototype(key, ns, name)
+        if len(self._by_owner) >= _CACHE_LIMIT:
+            self._by_owner.clear()
+        self._by_owner[(ns, owners_b)] = (tuple(Raw(b) for b in parts), proto)
+        return proto
 
     def _status_requests(self, proto: list[Any], s: _PodSpec, st: _PodStatus, ns: str, name: str) -> Any:
         """The pod's ``status_requests``, cached on its template's container part (the containers' names and

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 from rescheduler.cluster.kube import ApiError, Kube, NotFound
@@ -140,27 +141,7 @@ class EventRecorder:
                     pass
             stamp = _now()
             name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
-            body = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": {
-                    "apiVersion": ref.api_version,
-                    "kind": ref.kind,
-                    "name": ref.name,
-                    **({"namespace": ref.namespace} if ref.namespace else {}),
-                    **({"uid": ref.uid} if ref.uid else {}),
-                },
-                "reason": reason,
-                "message": message[:1024],
-                "type": event_type,
-                "source": {"component": COMPONENT, **({"host": self.host} if self.host else {})},
-                "reportingComponent": COMPONENT,
-                "reportingInstance": self.host or COMPONENT,
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "count": 1,
-            }
+            body = self._event(ref, name, namespace, event_type, reason, message, stamp)
             self.kube.post(f"/api/v1/namespaces/{quote(namespace)}/events", body)
             with self._lock:
                 self._seen[key] = (name, stamp, 1, now)
@@ -174,3 +155,30 @@ class EventRecorder:
                 e,
                 extra=fields(reason=reason, object=f"{ref.kind}/{ref.name}"),
             )
+
+    def _event(
+        self, ref: Ref, name: str, namespace: str, event_type: str, reason: str, message: str, stamp: str
+    ) -> dict[str, Any]:
+        """A new core/v1 Event named ``name`` about ``ref``, seen once at ``stamp`` (the message cut to 1024
+        characters)."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": ref.api_version,
+                "kind": ref.kind,
+                "name": ref.name,
+                **({"namespace": ref.namespace} if ref.namespace else {}),
+                **({"uid": ref.uid} if ref.uid else {}),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": event_type,
+            "source": {"component": COMPONENT, **({"host": self.host} if self.host else {})},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.host or COMPONENT,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }

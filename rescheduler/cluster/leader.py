@@ -157,23 +157,7 @@ class LeaderElector:
         try:
             lease = self.kube.get(self.path)
         except NotFound:
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": c.name, "namespace": c.namespace},
-                "spec": self._spec(now_wall, acquire=now_wall, transitions=0),
-            }
-            try:
-                sent = self._writing()
-                self.kube.post(f"/apis/coordination.k8s.io/v1/namespaces/{quote(c.namespace)}/leases", body)
-            except (NotFound, Forbidden) as e:  # the namespace is missing, or RBAC refuses
-                self._unusable(e, now)
-                return self._renew_failed()
-            except ApiError as e:
-                log.debug("lease create failed: %s", e)
-                return self._renew_failed()
-            self.problem = ""
-            return self._renewed(sent, c.identity)
+            return self._create(now_wall, now)
         except Forbidden as e:
             self._unusable(e, now)
             return self._renew_failed()
@@ -200,9 +184,38 @@ class LeaderElector:
             with self._lock:
                 self._set_leader(False)
             return False
+        return self._update(lease, now_wall)
+
+    def _create(self, now_wall: float, now: float) -> bool:
+        """Create the missing Lease naming ourselves; returns whether we hold the lease afterwards (a 409: another
+        replica was faster)."""
+        c = self.config
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": c.name, "namespace": c.namespace},
+            "spec": self._spec(now_wall, acquire=now_wall, transitions=0),
+        }
+        try:
+            sent = self._writing()
+            self.kube.post(f"/apis/coordination.k8s.io/v1/namespaces/{quote(c.namespace)}/leases", body)
+        except (NotFound, Forbidden) as e:  # the namespace is missing, or RBAC refuses
+            self._unusable(e, now)
+            return self._renew_failed()
+        except ApiError as e:
+            log.debug("lease create failed: %s", e)
+            return self._renew_failed()
+        self.problem = ""
+        return self._renewed(sent, c.identity)
+
+    def _update(self, lease: dict[str, Any], now_wall: float) -> bool:
+        """Take or renew the ``lease`` just read, with its ``resourceVersion`` (of two racing replicas one gets
+        409 Conflict); returns whether we hold the lease afterwards."""
+        c = self.config
+        spec = lease.get("spec") or {}
         transitions = int(spec.get("leaseTransitions") or 0)
         acquire = spec.get("acquireTime")
-        if holder != c.identity:
+        if (spec.get("holderIdentity") or "") != c.identity:
             transitions += 1
             acquire = None
         new = {

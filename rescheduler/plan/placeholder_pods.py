@@ -141,8 +141,42 @@ def placeholder_pod(
     The pod's labels are copied only under an owner that is a controller: a controller in spotshift's namespace
     whose selector matched them (a ReplicaSet, a Job) would otherwise adopt the placeholder as its own pod and
     could delete a real one to scale back; a pod with a controller reference is never adopted."""
-    home = config.namespace
     cap = config.capacity
+    spec: dict[str, Any] = {
+        "priorityClassName": cap.priority_class_name,
+        "schedulerName": pod.scheduler_name,
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Always",
+        "affinity": _affinity(pod, config),
+        "tolerations": _tolerations(pod, config),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65535,
+            "runAsGroup": 65535,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(pod, cap.image)],
+    }
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(sorted(pod.node_selector.items()))
+    if pod.topology_spread:
+        spec["topologySpreadConstraints"] = [_spread(c) for c in pod.topology_spread]
+    meta: dict[str, Any] = {
+        "generateName": GENERATE_NAME,
+        "namespace": config.namespace,
+        "labels": _labels(pod, node, request, owner),
+        "annotations": {NODE_ANNOTATION: node, POD_ANNOTATION: pod.key},
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [dict(owner)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _labels(pod: Pod, node: str, request: str, owner: Mapping[str, Any] | None) -> dict[str, str]:
+    """The placeholder's labels: the pod's (only under an ``owner``, see :func:`placeholder_pod`), then the two
+    by which the rescheduler finds it."""
     # The pod's labels, but none of spotshift's own and none that its own Services and budgets select by.
     labels = {
         k: v
@@ -153,11 +187,21 @@ def placeholder_pod(
     }
     labels[PLACEHOLDER_LABEL] = node_label_value(node)
     labels[REQUEST_LABEL] = request
+    return labels
+
+
+def _tolerations(pod: Pod, config: Config) -> list[dict[str, Any]]:
+    """The pod's tolerations, then the spot tolerations it lacks."""
     tolerations = [t.to_api() for t in pod.tolerations]
     for t in spot_tolerations(config.node_classes):
         if t not in pod.tolerations:
             tolerations.append(t.to_api())
-    requests = {r: _quantity(r, n) for r, n in sorted(pod.requests.items()) if r != "pods" and n > 0}
+    return tolerations
+
+
+def _affinity(pod: Pod, config: Config) -> dict[str, Any]:
+    """Node affinity to spot only (:func:`_required_terms`), and the pod's required pod (anti-)affinity terms."""
+    home = config.namespace
     affinity: dict[str, Any] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": _required_terms(pod, config)}
@@ -171,44 +215,19 @@ def placeholder_pod(
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(t, pod, home) for t in pod.pod_anti_affinity]
         }
-    spec: dict[str, Any] = {
-        "priorityClassName": cap.priority_class_name,
-        "schedulerName": pod.scheduler_name,
-        "terminationGracePeriodSeconds": 0,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "restartPolicy": "Always",
-        "affinity": affinity,
-        "tolerations": tolerations,
+    return affinity
+
+
+def _container(pod: Pod, image: str) -> dict[str, Any]:
+    """The one container: requests the pod's effective requests, and can do nothing else."""
+    requests = {r: _quantity(r, n) for r, n in sorted(pod.requests.items()) if r != "pods" and n > 0}
+    return {
+        "name": CONTAINER,
+        "image": image,
+        "resources": {"requests": requests},
         "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65535,
-            "runAsGroup": 65535,
-            "seccompProfile": {"type": "RuntimeDefault"},
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
         },
-        "containers": [
-            {
-                "name": CONTAINER,
-                "image": cap.image,
-                "resources": {"requests": requests},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-            }
-        ],
     }
-    if pod.node_selector:
-        spec["nodeSelector"] = dict(sorted(pod.node_selector.items()))
-    if pod.topology_spread:
-        spec["topologySpreadConstraints"] = [_spread(c) for c in pod.topology_spread]
-    meta: dict[str, Any] = {
-        "generateName": GENERATE_NAME,
-        "namespace": home,
-        "labels": labels,
-        "annotations": {NODE_ANNOTATION: node, POD_ANNOTATION: pod.key},
-    }
-    if owner is not None:
-        meta["ownerReferences"] = [dict(owner)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

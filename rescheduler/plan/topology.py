@@ -86,19 +86,39 @@ class TopologyIndex:
             if anchor_keys:
                 keys |= anchor_keys
         self.keys = frozenset(keys)
-        key_tuple = tuple(sorted(keys))
+        self.pods: list[Pod] = []
+        self.loc: list[NodeInfo] = []
+        self._blocks: dict[str, tuple[int, NodePart]] = {}
+        self.postings: dict[tuple[str, str, str], list[int]] = {}
+        """(namespace, key, value) -> pids of the pods with that label value."""
+        self.anti_terms: dict[tuple[str, str], list[tuple[int, PodAffinityTerm]]] = {}
+        """(key, value) -> the required anti-affinity terms (with their pod's pid) that only pods with that
+        label value can match."""
+        self.anti_general: list[tuple[int, PodAffinityTerm]] = []
+        """Required anti-affinity terms without an ``In`` requirement."""
+        self._index_blocks(infos, parts, memo)
+        self.pid_of: dict[int, int] = {}
+        """id(Pod object as found in the snapshot, or as moved) -> pid, filled as pods are asked about."""
+        self._by_namespace: dict[str, list[int]] | None = None
+        self._eligible: dict[Any, Any] = {}
+        self._ns_selector_cache: dict[LabelSelector, tuple[str, ...]] = {}
+        memo.trim(len(self.postings), len(self.anti_terms))
+
+    def _index_blocks(self, infos: list[NodeInfo], parts: list[NodePart], memo: TopologyMemo) -> None:
+        """Fills ``pods``, ``loc`` and ``_blocks`` with every node's block of pods, and ``postings``,
+        ``anti_terms`` and ``anti_general`` from those blocks."""
+        key_tuple = tuple(sorted(self.keys))
         blocks = [part.block(key_tuple, memo) for part in parts]
         antis = [part.anti_entries(memo) for part in parts]  # numbers every key before the lists are sized
         # Pids: per node, a block in the order of its pods: the pods some selector could match (carrying
         # an indexed key), then its other pods with required anti-affinity. The other pods get one when
         # first asked about (:meth:`pid`), which most never are. Posting lists are in pid order; a posting
         # or anti-affinity entry is collected under the memo's number for its key, cheaper to look up.
-        pods: list[Pod] = []
-        loc: list[NodeInfo] = []
-        self._blocks: dict[str, tuple[int, NodePart]] = {}
+        pods = self.pods
+        loc = self.loc
         slots: list[list[int] | None] = [None] * len(memo.posting_keys)
         anti_slots: list[list[tuple[int, PodAffinityTerm]] | None] = [None] * len(memo.anti_keys)
-        anti_general: list[tuple[int, PodAffinityTerm]] = []
+        anti_general = self.anti_general
         for info, part, (block, offsets, slot_of, anti_offsets), anti in zip(infos, parts, blocks, antis, strict=True):
             if not block:
                 continue
@@ -122,26 +142,9 @@ class TopologyIndex:
             for k, term in zip(general_pod_of, general, strict=True):
                 anti_general.append((base + anti_offsets[k], term))
         posting_keys = memo.posting_keys
-        self.postings: dict[tuple[str, str, str], list[int]] = {
-            posting_keys[i]: lst for i, lst in enumerate(slots) if lst is not None
-        }
-        """(namespace, key, value) -> pids of the pods with that label value."""
+        self.postings.update({posting_keys[i]: lst for i, lst in enumerate(slots) if lst is not None})
         anti_keys = memo.anti_keys
-        self.anti_terms: dict[tuple[str, str], list[tuple[int, PodAffinityTerm]]] = {
-            anti_keys[i]: lst for i, lst in enumerate(anti_slots) if lst is not None
-        }
-        """(key, value) -> the required anti-affinity terms (with their pod's pid) that only pods with that
-        label value can match."""
-        self.anti_general = anti_general
-        """Required anti-affinity terms without an ``In`` requirement."""
-        self.pods = pods
-        self.loc = loc
-        self.pid_of: dict[int, int] = {}
-        """id(Pod object as found in the snapshot, or as moved) -> pid, filled as pods are asked about."""
-        self._by_namespace: dict[str, list[int]] | None = None
-        self._eligible: dict[Any, Any] = {}
-        self._ns_selector_cache: dict[LabelSelector, tuple[str, ...]] = {}
-        memo.trim(len(self.postings), len(self.anti_terms))
+        self.anti_terms.update({anti_keys[i]: lst for i, lst in enumerate(anti_slots) if lst is not None})
 
     # --- bookkeeping ------------------------------------------------------------------------------
 
@@ -220,37 +223,10 @@ class TopologyIndex:
         pods = self.pods
         loc = self.loc
 
-        aff_terms = pod.pod_affinity
-        if aff_terms:
-            for t in aff_terms:
-                if t.topology_key not in labels:
-                    return _AFFINITY
-            # affinityCounts: pods matching *all* terms, per (key, value of their node).
-            found: dict[str, set[str]] = {}
-            first = aff_terms[0]
-            if first.selector is not None:
-                for cand in self._candidates(first.selector, self._scope(first.namespaces, first.namespace_selector)):
-                    if cand == pid:
-                        continue
-                    ep = pods[cand]
-                    if uid and ep.uid == uid:
-                        continue
-                    if not _matches_all(aff_terms, ep, ns_labels):
-                        continue
-                    ep_labels = loc[cand].node.labels
-                    for t in aff_terms:
-                        v = ep_labels.get(t.topology_key)
-                        if v is not None:
-                            found.setdefault(t.topology_key, set()).add(v)
-            pods_exist = True
-            for t in aff_terms:
-                values = found.get(t.topology_key)
-                if values is None or labels[t.topology_key] not in values:
-                    pods_exist = False
-            if not pods_exist:
-                first_of_series = not found and _matches_all(aff_terms, pod, ns_labels)
-                if not first_of_series:
-                    return _AFFINITY
+        if pod.pod_affinity:  # rarely taken: most pods have no required affinity
+            r = self._check_affinity(pod, pid, labels)
+            if r is not None:
+                return r
 
         for t in pod.pod_anti_affinity:
             value = labels.get(t.topology_key)
@@ -277,6 +253,46 @@ class TopologyIndex:
                     return r
         if self.anti_general:
             return self._existing(self.anti_general, pod, pid, uid, labels, ns_labels)
+        return None
+
+    def _check_affinity(self, pod: Pod, pid: int | None, labels: Mapping[str, str]) -> Reason | None:
+        """The pod's required affinity terms on a node with ``labels``: :data:`_AFFINITY` if the node lacks a
+        term's topology key, or if pods matching every term are not in each term's domain of the node (unless
+        no such pod exists and the pod matches its own terms: the first of a series); else ``None``."""
+        ns_labels = self.snapshot.namespace_labels
+        uid = pod.uid
+        pods = self.pods
+        loc = self.loc
+        aff_terms = pod.pod_affinity
+        for t in aff_terms:
+            if t.topology_key not in labels:
+                return _AFFINITY
+        # affinityCounts: pods matching *all* terms, per (key, value of their node).
+        found: dict[str, set[str]] = {}
+        first = aff_terms[0]
+        if first.selector is not None:
+            for cand in self._candidates(first.selector, self._scope(first.namespaces, first.namespace_selector)):
+                if cand == pid:
+                    continue
+                ep = pods[cand]
+                if uid and ep.uid == uid:
+                    continue
+                if not _matches_all(aff_terms, ep, ns_labels):
+                    continue
+                ep_labels = loc[cand].node.labels
+                for t in aff_terms:
+                    v = ep_labels.get(t.topology_key)
+                    if v is not None:
+                        found.setdefault(t.topology_key, set()).add(v)
+        pods_exist = True
+        for t in aff_terms:
+            values = found.get(t.topology_key)
+            if values is None or labels[t.topology_key] not in values:
+                pods_exist = False
+        if not pods_exist:
+            first_of_series = not found and _matches_all(aff_terms, pod, ns_labels)
+            if not first_of_series:
+                return _AFFINITY
         return None
 
     def _existing(
