@@ -153,6 +153,10 @@ class Rescheduler:
             owner=self._placeholder_owner,
         )
         """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity`)."""
+        self._bookkeeping()
+
+    def _bookkeeping(self) -> None:
+        """What the loop remembers from one pass to the next."""
         self._orphans_checked = False
         self.informers: list[Informer] = []
         self.drains: dict[str, Drain] = {}
@@ -637,19 +641,10 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
     setup_logging(args.log_format, args.log_level)
     try:
         config = config_from_args(args, env)
+        options = _options(args, env)
     except ConfigError as e:
         print(f"spot-rescheduler: {e}", file=sys.stderr)
         return 2
-    try:
-        options = RunOptions(
-            once=args.once,
-            node_name=args.node_name if args.node_name is not None else env.get("NODE_NAME", ""),
-            lease_duration=positive_seconds("--leader-elect-lease-duration", args.leader_elect_lease_duration),
-            renew_deadline=positive_seconds("--leader-elect-renew-deadline", args.leader_elect_renew_deadline),
-            retry_period=positive_seconds("--leader-elect-retry-period", args.leader_elect_retry_period),
-            plan_time_budget=args.plan_time_budget,
-        )
-        LeaseConfig("x", "x", "x", options.lease_duration, options.renew_deadline, options.retry_period)
     except ValueError as e:
         print(f"spot-rescheduler: {e}.", file=sys.stderr)
         return 2
@@ -670,17 +665,32 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    return _serve(rescheduler, config)
+
+
+def _options(args: argparse.Namespace, env: Mapping[str, str]) -> RunOptions:
+    """The process-level settings from the flags (a ``ValueError`` naming the flag when one is wrong)."""
+    options = RunOptions(
+        once=args.once,
+        node_name=args.node_name if args.node_name is not None else env.get("NODE_NAME", ""),
+        lease_duration=positive_seconds("--leader-elect-lease-duration", args.leader_elect_lease_duration),
+        renew_deadline=positive_seconds("--leader-elect-renew-deadline", args.leader_elect_renew_deadline),
+        retry_period=positive_seconds("--leader-elect-retry-period", args.leader_elect_retry_period),
+        plan_time_budget=args.plan_time_budget,
+    )
+    LeaseConfig("x", "x", "x", options.lease_duration, options.renew_deadline, options.retry_period)
+    return options
+
+
+def _serve(rescheduler: Rescheduler, config: Config) -> int:
+    """Serve ``/metrics`` and the probes and run the loop; the exit code (2 when the address cannot be used)."""
+    bind = config.rescheduler.metrics_bind
     try:
         server = MetricsServer(
-            rescheduler.metrics,
-            config.rescheduler.metrics_bind,
-            healthy=rescheduler.heartbeat.alive,
-            ready=rescheduler.ready,
+            rescheduler.metrics, bind, healthy=rescheduler.heartbeat.alive, ready=rescheduler.ready
         ).start()
     except OSError as e:
-        print(
-            f"spot-rescheduler: cannot listen on {config.rescheduler.metrics_bind}: {e.strerror or e}", file=sys.stderr
-        )
+        print(f"spot-rescheduler: cannot listen on {bind}: {e.strerror or e}", file=sys.stderr)
         return 2
     log.info(
         "spot-rescheduler starting",
@@ -688,7 +698,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
             identity=rescheduler.identity,
             dry_run=config.rescheduler.dry_run,
             leader_elect=config.rescheduler.leader_elect,
-            listen=config.rescheduler.metrics_bind,
+            listen=bind,
             metrics_port=server.port,
         ),
     )
