@@ -244,9 +244,21 @@ class Loop:
         }
 
     def settle(self) -> None:
-        """Until the watch shows what the API server has (the replacements of every eviction so far)."""
-        want = {k for k in self.server.store["pods"]}
-        assert self.r.state.wait_until(lambda: set(self.r.state.pods) == want, 5)
+        """Until the watch shows what the API server has: every pod (the replacements of every eviction so far) and
+        every node's drain state."""
+        pods = set(self.server.store["pods"])
+        marks = {
+            n["metadata"]["name"]: (n["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+            for n in self.server.store["nodes"].values()
+        }
+
+        def shown() -> bool:
+            state = self.r.state
+            return set(state.pods) == pods and all(
+                state.nodes[name].annotations.get(STATE_ANNOTATION) == mark for name, mark in marks.items()
+            )
+
+        assert self.r.state.wait_until(shown, 5)
 
     def ready_all(self) -> None:
         make_ready_server(self.server)
@@ -279,6 +291,7 @@ def test_a_budget_of_half_the_nodes_keeps_that_many_drains_in_flight() -> None:
         loop.ready_all()
         loop.r.advance_drains()
         assert [res.outcome for res in loop.r.results] == [Outcome.SUCCEEDED] * 2 and loop.r.drains == {}
+        loop.settle()
         loop.r.step_cycle()
         assert set(loop.r.drains) == {"od-2", "od-3"}
     finally:
@@ -304,6 +317,7 @@ def test_a_finished_drain_keeps_its_place_for_the_node_drain_delay() -> None:
         loop.ready_all()
         loop.r.advance_drains()
         assert loop.r.drains == {} and len(loop.r.results) == 1
+        loop.settle()
         loop.r.step_cycle()
         assert loop.r.drains == {}, "the place is cooling"
         loop.now[0] += 61
