@@ -56,7 +56,7 @@ from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, confi
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
-from rescheduler.plan.reasons import CONTROLS
+from rescheduler.plan.reasons import CONTROLS, Kind
 from rescheduler.plan.records import Plan
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
@@ -486,7 +486,9 @@ class Rescheduler:
             # only hold spot capacity until a window opens; follow the requests out.
             self.capacity.tend()
             return
-        self.capacity.step(snapshot, plan.reasons, plan.drained)
+        # A node the budget holds back until its turn still wants its room: the placeholders keep it meanwhile.
+        waiting_turn = tuple(n for n, why in plan.reasons.items() if why.kind is Kind.DISRUPTION_BUDGET)
+        self.capacity.step(snapshot, plan.reasons, plan.drained + waiting_turn)
 
     def _plan_and_decide(self, snapshot: ClusterSnapshot, g: Gate) -> Decision:
         cfg = self.config

@@ -174,7 +174,7 @@ class World:
 
 @pytest.fixture
 def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> World:
-    # A pending unschedulable pod anywhere pauses the rescheduler: let earlier tests' leftovers go first.
+    # A pending pod is planned first and may hold a node it could use: let earlier tests' leftovers go first.
     wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
     return World(control_plane, namespace, make_node, tmp_path)
 

@@ -196,25 +196,15 @@ def test_a_placeholder_is_preempted_by_a_workload_pod_that_needs_its_room(
 ) -> None:
     web(world)
     cloud = provisioner(mode="manual")
-    r = start(capacity_config(world))
+    # A budget of no node at a time keeps the node from draining onto the placeholders' room before the workload
+    # pod below needs that room; the request goes on meanwhile (a node the budget holds still wants its room).
+    config = capacity_config(world)
+    data = yaml.safe_load(config.read_text())
+    data["disruption"] = {"budgets": [{"nodes": "0"}]}
+    config.write_text(yaml.safe_dump(data))
+    r = start(config)
     wait_for(lambda: len(cloud.pending()) == 2, timeout=60, what="two placeholders pending for spot")
-
-    # A pod no node can take pauses the rescheduler (it only follows its requests then), so it cannot drain
-    # the node onto the placeholders' room before the workload pod below needs that room.
     pods = f"/api/v1/namespaces/{world.ns}/pods"
-    world.plane.api.post(
-        pods,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "stuck"},
-            "spec": {
-                "nodeSelector": {"e2e.spotshift.io/nowhere": "true"},
-                "containers": [{"name": "c", "image": "registry.example/app:1"}],
-            },
-        },
-    )
-    r.wait_logged("paused: 1 pods are unschedulable", timeout=60)
     spot = cloud.provision()
     assert spot is not None
     wait_for(
@@ -247,9 +237,8 @@ def test_a_placeholder_is_preempted_by_a_workload_pod_that_needs_its_room(
     assert failed.startswith("preempted: placeholder"), failed
     none_left(world)
     assert r.metric("spotshift_rescheduler_drains_started_total") == 0
-    # Stopped while still paused; a clean exit leaves no placeholder of any later request either.
+    # Stopped while the budget still holds the node; a clean exit leaves no placeholder of any later request either.
     r.close()
-    world.plane.api.delete_if_exists(f"{pods}/stuck")
     none_left(world)
 
 

@@ -191,8 +191,9 @@ def test_a_gated_pod_is_not_a_pod_waiting_for_room(world: World, runs: list[RunP
     ``applySchedulingGatedCondition``) and kube-scheduler never tries it (``pkg/scheduler/framework/plugins/
     schedulinggates/scheduling_gates.go``, ``PreEnqueue``), so it reports nothing about it. The plan does not count
     it as pending (``rescheduler/plan/safety.py``, ``unschedulable_pods``) even with a stale ``Unschedulable``
-    condition, and acts; once the gates are removed the scheduler tries it, reports it ``Unschedulable``, and the
-    plan counts it and the run loop pauses."""
+    condition, and acts; once the gates are removed the scheduler tries it and reports it ``Unschedulable``, and the
+    plan counts it as waiting: it fits no node (more cpu than any has, even emptied), so it holds nothing and the
+    run loop plans the same drain."""
     od = world.on_demand()
     world.deployment("web", 1)
     assert [p["spec"]["nodeName"] for p in world.ready("web")] == [od]
@@ -233,7 +234,7 @@ def test_a_gated_pod_is_not_a_pod_waiting_for_room(world: World, runs: list[RunP
     assert r.logged("plan: 1 nodes can be emptied"), r.tail()
 
     # The gates removed, kube-scheduler tries the pod and reports it Unschedulable with its own message; now the
-    # plan counts it, is not safe to act on, and the run loop pauses.
+    # plan counts it as waiting, and as it fits no node even emptied, it holds nothing: the same drain is planned.
     world.plane.api.patch(pod_path(world, "gated"), {"spec": {"schedulingGates": None}}, "merge")
 
     def tried() -> str | None:
@@ -243,11 +244,11 @@ def test_a_gated_pod_is_not_a_pod_waiting_for_room(world: World, runs: list[RunP
     message = wait_for(tried, timeout=60, what="kube-scheduler to report the ungated pod Unschedulable")
     assert "Insufficient cpu" in message, message
     live = plan(world, config)
-    assert (live["summary"]["pending_unschedulable"], live["summary"]["safe_to_act"]) == (1, False), live["summary"]
+    assert (live["summary"]["pending_unschedulable"], live["summary"]["safe_to_act"]) == (1, True), live["summary"]
+    assert live["summary"]["waiting_pods"] == {f"{world.ns}/gated": []}, live["summary"]
+    assert live["drained"] == [od], live
     r = run_once(world, config, runs, "ungated")
-    paused = r.logged("paused: 1 pods are unschedulable")
-    assert paused and paused[0]["pending"] == [f"{world.ns}/gated"], r.tail()
-    assert not r.logged("plan:"), r.tail()
+    assert r.logged("plan: 1 nodes can be emptied"), r.tail()
     delete_pod(world, "gated")
 
 
