@@ -55,10 +55,11 @@ from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
-from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
+from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, budget_claims, decide, gate, plan_nodes
 from rescheduler.plan.reasons import CONTROLS, Kind
 from rescheduler.plan.records import Plan
 from shared.config import Config, ConfigError
+from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches
 
@@ -497,7 +498,8 @@ class Rescheduler:
         planned = self.plan_fn(snapshot, cfg, g.excluded)
         self.last_planned = planned
         self.metrics.plan_duration.observe(time.perf_counter() - t0)
-        decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.options.node_name)
+        claimed = budget_claims((p for d in self.drains.values() for p in d.to_evict), PdbIndex(snapshot.pdbs))
+        decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.options.node_name, claimed=claimed)
         self.last_decision = decision
         self._report(planned, decision)
         log.info(

@@ -19,8 +19,10 @@ way, within the disruption budgets the loop enforces (:mod:`rescheduler.run`). T
    on. On timeout the drain is rolled back and the node backed off.
 4. :attr:`Phase.EVICTING` — every pod is evicted through :class:`~rescheduler.cluster.evictor.Evictor`, one
    attempt at a time: a budget's 429 is tried again after a backoff, or at once when the watched budget allows a
-   disruption again, until ``pod_eviction_timeout``. The API server checks each eviction against its budget
-   atomically, so a budget shared by pods of several nodes draining at once is respected at every moment.
+   disruption again, until ``pod_eviction_timeout`` passes with no eviction of the node going through. The API
+   server checks each eviction against its budget atomically, so a budget shared by pods of several nodes
+   draining at once is respected at every moment; the loop starts no drain whose budgets the drains in flight
+   still need (:func:`rescheduler.plan.cycle.decide`), so drains do not wait on each other.
 5. :attr:`Phase.TERMINATING` — the evicted pods are gone (``max_graceful_termination`` plus headroom).
 6. :attr:`Phase.REPLACING` — as many new pods of each owner as were evicted are Running and Ready
    (``replacement_timeout``), from the watch. A replacement that landed on an on-demand node means the move
@@ -138,6 +140,13 @@ class Drain:
     @property
     def planned(self) -> tuple[str, ...]:
         return tuple(p.key for p in self.pods)
+
+    @property
+    def to_evict(self) -> tuple[Pod, ...]:
+        """The pods not yet evicted (all of them before :attr:`Phase.EVICTING`)."""
+        if self.phase is Phase.JOBS:
+            return self.pods
+        return tuple(t.pod for t in self.tries)
 
 
 def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tuple[list[Pod], list[Pod]]:
@@ -368,6 +377,10 @@ class Drainer:
                 msg = f"eviction of {t.pod.key}: {result.message}"
                 return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True)
             drain.evicted.append(t.pod)
+            # Progress: the pods still refused by their budgets get pod_eviction_timeout from now, as each waited
+            # its turn behind the others of the node when they were evicted one after another.
+            for other in drain.tries:
+                other.deadline = max(other.deadline, self.clock() + self.evictor.timeout)
         if not drain.tries:
             drain.phase, drain.since = Phase.TERMINATING, self.clock()
         return None

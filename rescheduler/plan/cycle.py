@@ -17,13 +17,16 @@ the live API before touching it. The contract with the loop is typed:
   held back on purpose (an operator's control, or a pod waiting for the room) and the spot nodes not yet targets.
 * :func:`decide` orders the planned nodes the way a person would check them: a node with nothing to move is
   skipped, then one whose PodDisruptionBudgets would not let its drain start now (by the configured
-  ``rescheduler.pdb_rule``: :func:`rescheduler.plan.safety.pdb_refusals`). The node this process runs on goes
-  last, so a drain never starts by evicting the rescheduler itself.
+  ``rescheduler.pdb_rule``: :func:`rescheduler.plan.safety.pdb_refusals`), then one whose budgets the drains in
+  flight, or those chosen before it, still need (:func:`budget_claims`): two drains paced by one budget would
+  each wait on the other, and the later one's evictions could time out; it waits its turn. The node this process
+  runs on goes last, so a drain never starts by evicting the rescheduler itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,7 +39,8 @@ from rescheduler.plan.safety import pdb_refusals
 from shared.classes import classifier
 from shared.config import Config
 from shared.controls import allowance
-from shared.model import Node
+from shared.eviction import USES, budget_use, ignores_budgets
+from shared.model import Node, Pod
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, Switches
@@ -54,6 +58,7 @@ __all__ = [
     "plan_nodes",
     "Decision",
     "decide",
+    "budget_claims",
     "count_classes",
 ]
 
@@ -174,6 +179,18 @@ def gate(
     return Gate(excluded, starts, limit)
 
 
+def budget_claims(pods: Iterable[Pod], pdbs: PdbIndex) -> Counter[str]:
+    """Budget key → how many of ``pods``' evictions will use it (:mod:`shared.eviction`)."""
+    out: Counter[str] = Counter()
+    for p in pods:
+        if ignores_budgets(p):
+            continue
+        matching = pdbs.selecting(p)
+        if len(matching) == 1 and budget_use(p, matching[0]) is USES:
+            out[matching[0].key] += 1
+    return out
+
+
 def decide(
     snapshot: ClusterSnapshot,
     planned: PlannedCycle,
@@ -181,11 +198,15 @@ def decide(
     *,
     excluded: Mapping[str, DrainLabel] | None = None,
     own_node: str = "",
+    claimed: Mapping[str, int] | None = None,
 ) -> Decision:
     """Filter and order the planned nodes. ``excluded`` (the :class:`Gate`'s, kept out of the plan) are reported as
     skipped first; what was held back on purpose (:attr:`PlannedCycle.held`) is passed on in
-    :attr:`Decision.held`."""
+    :attr:`Decision.held`. ``claimed`` (:func:`budget_claims` of the pods the drains in flight have yet to evict)
+    is what those drains will still take of each budget."""
     pdbs = PdbIndex(snapshot.pdbs)
+    allowed = {b.key: b.disruptions_allowed for b in snapshot.pdbs}
+    taken: Counter[str] = Counter(claimed or {})
     chosen: list[NodeMoves] = []
     last: list[NodeMoves] = []
     skipped: list[tuple[str, str]] = [(node, label.value) for node, label in (excluded or {}).items()]
@@ -201,6 +222,11 @@ def decide(
         if pdb_refusals(pods, pdbs, rule=config.rescheduler.pdb_rule):
             skipped.append((nm.node, DrainLabel.PDB_PRECHECK.value))
             continue
+        claims = budget_claims(pods, pdbs)
+        if any(allowed[key] - taken[key] < 1 for key in claims):
+            skipped.append((nm.node, DrainLabel.PDB_IN_USE.value))
+            continue
+        taken.update(claims)
         (last if nm.node == own_node else chosen).append(nm)
     skipped.extend((node, CONTROLS[why.kind]) for node, why in planned.held.items())
     classes = count_classes(snapshot, config)

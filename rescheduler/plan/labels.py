@@ -27,6 +27,9 @@ class DrainLabel(enum.StrEnum):
     NOTHING_TO_MOVE = "nothing-to-move"
     PDB_PRECHECK = "pdb-precheck"
     """A PodDisruptionBudget of the node's pods does not let the drain start now (cached or live status)."""
+    PDB_IN_USE = "pdb-in-use"
+    """A PodDisruptionBudget of the node's pods has no disruption left beyond the evictions the drains in flight (or
+    started before it this cycle) still have to make: the node waits its turn instead of competing for it."""
     # The drain's re-check against the live API (rescheduler.cluster.drain).
     PLAN_STALE = "plan-stale"
     NODE_CHANGED = "node-changed"

@@ -248,3 +248,32 @@ def test_an_unreadable_pod_or_a_backoff_in_memory_excludes_too() -> None:
     s = state(node("od-1"), node("od-2"))
     got = excluded_nodes(s.snapshot(), Config(), now=NOW, memory_backoff={"od-1": NOW + 1}, broken_nodes={"od-2"})
     assert got == {"od-1": DrainLabel.BACKOFF, "od-2": DrainLabel.UNREADABLE_POD}
+
+
+def test_a_node_whose_budget_the_drains_in_flight_still_need_waits_its_turn() -> None:
+    # od-1 and od-2 each hold a pod of web, whose budget allows one disruption now.
+    s = state(
+        node("od-1"),
+        node("od-2"),
+        pods=[pod("a", "od-1", app="web"), pod("b", "od-2", app="web")],
+        pdbs=[pdb("web", "web", allowed=1)],
+    )
+    both = [moves("od-1", "a"), moves("od-2", "b")]
+    snapshot = s.snapshot()
+    planned = PlannedCycle(Plan((), (), {}, {}), tuple(both), {})
+    d = decide(snapshot, planned, Config())
+    assert [nm.node for nm in d.drains] == ["od-1"], "the second would wait on the first's pacing"
+    assert d.skipped == (("od-2", DrainLabel.PDB_IN_USE),)
+    in_flight = decide(snapshot, planned, Config(), claimed={"default/web": 1})
+    assert in_flight.drains == () and len(in_flight.skipped) == 2
+
+
+def test_budgets_the_drains_do_not_share_let_them_start_together() -> None:
+    s = state(
+        node("od-1"),
+        node("od-2"),
+        pods=[pod("a", "od-1", app="web"), pod("b", "od-2", app="api")],
+        pdbs=[pdb("web", "web", allowed=1), pdb("api", "api", allowed=1)],
+    )
+    planned = PlannedCycle(Plan((), (), {}, {}), (moves("od-1", "a"), moves("od-2", "b")), {})
+    assert [nm.node for nm in decide(s.snapshot(), planned, Config()).drains] == ["od-1", "od-2"]

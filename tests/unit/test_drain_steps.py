@@ -337,3 +337,31 @@ def test_shutdown_rolls_back_every_drain_in_flight() -> None:
         assert sorted(res.reason for res in loop.r.results) == ["interrupted"] * 3
     finally:
         loop.close()
+
+
+def test_each_eviction_that_goes_through_gives_the_refused_ones_the_timeout_again(cluster: Cluster) -> None:
+    cluster.server.put("nodes", node("od-1", cpu="4"))
+    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    for i in range(3):
+        cluster.server.put("pods", pod(f"web-{i}", "od-1", app="web", owner="rs-web"))
+    cluster.server.put("pdbs", pdb("web", "web", allowed=1))
+    cluster.start()
+    now = [0.0]
+    cluster.drainer.clock = cluster.drainer.evictor.clock = lambda: now[0]
+    made = not_ready_replacements(cluster)
+    drain = cluster.drainer.start("od-1", [f"default/web-{i}" for i in range(3)])
+    assert isinstance(drain, Drain)
+    cluster.drainer.advance(drain)
+    timeout = cluster.config.rescheduler.pod_eviction_timeout
+    assert {t.deadline for t in drain.tries} == {timeout}
+
+    now[0] = timeout - 0.5  # just before the two refused ones would time out, the budget allows one again
+    make_ready(cluster, made)
+    budget = cluster.server.get_obj("pdbs", "default/web")
+    assert budget is not None
+    budget["status"]["disruptionsAllowed"] = 1
+    cluster.server.put("pdbs", budget)
+    seen(cluster, lambda: next(iter(cluster.state.pdbs.values())).disruptions_allowed == 1)
+    cluster.drainer.advance(drain)
+    assert len(cluster.server.evictions) == 2 and len(drain.tries) == 1
+    assert drain.tries[0].deadline == now[0] + timeout, "the last pod waits its turn, not the node's whole drain"
