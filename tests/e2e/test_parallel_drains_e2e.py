@@ -160,6 +160,11 @@ def plan_json(world: World, config: Any) -> dict[str, Any]:
     return json.loads(shown.stdout)
 
 
+def shown(plan: dict[str, Any]) -> str:
+    """What a failed assertion on a plan prints: the reasons, the drained nodes and the summary."""
+    return f"reasons {plan['reasons']}, drained {plan['drained']}, summary {plan['summary']}"
+
+
 def unschedulable_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
@@ -346,7 +351,7 @@ def test_a_pending_pod_that_needs_the_spot_room_holds_the_drain(
     config = world.config()
 
     plan = plan_json(world, config)
-    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", plan["reasons"]
+    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", shown(plan)
     assert plan["reasons"][od]["pod"] == key and plan["reasons"][od]["detail"], plan["reasons"][od]
     assert od not in plan["drained"]
     assert plan["summary"]["waiting_pods"] == {key: [od]}
@@ -434,7 +439,7 @@ def test_a_pending_pod_that_could_use_the_emptied_node_holds_it(
     config = world.config()
 
     plan = plan_json(world, config)
-    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", plan["reasons"]
+    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", shown(plan)
     assert plan["reasons"][od]["pod"] == key, plan["reasons"][od]
     assert od not in plan["drained"]
     assert plan["summary"]["waiting_pods"] == {key: [od]}
