@@ -80,8 +80,11 @@ class World:
         path.write_text(yaml.safe_dump(data))
         return path
 
-    def deployment(self, name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
-        """A Deployment kept on this test's nodes, preferring spot as spotshift's webhook would make it."""
+    def deployment(
+        self, name: str, replicas: int, *, annotations: dict[str, str] | None = None, **pod_spec: Any
+    ) -> dict[str, Any]:
+        """A Deployment kept on this test's nodes, preferring spot as spotshift's webhook would make it;
+        ``annotations`` go on its pods (``e2e.spotshift.io/ready-after`` for the kubelet stand-in)."""
         spec: dict[str, Any] = {
             "nodeSelector": {"e2e.spotshift.io/test": self.label},
             "terminationGracePeriodSeconds": 5,
@@ -113,7 +116,7 @@ class World:
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+                "template": {"metadata": {"labels": {"app": name}, "annotations": annotations or {}}, "spec": spec},
             },
         }
         self.plane.api.post(f"/apis/apps/v1/namespaces/{self.ns}/deployments", body)

@@ -17,6 +17,14 @@ A watcher runs through the whole scenario and the end state is checked once the 
 * the other on-demand nodes (not the one the fault hit) are drained in the same run.
 
 Each scenario prints one ``fault-result`` line with these figures (``pytest -s`` shows them).
+
+``test_the_leader_killed_with_three_drains_in_flight`` is the parallel case: three on-demand nodes, each with
+one pod of a Deployment of its own (``held-0`` .. ``held-2``, the other replica on the spot node, a budget of
+one disruption each), ``disruption.budgets`` and ``--max-nodes-per-cycle`` allowing three drains at once, two
+replicas. Once three nodes are marked ``draining`` the leader is SIGKILLed; the other replica takes the lease
+and resumes or rolls back each drain. Checked once it is quiet (no drain in flight, nothing left to start): no
+node left ``draining``, any node still marked ``drained`` and empty, no budget below its minimum, every pod
+Running and Ready, no crash.
 """
 
 from __future__ import annotations
@@ -92,12 +100,13 @@ other two nodes must still be drained."""
 
 
 class Binder(threading.Thread):
-    """Binds every Pending ``held`` pod to the spot node while ``open`` is set: the scheduler of ``held``."""
+    """Binds every Pending pod of ``apps`` to the spot node while ``open`` is set: the scheduler of ``held``."""
 
-    def __init__(self, world: World, spot: str) -> None:
+    def __init__(self, world: World, spot: str, apps: tuple[str, ...] = ("held",)) -> None:
         super().__init__(daemon=True)
         self.world = world
         self.spot = spot
+        self.apps = apps
         self.open = threading.Event()
         self.stop = threading.Event()
 
@@ -105,9 +114,10 @@ class Binder(threading.Thread):
         while not self.stop.is_set():
             if self.open.wait(0.2) and not self.stop.is_set():
                 try:
-                    for p in self.world.pods("held"):
-                        if not p["spec"].get("nodeName"):
-                            _bind(self.world, p["metadata"]["name"], self.spot)
+                    for app in self.apps:
+                        for p in self.world.pods(app):
+                            if not p["spec"].get("nodeName"):
+                                _bind(self.world, p["metadata"]["name"], self.spot)
                 except (ApiError, requests.RequestException):
                     pass
             self.stop.wait(0.2)
@@ -118,8 +128,8 @@ class Binder(threading.Thread):
         self.join(10)
 
 
-def _held_on(world: World, node: str) -> list[dict[str, Any]]:
-    return [p for p in world.pods("held") if p["spec"].get("nodeName") == node]
+def _held_on(world: World, node: str, apps: tuple[str, ...] = ("held",)) -> list[dict[str, Any]]:
+    return [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") == node]
 
 
 def _mid_drain(world: World, ods: list[str]) -> str | None:
@@ -133,7 +143,7 @@ def _mid_drain(world: World, ods: list[str]) -> str | None:
     return None
 
 
-def _leftover_marks(world: World, ods: list[str]) -> dict[str, str]:
+def _leftover_marks(world: World, ods: list[str], apps: tuple[str, ...] = ("held",)) -> dict[str, str]:
     """Nodes with spotshift's mark that are not an empty ``drained`` node, with what is left."""
     out = {}
     for od in ods:
@@ -141,7 +151,7 @@ def _leftover_marks(world: World, ods: list[str]) -> dict[str, str]:
         state = (node["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
         ours = [t for t in node["spec"].get("taints") or [] if t.get("key") == TAINT_KEY]
         ours = [t for t in ours if t.get("value") == TAINT_VALUE]
-        if (state or ours) and not (state == "drained" and not _held_on(world, od)):
+        if (state or ours) and not (state == "drained" and not _held_on(world, od, apps)):
             out[od] = f"state={state} taints={len(ours)}"
     return out
 
@@ -283,3 +293,114 @@ def _try_wait(condition: Callable[[], bool], timeout: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def _created(world: World, app: str, n: int) -> list[dict[str, Any]]:
+    """The ``n`` pods of Deployment ``app``, once its ReplicaSet has made them all."""
+
+    def pods() -> list[dict[str, Any]]:
+        found = world.pods(app)
+        return found if len(found) == n else []
+
+    return wait_for(pods, timeout=60, what=f"{app}'s {n} pods to be created")
+
+
+def test_the_leader_killed_with_three_drains_in_flight(
+    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler]
+) -> None:
+    """Three on-demand nodes, each with one pod of a Deployment of its own whose other replica runs on the spot
+    node and whose PDB allows one disruption; ``disruption.budgets`` lets three nodes drain at once and three
+    drains start per cycle. No scheduler serves the pods, so every drain waits for its replacement with its node
+    marked. Once three nodes are marked ``draining`` at once, the leader of two replicas is SIGKILLed; the other
+    takes the lease and resumes or rolls back each drain while the test binds the replacements to spot."""
+    began = time.monotonic()
+    spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
+    ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
+    apps = tuple(f"held-{i}" for i in range(3))
+    for app in apps:
+        world.deployment(app, 2, schedulerName=f"held-{world.label}", nodeSelector={})
+    for app, od in zip(apps, ods, strict=True):
+        first, second = _created(world, app, 2)
+        _bind(world, first["metadata"]["name"], od)
+        _bind(world, second["metadata"]["name"], spot)
+    for app in apps:
+        world.ready(app)
+        world.pdb(app, app, maxUnavailable=1)
+    for app in apps:
+        world.wait_pdb(app, 1)
+
+    budgets = BudgetWatcher(control_plane, world.ns)
+    budgets.start()
+    binder = Binder(world, spot, apps)
+    binder.start()
+    config = world.config(disruption={"budgets": [{"nodes": "3"}]})
+    processes = [launch(config, name, "--max-nodes-per-cycle=3") for name in ("a", "b")]
+    killed: set[str] = set()
+
+    def draining() -> list[str]:
+        out = []
+        for od in ods:
+            node = world.node(od)
+            state = (node["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+            if state == "draining" and any(t.get("key") == TAINT_KEY for t in node["spec"].get("taints") or []):
+                out.append(od)
+        return out
+
+    try:
+        wait_for(lambda: len(draining()) == 3, timeout=90, what="three drains in flight at once", interval=0.1)
+        evicted = sum(1 for od in ods if not _held_on(world, od, apps))
+        leader = wait_for(
+            lambda: [r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0],
+            timeout=30,
+            what="the leader's metric",
+        )[0]
+        leader.signal(signal.SIGKILL)
+        leader.wait(10)
+        killed.add(leader.name)
+        (survivor,) = [r for r in processes if r is not leader]
+        binder.open.set()
+        wait_for(
+            lambda: survivor.metric("spotshift_rescheduler_leader") == 1.0, timeout=60, what="the other replica to lead"
+        )
+        cycles_at_takeover = survivor.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0
+
+        def lost() -> int:
+            ready = [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
+            return 2 * len(apps) - len(ready)
+
+        def settled() -> bool:
+            # Quiet: the survivor has run cycles as the leader, has no drain in flight, and its last plan found
+            # nothing to start.
+            led = (
+                survivor.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0
+            ) >= cycles_at_takeover + 2
+            quiet = (
+                led
+                and survivor.metric("spotshift_rescheduler_drains_in_flight") == 0.0
+                and survivor.metric("spotshift_rescheduler_drainable_nodes") == 0.0
+            )
+            return quiet and lost() == 0 and not draining() and not _leftover_marks(world, ods, apps)
+
+        with_deadline = _try_wait(settled, timeout=240)
+        marks = _leftover_marks(world, ods, apps)
+        still_draining = draining()
+        missing = lost()
+        drained = [
+            od for od in ods if (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION) == "drained"
+        ]
+        crashes = _crashes(processes, killed)
+    finally:
+        binder.close()
+        violations = budgets.close()
+    print(
+        f"\nfault-result | leader-sigkill-with-three-drains-in-flight | {evicted} of 3 pods evicted at the kill | "
+        f"drained {len(drained)}, rolled back {3 - len(drained)} | marks {len(marks)} | "
+        f"pdb violations {len(violations)} | lost pods {missing} | crashes {len(crashes)} | "
+        f"{time.monotonic() - began:.0f}s"
+    )
+    assert still_draining == [], f"nodes left draining: {still_draining}"
+    assert marks == {}, f"leftover marks: {marks}"
+    assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
+    assert missing == 0, f"{missing} held pods not Running and Ready"
+    assert crashes == [], crashes
+    assert with_deadline, "the rescheduler did not settle"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import ssl
 import subprocess
@@ -190,6 +191,53 @@ def test_eviction_is_refused_with_429_by_a_blocking_pdb_and_accepted_with_201_ot
     wait_for(gone, timeout=30, what=f"evicted pod {victim} to be deleted")
     replacements = control_plane.wait_for_deployment(namespace, "allowed")
     assert victim not in {p["metadata"]["name"] for p in replacements}
+
+
+def test_a_pod_annotated_ready_after_runs_not_ready_first_and_its_budget_counts_it_healthy_only_then(
+    control_plane: ControlPlane, namespace: str, make_node: NodeFactory
+) -> None:
+    """The kubelet stand-in's ``e2e.spotshift.io/ready-after``: Running with Ready=False, then Ready that many
+    seconds later, and the disruption controller and the Deployment controller follow the Ready condition."""
+    label = uuid.uuid4().hex[:8]
+    make_node(labels={"e2e.spotshift.io/test": label})
+    body = deployment("slow", 2, label)
+    body["spec"]["template"]["metadata"]["annotations"] = {"e2e.spotshift.io/ready-after": "4"}
+    control_plane.api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", body)
+    pdbs = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    control_plane.api.post(pdbs, _pdb("slow", {"app": "slow"}, maxUnavailable=1))
+
+    def running_not_ready() -> list[dict[str, Any]]:
+        pods = control_plane.pods(namespace, "app=slow")
+        if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods):
+            return pods
+        return []
+
+    pods = wait_for(running_not_ready, timeout=60, what="both pods to run")
+    for pod in pods:
+        conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert conditions == {
+            "Initialized": "True",
+            "Ready": "False",
+            "ContainersReady": "False",
+            "PodScheduled": "True",
+        }
+        assert [(c["ready"], c["started"]) for c in pod["status"]["containerStatuses"]] == [(False, True)]
+    _wait_pdb(control_plane, namespace, "slow", healthy=0, allowed=0)
+
+    ready = control_plane.wait_for_deployment(namespace, "slow", timeout=60)
+    assert {p["metadata"]["uid"] for p in ready} == {p["metadata"]["uid"] for p in pods}, "the same pods turned Ready"
+    for pod in ready:
+        status = pod["status"]
+        conditions = {c["type"]: c for c in status["conditions"]}
+        assert conditions["Ready"]["status"] == "True" and conditions["ContainersReady"]["status"] == "True"
+        assert [c["ready"] for c in status["containerStatuses"]] == [True]
+        # Whole seconds on both sides: Ready at least 4 s after the pod was marked Running.
+        assert _seconds(conditions["Ready"]["lastTransitionTime"]) - _seconds(status["startTime"]) >= 4
+    _wait_pdb(control_plane, namespace, "slow", healthy=2, allowed=1)
+
+
+def _seconds(timestamp: str) -> float:
+    return datetime.datetime.fromisoformat(timestamp).timestamp()
 
 
 class _WebhookServer:

@@ -8,16 +8,23 @@ What it does, for each node annotated ``e2e.spotshift.io/kubelet: stand-in``:
   (Ready=False and the not-ready NoSchedule taint, as the node lifecycle controller would set);
 - marks pods bound to the node Running with Initialized/Ready/ContainersReady/PodScheduled conditions,
   containerStatuses, initContainerStatuses, hostIP, podIP(s) and startTime (only on Ready nodes);
+- a pod annotated ``e2e.spotshift.io/ready-after: "<seconds>"`` (a number, fractions allowed) is marked Running
+  with Ready=False and ContainersReady=False (its containers started, not ready: a readiness probe that has not
+  passed yet) and turns Ready only once that many seconds have passed since the stand-in marked it Running, so
+  a PodDisruptionBudget counts it healthy, and a Deployment available, only then. The pod's key is put back on
+  the work queue at that moment (a delayed queue the worker drains while it waits for work), not polled;
 - finishes graceful deletion: a pod with a deletionTimestamp is deleted with gracePeriodSeconds=0.
 
-It is informer-shaped: list+watch of nodes and of bound pods into a local cache, a work queue of keys, and a
-periodic resync from the cache that retries whatever failed. Nodes without the annotation are left alone.
+It is informer-shaped: list+watch of nodes and of bound pods into a local cache, a work queue of keys (with a
+delayed part for keys due later), and a periodic resync from the cache that retries whatever failed. Nodes
+without the annotation are left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import heapq
 import itertools
 import json
 import logging
@@ -38,6 +45,7 @@ from .process import k8s_version
 MANAGED_ANNOTATION = "e2e.spotshift.io/kubelet"
 MANAGED_VALUE = "stand-in"
 READY_ANNOTATION = "e2e.spotshift.io/ready"
+READY_AFTER_ANNOTATION = "e2e.spotshift.io/ready-after"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 log = logging.getLogger("spotshift.e2e.kubelet")
@@ -60,11 +68,48 @@ def wants_ready(node: dict[str, Any]) -> bool:
     return annotations.get(READY_ANNOTATION, "true").lower() != "false"
 
 
-def _ready_status(node: dict[str, Any]) -> str | None:
-    for condition in node.get("status", {}).get("conditions") or []:
+def _ready_status(obj: dict[str, Any]) -> str | None:
+    """The ``Ready`` condition's status of a node or a pod."""
+    for condition in obj.get("status", {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return condition.get("status")
     return None
+
+
+def ready_after(pod: dict[str, Any]) -> float | None:
+    """Seconds from Running to Ready asked by ``e2e.spotshift.io/ready-after``; ``None``: Ready at once (also for a
+    value that is not a non-negative number, which the stand-in logs and ignores)."""
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    text = annotations.get(READY_AFTER_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        log.warning(
+            "pod %s: %s=%r is not a number of seconds; Ready at once", _pod_name(pod), READY_AFTER_ANNOTATION, text
+        )
+        return None
+    return seconds
+
+
+def _condition(kind: str, true: bool, now: str) -> dict[str, Any]:
+    """A pod condition as a kubelet writes it; a container condition that is False says why, as a kubelet's does."""
+    condition: dict[str, Any] = {
+        "type": kind,
+        "status": "True" if true else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+    }
+    if not true:
+        condition["reason"] = "ContainersNotReady"
+    return condition
+
+
+def _pod_name(pod: dict[str, Any]) -> str:
+    return f"{pod['metadata'].get('namespace')}/{pod['metadata'].get('name')}"
 
 
 class _Watcher(threading.Thread):
@@ -179,6 +224,11 @@ class KubeletStandIn:
         self._nodes: dict[str, dict[str, Any]] = {}
         self._pods: dict[tuple[str, str], dict[str, Any]] = {}
         self._queue: queue.Queue[NodeKey | PodKey] = queue.Queue()
+        # Keys due later (monotonic time, key), moved onto the queue by the worker when due; _due dedups them.
+        self._delayed: list[tuple[float, PodKey]] = []
+        self._due: dict[PodKey, float] = {}
+        # When the stand-in marked a pod Running (by uid, monotonic): the start of its ready-after delay.
+        self._running_since: dict[str, float] = {}
         self._node_index: dict[str, int] = {}
         self._pod_ips: dict[str, str] = {}
         self._pod_counter = itertools.count(1)
@@ -269,6 +319,7 @@ class KubeletStandIn:
             if kind == "DELETED":
                 self._pods.pop(key, None)
                 self._pod_ips.pop(pod["metadata"].get("uid", ""), None)
+                self._running_since.pop(pod["metadata"].get("uid", ""), None)
                 return
             self._pods[key] = pod
         self._queue.put(("pod", *key))
@@ -279,7 +330,7 @@ class KubeletStandIn:
         next_heartbeat = time.monotonic() + self._heartbeat_seconds
         while not self._stop.is_set():
             try:
-                key = self._queue.get(timeout=0.5)
+                key = self._queue.get(timeout=self._release_due())
             except queue.Empty:
                 key = None
             try:
@@ -302,6 +353,30 @@ class KubeletStandIn:
                 log.warning("kubelet stand-in: %s", message)
                 self.errors.append(message)
                 del self.errors[:-100]
+
+    def _requeue_at(self, due: float, key: PodKey) -> None:
+        """Put ``key`` back on the work queue at monotonic time ``due`` (the earliest, if asked twice)."""
+        with self._lock:
+            if self._due.get(key, float("inf")) <= due:
+                return
+            self._due[key] = due
+            heapq.heappush(self._delayed, (due, key))
+
+    def _release_due(self) -> float:
+        """Move the delayed keys that are due onto the queue; how long the worker may wait for work (at most
+        0.5 s, so the heartbeat and resync stay on time, and no longer than the next delayed key's due time)."""
+        now = time.monotonic()
+        ready: list[PodKey] = []
+        with self._lock:
+            while self._delayed and self._delayed[0][0] <= now:
+                due, key = heapq.heappop(self._delayed)
+                if self._due.get(key) == due:
+                    del self._due[key]
+                    ready.append(key)
+            wait = min(0.5, self._delayed[0][0] - now) if self._delayed else 0.5
+        for key in ready:
+            self._queue.put(key)
+        return max(wait, 0.0)
 
     def _resync(self) -> None:
         with self._lock:
@@ -452,17 +527,60 @@ class KubeletStandIn:
                 return
             log.info("pod %s/%s on %s: graceful deletion finished", namespace, name, node["metadata"]["name"])
             return
-        if pod.get("status", {}).get("phase") not in (None, "", "Pending") or not wants_ready(node):
+        if not wants_ready(node):
             return
+        delay = ready_after(pod)
+        phase = pod.get("status", {}).get("phase")
+        if phase == "Running" and delay is not None and _ready_status(pod) != "True":
+            self._sync_ready_after(pod, delay)
+            return
+        if phase not in (None, "", "Pending"):
+            return
+        ready = delay is None or delay == 0
         try:
-            self._api.patch(f"{path}/status", {"status": self._running_status(pod, node)})
+            self._api.patch(f"{path}/status", {"status": self._running_status(pod, node, ready=ready)})
         except ApiError as error:
             if error.status not in (404, 409):
                 raise
             return
-        log.info("pod %s/%s on %s: Running", namespace, name, node["metadata"]["name"])
+        log.info(
+            "pod %s/%s on %s: Running%s", namespace, name, node["metadata"]["name"], "" if ready else ", not Ready"
+        )
+        if not ready and delay is not None:
+            with self._lock:
+                since = self._running_since.setdefault(pod["metadata"]["uid"], time.monotonic())
+            self._requeue_at(since + delay, ("pod", namespace, name))
 
-    def _running_status(self, pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    def _sync_ready_after(self, pod: dict[str, Any], delay: float) -> None:
+        """A Running pod waiting out its ``ready-after`` delay: Ready once it is over, else back on the queue then."""
+        namespace, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+        with self._lock:
+            # A pod marked Running before this stand-in started counts from now.
+            since = self._running_since.setdefault(uid, time.monotonic())
+        due = since + delay
+        if time.monotonic() < due:
+            self._requeue_at(due, ("pod", namespace, name))
+            return
+        now = _now()
+        status = pod.get("status") or {}
+        conditions = [
+            _condition(c["type"], True, now) if c.get("type") in ("Ready", "ContainersReady") else c
+            for c in status.get("conditions") or []
+        ]
+        containers = [{**c, "ready": True, "started": True} for c in status.get("containerStatuses") or []]
+        patch = {
+            "metadata": {"resourceVersion": pod["metadata"]["resourceVersion"]},
+            "status": {"conditions": conditions, "containerStatuses": containers},
+        }
+        try:
+            self._api.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status", patch)
+        except ApiError as error:
+            if error.status not in (404, 409):  # 409: stale cache, the watch brings the new one
+                raise
+            return
+        log.info("pod %s/%s: Ready after %.1fs", namespace, name, time.monotonic() - since)
+
+    def _running_status(self, pod: dict[str, Any], node: dict[str, Any], *, ready: bool = True) -> dict[str, Any]:
         now = _now()
         node_name = node["metadata"]["name"]
         host_ip = next(
@@ -480,7 +598,9 @@ class KubeletStandIn:
                     pod_ip = f"127.{128 + (n >> 16) % 128}.{(n >> 8) % 256}.{n % 256}"
                     self._pod_ips[uid] = pod_ip
 
-        def container_status(container: dict[str, Any], state: dict[str, Any], ready: bool) -> dict[str, Any]:
+        def container_status(
+            container: dict[str, Any], state: dict[str, Any], ready: bool, started: bool
+        ) -> dict[str, Any]:
             image = container.get("image", "")
             return {
                 "name": container["name"],
@@ -488,7 +608,7 @@ class KubeletStandIn:
                 "imageID": f"docker-pullable://{image}",
                 "containerID": f"containerd://{secrets.token_hex(32)}",
                 "ready": ready,
-                "started": ready,
+                "started": started,
                 "restartCount": 0,
                 "state": state,
                 "lastState": {},
@@ -502,14 +622,14 @@ class KubeletStandIn:
             "podIPs": [{"ip": pod_ip}],
             "startTime": now,
             "conditions": [
-                {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+                _condition(kind, ready or kind in ("Initialized", "PodScheduled"), now)
                 for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
             ],
             "containerStatuses": [
-                container_status(c, {"running": {"startedAt": now}}, True) for c in pod["spec"]["containers"]
+                container_status(c, {"running": {"startedAt": now}}, ready, True) for c in pod["spec"]["containers"]
             ],
         }
         init_containers = pod["spec"].get("initContainers") or []
         if init_containers:
-            status["initContainerStatuses"] = [container_status(c, completed, False) for c in init_containers]
+            status["initContainerStatuses"] = [container_status(c, completed, False, False) for c in init_containers]
         return status
