@@ -322,7 +322,7 @@ def test_a_pod_with_an_impossible_node_selector_holds_nothing(
     assert r.metric(HELD_BACK, WAITING_POD) in (None, 0.0)
     assert said(r, f"drained node {od}")
     plan = plan_json(world, config)
-    assert f"{world.ns}/{lost['metadata']['name']}" not in plan["summary"].get("waiting_pods", {})
+    assert plan["summary"]["waiting_pods"][f"{world.ns}/{lost['metadata']['name']}"] == [], "counted, holds nothing"
     world.plane.api.delete(f"/apis/apps/v1/namespaces/{world.ns}/deployments/nowhere")
 
 
