@@ -309,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         except AssertionError as e:
             print(f"{label}: the planner's plan is invalid: {e}", file=sys.stderr)
             return 1
-        if planned.summary["verify_rejections"]:
-            print(f"{label}: fits() rejected {planned.summary['verify_rejections']} planned move(s)", file=sys.stderr)
+        if planned.summary.verify_rejections:
+            print(f"{label}: fits() rejected {planned.summary.verify_rejections} planned move(s)", file=sys.stderr)
             return 1
         started = time.perf_counter()
         best, proven, assignment = optimum(snapshot, config, args.time_limit)
@@ -323,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((len(baseline.drained), got, best, ratio))
         mark = "" if proven else "*"
         print(
-            f"{label:<18} {planned.summary['on_demand_nodes']:>8} {len(baseline.drained):>6} {got:>7} "
-            f"{str(best) + mark:>7} {ratio:>6.3f}  {seconds:>6.1f}  {planned.summary['strategy']}"
+            f"{label:<18} {planned.summary.on_demand_nodes:>8} {len(baseline.drained):>6} {got:>7} "
+            f"{str(best) + mark:>7} {ratio:>6.3f}  {seconds:>6.1f}  {planned.summary.strategy}"
         )
     if not rows:
         return 0

@@ -347,7 +347,7 @@ class Demo:
         s = result.summary
         self.say(
             "plan",
-            f"{s['drained']} of {s['on_demand_nodes']} on-demand nodes can be drained onto {s['spot_targets']} spot "
+            f"{s.drained} of {s.on_demand_nodes} on-demand nodes can be drained onto {s.spot_targets} spot "
             "nodes: nothing to do yet",
         )
         assert self.stack is not None
@@ -371,8 +371,8 @@ class Demo:
         result = self.preview()
         self.say(
             "plan",
-            f"kubectl spotshift plan now says: {result.summary['drained']} of {result.summary['on_demand_nodes']} "
-            f"on-demand nodes can be drained, {result.summary['pods_moved']} pods to move",
+            f"kubectl spotshift plan now says: {result.summary.drained} of {result.summary.on_demand_nodes} "
+            f"on-demand nodes can be drained, {result.summary.pods_moved} pods to move",
         )
         self.tracker.prime(self.observe())
         spot_at = time.monotonic()

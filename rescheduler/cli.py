@@ -30,8 +30,8 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from typing import IO
 
 import orjson
 
@@ -39,6 +39,7 @@ from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.plan.capacity import CapacityNeed, capacity_needs
 from rescheduler.plan.planner import Plan, plan
+from rescheduler.plan.records import Summary
 from rescheduler.plan_workers import default_workers, passes
 from rescheduler.run import add_run_arguments, run_command
 from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
@@ -319,7 +320,7 @@ def render_table(result: Plan, needs: Sequence[CapacityNeed] | None = None) -> s
     if result.pacing:
         lines.append("")
         lines.extend(_pacing_lines(result))
-    if result.summary["top_reasons"]:
+    if result.summary.top_reasons:
         lines.append("")
         lines.extend(_stay_lines(result))
     if needs is not None:
@@ -328,34 +329,34 @@ def render_table(result: Plan, needs: Sequence[CapacityNeed] | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
-def _summary_lines(s: Mapping[str, Any]) -> list[str]:
+def _summary_lines(s: Summary) -> list[str]:
     """The table's opening sentences: what can be drained and freed, then any warning, budget or window."""
     lines: list[str] = []
     lines.append(
-        f"{s['drained']:,} of {s['on_demand_nodes']:,} on-demand nodes can be drained onto "
-        f"{s['spot_targets']:,} spot nodes "
-        f"({s['spot_not_targets']:,} spot nodes are not ready, cordoned or being reclaimed)."
+        f"{s.drained:,} of {s.on_demand_nodes:,} on-demand nodes can be drained onto {s.spot_targets:,} spot nodes "
+        f"({s.spot_not_targets:,} spot nodes are not ready, cordoned or being reclaimed)."
     )
     lines.append(
-        f"Pods to move: {s['pods_moved']:,}. Freed on-demand capacity: {_cores(s['freed_cpu_millicores'])} CPU, "
-        f"{_gib(s['freed_memory_bytes'])} memory. Strategy: {s['strategy']}."
+        f"Pods to move: {s.pods_moved:,}. Freed on-demand capacity: {_cores(s.freed_cpu_millicores)} CPU, "
+        f"{_gib(s.freed_memory_bytes)} memory. Strategy: {s.strategy}."
     )
-    if s["pending_unschedulable"]:
+    if s.pending_unschedulable:
+        holding = sum(1 for nodes in (s.waiting_pods or {}).values() if nodes)
         lines.append(
-            f"Warning: {s['pending_unschedulable']:,} pod(s) are pending unschedulable; the rescheduler waits for them "
-            "before it drains anything."
+            f"Pending: {s.pending_unschedulable:,} pod(s) wait for a node; they are planned first, and "
+            f"{holding:,} of them hold on-demand nodes they could use (a pending pod could use the room)."
         )
-    budget = s.get("disruption_budget")
-    if budget is not None and budget["outside_window_until"]:
-        lines.append(f"Nothing is drained now: {budget['outside_window_until']}.")
+    budget = s.disruption_budget
+    if budget is not None and budget.outside_window_until:
+        lines.append(f"Nothing is drained now: {budget.outside_window_until}.")
     elif budget is not None:
         lines.append(
-            f"Disruption budget {budget['budget']}: at most {budget['limit']:,} node(s) draining at once "
-            f"({budget['draining']:,} draining now)."
+            f"Disruption budget {budget.budget}: at most {budget.limit or 0:,} node(s) draining at once "
+            f"({budget.draining:,} draining now)."
         )
-    if s.get("spot_too_young"):
+    if s.spot_too_young:
         lines.append(
-            f"{s['spot_too_young']:,} spot node(s) are younger than disruption.min_target_age and not used as targets."
+            f"{s.spot_too_young:,} spot node(s) are younger than disruption.min_target_age and not used as targets."
         )
     return lines
 
@@ -395,9 +396,9 @@ def _pacing_lines(result: Plan) -> list[str]:
 
 def _stay_lines(result: Plan) -> list[str]:
     """Why nodes stay, counted by kind of reason, then up to five nodes with their sentence."""
-    # Grouped by the kind of reason (StayReason.group), counted by the planner: summary["top_reasons"].
+    # Grouped by the kind of reason (StayReason.group), counted by the planner: summary.top_reasons.
     why_rows = [("WHY NODES STAY", "NODES")]
-    why_rows.extend((r["reason"], f"{r['nodes']:,}") for r in result.summary["top_reasons"])
+    why_rows.extend((r["reason"], f"{r['nodes']:,}") for r in result.summary.top_reasons)
     lines = _columns(why_rows)
     shown = list(result.undrainable.items())[:5]
     if shown:

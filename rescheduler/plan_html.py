@@ -83,7 +83,7 @@ def page_data(
         nodes.append(_node_data(info, cls, out, into, result, drained, config, now))
     return {
         "source": source,
-        "summary": dict(result.summary),
+        "summary": result.summary.to_json(),
         "drained": list(result.drained),
         "undrainable": dict(result.undrainable),
         "reasons": reason_groups(result),
@@ -283,7 +283,7 @@ _JS = r"""
   });
   if (s.pending_unschedulable) {
     var warn = el("div", "card reason", s.pending_unschedulable +
-      " pods are pending unschedulable: the rescheduler waits for them before it drains anything");
+      " pods wait for a node: they are planned first, and hold the on-demand nodes they could use");
     summary.appendChild(warn);
   }
 

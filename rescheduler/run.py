@@ -522,9 +522,9 @@ class Rescheduler:
             self.metrics.nodes.labels(cls).set(n)
         self.metrics.drainable_nodes.set(len(decision.drains))
         summary = planned.plan.summary
-        self.metrics.pods_pending.set(int(summary.get("pending_unschedulable", 0)))
+        self.metrics.pods_pending.set(summary.pending_unschedulable)
         self._report_held(decision)
-        self._report_waiting(summary.get("waiting_pods") or {})
+        self._report_waiting(summary.waiting_pods or {})
 
     def _report_held(self, decision: Decision) -> None:
         """The nodes held back on purpose: a gauge per control, and an Event on a node when the control holding

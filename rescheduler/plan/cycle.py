@@ -282,4 +282,4 @@ def plan_nodes(
         moves = by_node.get(node, [])
         drains.append(NodeMoves(node, tuple(k for k, _ in moves), dict(moves)))
     held = {node: why for node, why in result.reasons.items() if why.kind in CONTROLS}
-    return PlannedCycle(result, tuple(drains), held, int(result.summary.get("spot_too_young", 0)))
+    return PlannedCycle(result, tuple(drains), held, result.summary.spot_too_young or 0)

@@ -18,8 +18,8 @@ clock (a caller that wants a time budget passes its clock). The rules (docs/arch
   spot target they take no room (:mod:`rescheduler.plan.state`).
 * Pods waiting for a node are planned first (:mod:`rescheduler.plan.waiting`): the spot room they can use is
   theirs, and a node one of them could use stays (kind ``waiting-pod``); a pod that fits no node holds nothing.
-  ``summary["pending_unschedulable"]`` counts the unschedulable pods, ``summary["waiting_pods"]`` (present when
-  any wait) names the nodes each holds, and ``summary["safe_to_act"]`` is false when one holds a node.
+  The summary's ``pending_unschedulable`` counts the unschedulable pods, ``waiting_pods`` (set when any wait) names
+  the nodes each holds, and ``safe_to_act`` is false when one holds a node.
 
 The quantity maximised is the number of on-demand nodes emptied: a multi-dimensional bin packing with
 all-or-nothing groups, coupled by budgets and ceilings. The planner runs a portfolio of greedy strategies
@@ -34,14 +34,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.controls import budget_cut, window_text
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
-from rescheduler.plan.records import Move, Plan, top_reasons
+from rescheduler.plan.records import DisruptionBudget, Move, Plan, Summary, top_reasons
 from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL
 from rescheduler.plan.search import improve as improve_plan
 from rescheduler.plan.state import Simulation
@@ -109,7 +108,7 @@ def plan(
     step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always runs, so a
     plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
     ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
-    ``summary["verify_rejections"]`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
+    ``summary.verify_rejections`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
     kept by the caller from one call to the next (the run loop's cycles), spares re-deriving what depends only on
     pods that did not change; the plan is the same with or without.
     ``switches`` are the rules of the cluster's kube-scheduler release (:mod:`shared.switches`; default: the
@@ -235,12 +234,12 @@ def _held_by_reservations(reserved_plan: Plan, free_plan: Plan, reserved: Sequen
 
 
 WAITING_SHOWN = 50
-"""How many waiting pods ``summary["waiting_pods"]`` names (in the scheduling queue's order)."""
+"""How many waiting pods ``summary.waiting_pods`` names (in the scheduling queue's order)."""
 
 
 def _with_waiting(result: Plan, waiting: Waiting) -> Plan:
-    """The plan's summary and reasons with what the waiting pods hold (``summary["waiting_pods"]``: pod → the nodes
-    it holds, present when pods wait; ``safe_to_act``: no node is held by one)."""
+    """The plan's summary and reasons with what the waiting pods hold (``summary.waiting_pods``: pod → the nodes it
+    holds, set when pods wait; ``safe_to_act``: no node is held by one)."""
     if not waiting.pods:
         return result
     holds: dict[str, list[str]] = {p.key: [] for p in waiting.pods[:WAITING_SHOWN]}
@@ -248,15 +247,17 @@ def _with_waiting(result: Plan, waiting: Waiting) -> Plan:
         if why.kind is Kind.WAITING_POD and why.pod is not None and why.pod in holds:
             holds[why.pod].append(node)
     held = any(why.kind is Kind.WAITING_POD for why in result.reasons.values())
-    summary = {**result.summary, "safe_to_act": not held, "waiting_pods": holds}
-    summary["top_reasons"] = top_reasons(result.reasons)
+    waiting_pods = {pod: tuple(nodes) for pod, nodes in holds.items()}
+    summary = replace(
+        result.summary, safe_to_act=not held, waiting_pods=waiting_pods, top_reasons=top_reasons(result.reasons)
+    )
     return replace(result, summary=summary)
 
 
 def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: float | None = None) -> Plan:
     sim = planner.sim
     config = sim.config
-    extra: dict[str, Any] = {}
+    budget: DisruptionBudget | None = None
     if now is not None and config.disruption.budgets:
         keep, cut, allowed = budget_cut(best.drained, [info.node for info in sim.candidates], config, now)
         if cut:
@@ -267,34 +268,27 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: 
                 best.drained[:keep],
                 {**best.undrainable, **cut},
             )
-        extra["disruption_budget"] = {
-            "limit": allowed.limit,
-            "budget": allowed.budget,
-            "draining": allowed.in_progress,
-            "outside_window_until": window_text(allowed, config.disruption.time_zone) if allowed.closed else None,
-        }
-    if now is not None and config.disruption.min_target_age > 0:
-        extra["spot_too_young"] = sim.too_young
+        closed = window_text(allowed, config.disruption.time_zone) if allowed.closed else None
+        budget = DisruptionBudget(allowed.limit, allowed.budget, allowed.in_progress, closed)
     reasons = {w.name: best.undrainable[w.name] for w in planner.cands.work if w.name in best.undrainable}
     snapshot = sim.snapshot
-    summary: dict[str, Any] = {
-        "on_demand_nodes": len(sim.candidates),
-        "spot_targets": len(sim.targets),
-        "spot_not_targets": sum(sim.not_targets.values()),
-        "drained": len(best.drained),
-        "pods_moved": len(best.moves),
-        "undrainable": len(reasons),
-        "pending_unschedulable": sim.pending_unschedulable,
-        "safe_to_act": True,
-        "strategy": best.strategy.name,
-        "strategies_tried": ran,
-        "freed_cpu_millicores": sum(snapshot[n].allocatable("cpu") for n in best.drained),
-        "freed_memory_bytes": sum(snapshot[n].allocatable("memory") for n in best.drained),
-        "top_reasons": top_reasons(reasons),
-        **extra,
-    }
-    if verify:
-        summary["verify_rejections"] = sim.verify_rejections
+    summary = Summary(
+        on_demand_nodes=len(sim.candidates),
+        spot_targets=len(sim.targets),
+        spot_not_targets=sum(sim.not_targets.values()),
+        drained=len(best.drained),
+        pods_moved=len(best.moves),
+        undrainable=len(reasons),
+        pending_unschedulable=sim.pending_unschedulable,
+        strategy=best.strategy.name,
+        strategies_tried=tuple(ran),
+        freed_cpu_millicores=sum(snapshot[n].allocatable("cpu") for n in best.drained),
+        freed_memory_bytes=sum(snapshot[n].allocatable("memory") for n in best.drained),
+        top_reasons=top_reasons(reasons),
+        disruption_budget=budget,
+        spot_too_young=sim.too_young if now is not None and config.disruption.min_target_age > 0 else None,
+        verify_rejections=sim.verify_rejections if verify else None,
+    )
     moves = tuple(Move(m.pod.key, m.source, m.target) for m in best.moves)
     by_name = planner.cands.by_name
     paced = pacing([by_name[n] for n in best.drained], planner.cands.pdbs)

@@ -12,7 +12,7 @@ from rescheduler.plan.reasons import StayReason
 if TYPE_CHECKING:
     from rescheduler.plan.budgets import Pacing
 
-__all__ = ["Move", "Plan", "top_reasons", "TOP_REASONS"]
+__all__ = ["Move", "Plan", "Summary", "DisruptionBudget", "top_reasons", "TOP_REASONS"]
 
 TOP_REASONS = 5
 """How many groups of reasons a plan's summary names."""
@@ -31,6 +31,84 @@ class Move:
 
 
 @dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """The budget in force when the plan was made (``disruption.budgets``)."""
+
+    limit: int | None
+    """Nodes draining at once it allows."""
+    budget: str
+    """As written (``3``, ``20%``)."""
+    draining: int
+    """Nodes draining when the plan was made."""
+    outside_window_until: str | None
+    """When every budget has a schedule and none applies: until when (as people read it)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "budget": self.budget,
+            "draining": self.draining,
+            "outside_window_until": self.outside_window_until,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A plan's figures. The optional ones are set only where they apply, and only then in the JSON."""
+
+    on_demand_nodes: int = 0
+    spot_targets: int = 0
+    spot_not_targets: int = 0
+    """Spot nodes not ready, cordoned or being reclaimed."""
+    drained: int = 0
+    pods_moved: int = 0
+    undrainable: int = 0
+    pending_unschedulable: int = 0
+    """Pods kube-scheduler could not place (:func:`rescheduler.plan.safety.unschedulable_pods`)."""
+    safe_to_act: bool = True
+    """False when a pod waiting for a node holds a node back (:mod:`rescheduler.plan.waiting`)."""
+    strategy: str = ""
+    strategies_tried: tuple[str, ...] = ()
+    freed_cpu_millicores: int = 0
+    freed_memory_bytes: int = 0
+    top_reasons: tuple[dict[str, Any], ...] = ()
+    """The most common groups of reasons (:func:`top_reasons`)."""
+    disruption_budget: DisruptionBudget | None = None
+    """With ``disruption.budgets`` and a time to judge them at."""
+    spot_too_young: int | None = None
+    """With ``disruption.min_target_age``: spot nodes not yet targets."""
+    verify_rejections: int | None = None
+    """With ``verify``: moves :func:`shared.fit.fits` rejected (a planner bug when not zero)."""
+    waiting_pods: Mapping[str, tuple[str, ...]] | None = None
+    """When pods wait for a node: each (the first fifty, in the scheduling queue's order) → the nodes it holds."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "on_demand_nodes": self.on_demand_nodes,
+            "spot_targets": self.spot_targets,
+            "spot_not_targets": self.spot_not_targets,
+            "drained": self.drained,
+            "pods_moved": self.pods_moved,
+            "undrainable": self.undrainable,
+            "pending_unschedulable": self.pending_unschedulable,
+            "safe_to_act": self.safe_to_act,
+            "strategy": self.strategy,
+            "strategies_tried": list(self.strategies_tried),
+            "freed_cpu_millicores": self.freed_cpu_millicores,
+            "freed_memory_bytes": self.freed_memory_bytes,
+            "top_reasons": [dict(r) for r in self.top_reasons],
+        }
+        if self.disruption_budget is not None:
+            out["disruption_budget"] = self.disruption_budget.to_json()
+        for name in ("spot_too_young", "verify_rejections"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.waiting_pods is not None:
+            out["waiting_pods"] = {pod: list(nodes) for pod, nodes in self.waiting_pods.items()}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """Moves in the order they were planned (each valid after the ones before it), the nodes they empty,
     and for every other on-demand node why it stays (:class:`~rescheduler.plan.reasons.StayReason`);
@@ -40,7 +118,7 @@ class Plan:
     moves: tuple[Move, ...]
     drained: tuple[str, ...]
     reasons: Mapping[str, StayReason]
-    summary: Mapping[str, Any]
+    summary: Summary
     pacing: Mapping[str, tuple[Pacing, ...]] = field(default_factory=dict)
 
     @property
@@ -51,8 +129,8 @@ class Plan:
     @property
     def window_closed(self) -> bool:
         """Whether every drain window of ``disruption.budgets`` is closed now (the summary says until when)."""
-        budget = self.summary.get("disruption_budget")
-        return bool(budget and budget.get("outside_window_until"))
+        budget = self.summary.disruption_budget
+        return budget is not None and budget.outside_window_until is not None
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: ``{"moves": [{"pod", "from", "to"}], "drained", "undrainable" (node → sentence),
@@ -62,14 +140,14 @@ class Plan:
             "moves": [m.to_json() for m in self.moves],
             "drained": list(self.drained),
             "undrainable": self.undrainable,
-            "summary": dict(self.summary),
+            "summary": self.summary.to_json(),
             "reasons": {node: why.to_json() for node, why in self.reasons.items()},
             "pacing": {node: [p.to_json() for p in notes] for node, notes in self.pacing.items()},
         }
 
 
-def top_reasons(reasons: Mapping[str, StayReason], limit: int = TOP_REASONS) -> list[dict[str, Any]]:
+def top_reasons(reasons: Mapping[str, StayReason], limit: int = TOP_REASONS) -> tuple[dict[str, Any], ...]:
     """The most common groups of reasons, most nodes first (ties: first seen first), each with its kind."""
     counts = Counter(why.group for why in reasons.values())
     kinds = {why.group: why.kind for why in reasons.values()}
-    return [{"reason": g, "nodes": n, "kind": kinds[g].value} for g, n in counts.most_common(limit)]
+    return tuple({"reason": g, "nodes": n, "kind": kinds[g].value} for g, n in counts.most_common(limit))

@@ -30,7 +30,7 @@ from rescheduler.plan.reasons import (
     Kind,
     StayReason,
 )
-from rescheduler.plan.records import Move, Plan
+from rescheduler.plan.records import Move, Plan, Summary
 from rescheduler.plan.waiting import release, reserve
 from shared.classes import node_class, reclaim_reason
 from shared.config import PDB_RATE_LIMIT, Config
@@ -46,7 +46,7 @@ __all__ = ["pusher_plan", "movable_pods", "spot_targets"]
 
 
 def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None) -> Plan:
-    """The pusher algorithm's plan for ``snapshot`` (left unchanged). ``summary`` holds only counts."""
+    """The pusher algorithm's plan for ``snapshot`` (left unchanged). Its summary holds only the counts."""
     config = config or Config()
     waiting = reserve(snapshot, config)
     try:
@@ -116,7 +116,7 @@ def _packed(snapshot: ClusterSnapshot, config: Config, held: Mapping[str, StayRe
         _undo(snapshot, committed)
         for p in preempted:
             snapshot.add_pod(p)
-    summary = {"drained": len(drained), "pods_moved": len(moves), "undrainable": len(undrainable)}
+    summary = Summary(drained=len(drained), pods_moved=len(moves), undrainable=len(undrainable))
     return Plan(tuple(moves), tuple(drained), undrainable, summary)
 
 

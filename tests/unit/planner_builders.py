@@ -162,7 +162,7 @@ def planned(snap: ClusterSnapshot, config: Config = DEFAULT) -> Plan:
     before = snapshot_state(snap)
     result = plan(snap, config, verify=True)
     assert snapshot_state(snap) == before
-    assert result.summary["verify_rejections"] == 0
+    assert result.summary.verify_rejections == 0
     check_plan(snap, result, config)
     return result
 

@@ -126,7 +126,7 @@ def test_a_placeholder_waiting_for_a_node_does_not_pause_the_rescheduler() -> No
     assert unschedulable_pods([waiting, stuck], HOME) == [stuck]
     assert unschedulable_pods([waiting, stuck]) == [waiting, stuck]
     snap = cluster([node("od"), node("spot", spot=True)], [pod("a", "od"), waiting])
-    assert plan(snap, ON).summary["pending_unschedulable"] == 0
+    assert plan(snap, ON).summary.pending_unschedulable == 0
     assert is_placeholder(waiting, HOME) and not is_placeholder(stuck, HOME)
 
 

@@ -12,7 +12,7 @@ from rescheduler.cluster.state import NODES, PDBS, PODS, ClusterState
 from rescheduler.plan.cycle import Decision, NodeMoves, PlannedCycle, decide, excluded_nodes, gate, plan_nodes
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
-from rescheduler.plan.records import Plan
+from rescheduler.plan.records import Plan, Summary
 from shared.config import PDB_ALL_AT_ONCE, Config, parse_config
 from shared.snapshot import ClusterSnapshot
 from tests.unit.fake_api import node, pdb, pod
@@ -54,7 +54,7 @@ def cycle(
     g = gate(snapshot, config, now=NOW, memory_backoff=memory_backoff, broken_nodes=broken_nodes)
     kept = tuple(nm for nm in planned if nm.node not in g.excluded)
     return decide(
-        snapshot, PlannedCycle(Plan((), (), {}, {}), kept, {}), config, excluded=g.excluded, own_node=own_node
+        snapshot, PlannedCycle(Plan((), (), {}, Summary()), kept, {}), config, excluded=g.excluded, own_node=own_node
     )
 
 
@@ -260,7 +260,7 @@ def test_a_node_whose_budget_the_drains_in_flight_still_need_waits_its_turn() ->
     )
     both = [moves("od-1", "a"), moves("od-2", "b")]
     snapshot = s.snapshot()
-    planned = PlannedCycle(Plan((), (), {}, {}), tuple(both), {})
+    planned = PlannedCycle(Plan((), (), {}, Summary()), tuple(both), {})
     d = decide(snapshot, planned, Config())
     assert [nm.node for nm in d.drains] == ["od-1"], "the second would wait on the first's pacing"
     assert d.skipped == (("od-2", DrainLabel.PDB_IN_USE),)
@@ -275,5 +275,5 @@ def test_budgets_the_drains_do_not_share_let_them_start_together() -> None:
         pods=[pod("a", "od-1", app="web"), pod("b", "od-2", app="api")],
         pdbs=[pdb("web", "web", allowed=1), pdb("api", "api", allowed=1)],
     )
-    planned = PlannedCycle(Plan((), (), {}, {}), (moves("od-1", "a"), moves("od-2", "b")), {})
+    planned = PlannedCycle(Plan((), (), {}, Summary()), (moves("od-1", "a"), moves("od-2", "b")), {})
     assert [nm.node for nm in decide(s.snapshot(), planned, Config()).drains] == ["od-1", "od-2"]

@@ -70,6 +70,6 @@ def test_the_stepping_clock_makes_the_budget_bite() -> None:
     # pusher's order run.
     items = generate(13, 36, 36 * 14, WITH_VOLUMES)
     result = plan(snapshot(items), Config(), time_budget=0.5, clock=stepping_clock())
-    assert result.summary["strategies_tried"] == [result.summary["strategies_tried"][0], PUSHER.name]
+    assert result.summary.strategies_tried == (result.summary.strategies_tried[0], PUSHER.name)
     unbudgeted = plan(snapshot(items), Config())
-    assert len(unbudgeted.summary["strategies_tried"]) > 2
+    assert len(unbudgeted.summary.strategies_tried) > 2

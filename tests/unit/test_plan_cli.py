@@ -101,20 +101,17 @@ def test_table_output_is_for_people(snapshot_file: Path) -> None:
 def test_table_names_the_budgets_that_pace_each_drain() -> None:
     from rescheduler.cli import render_table
     from rescheduler.plan.budgets import Pacing
-    from rescheduler.plan.records import Move, Plan
+    from rescheduler.plan.records import Move, Plan, Summary
 
-    summary = {
-        "drained": 1,
-        "on_demand_nodes": 1,
-        "spot_targets": 1,
-        "spot_not_targets": 0,
-        "pods_moved": 3,
-        "freed_cpu_millicores": 4000,
-        "freed_memory_bytes": 2**33,
-        "strategy": "best-fit",
-        "pending_unschedulable": 0,
-        "top_reasons": [],
-    }
+    summary = Summary(
+        drained=1,
+        on_demand_nodes=1,
+        spot_targets=1,
+        pods_moved=3,
+        freed_cpu_millicores=4000,
+        freed_memory_bytes=2**33,
+        strategy="best-fit",
+    )
     moves = tuple(Move(f"shop/web-{i}", "od-1", "spot-1") for i in range(3))
     paced = Plan(moves, ("od-1",), {}, summary, {"od-1": (Pacing("shop/web", 3, 1),)})
     out = render_table(paced)

@@ -13,6 +13,7 @@ from rescheduler.plan.cycle import decide, plan_nodes
 from rescheduler.plan.marks import STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.planner import plan
 from rescheduler.plan.reasons import CONTROLS, Kind, control_of
+from rescheduler.plan.records import DisruptionBudget
 from shared.config import Config, parse_config
 from shared.model import Pod, Taint
 from tests.support.plan_check import check_plan
@@ -48,7 +49,7 @@ def test_defaults_plan_alike_with_or_without_a_time() -> None:
     snap = three_drainable()
     with_time, without = planned(snap, Config()), planned(snap, Config(), now=None)
     assert with_time.to_json() == without.to_json()
-    assert "disruption_budget" not in with_time.summary and "spot_too_young" not in with_time.summary
+    assert with_time.summary.disruption_budget is None and with_time.summary.spot_too_young is None
 
 
 def test_a_budget_keeps_the_first_nodes_of_the_plan_and_holds_the_rest() -> None:
@@ -57,14 +58,11 @@ def test_a_budget_keeps_the_first_nodes_of_the_plan_and_holds_the_rest() -> None
     assert {m.source for m in result.moves} == set(result.drained)
     held = {n: r for n, r in result.reasons.items() if r.kind is Kind.DISRUPTION_BUDGET}
     assert len(held) == 2 and all(control_of(r) == "budget" for r in held.values())
-    assert result.summary["drained"] == 1 and result.summary["pods_moved"] == 1
-    assert result.summary["disruption_budget"] == {
-        "limit": 1,
-        "budget": "1",
-        "draining": 0,
-        "outside_window_until": None,
-    }
-    top = result.summary["top_reasons"][0]
+    assert result.summary.drained == 1 and result.summary.pods_moved == 1
+    assert result.summary.disruption_budget == DisruptionBudget(
+        limit=1, budget="1", draining=0, outside_window_until=None
+    )
+    top = result.summary.top_reasons[0]
     assert (top["kind"], top["nodes"]) == ("disruption-budget", 2)
 
 
@@ -78,7 +76,7 @@ def test_a_node_already_draining_takes_its_place_in_the_budget() -> None:
     pods = [p for info in snap for p in info.pods]
     result = planned(cluster(nodes, pods), config(budgets=[{"nodes": "2"}]))
     assert len(result.drained) == 1  # od-3 counts as one of the two
-    assert result.summary["disruption_budget"]["draining"] == 1
+    assert result.summary.disruption_budget.draining == 1
 
 
 def test_a_zero_percent_budget_holds_everything_and_a_hundred_percent_nothing() -> None:
@@ -93,7 +91,7 @@ def test_outside_the_drain_window_the_plan_says_until_when() -> None:
     why = "outside drain window until 2026-05-04T22:00:00+02:00 (Europe/Berlin)"
     assert {r.message for r in result.reasons.values()} == {why}
     assert {r.kind for r in result.reasons.values()} == {Kind.OUTSIDE_DRAIN_WINDOW}
-    assert result.summary["disruption_budget"]["outside_window_until"] == why
+    assert result.summary.disruption_budget.outside_window_until == why
     assert f"Nothing is drained now: {why}." in render_table(result)
 
 
@@ -158,7 +156,7 @@ def test_scope_and_jobs_hold_with_their_own_kinds() -> None:
     assert result.drained == ("od-2",)
     assert result.reasons["od-1"].kind is Kind.OUT_OF_SCOPE
     assert result.reasons["od-3"].kind is Kind.JOB_RUNNING
-    groups = {r["kind"] for r in result.summary["top_reasons"]}
+    groups = {r["kind"] for r in result.summary.top_reasons}
     assert groups == {"out-of-scope", "job-running"}
     waited = planned(cluster(nodes, pods), config(excluded_namespaces=["payments"], jobs="wait"))
     assert set(waited.drained) == {"od-2", "od-3"}
@@ -175,7 +173,7 @@ def test_a_young_spot_node_is_not_a_target() -> None:
     assert planned(cluster(nodes, pods), Config()).drained == ("od-1",)  # fits spot-new only
     result = planned(cluster(nodes, pods), config(min_target_age="5m"))
     assert result.drained == ()
-    assert result.summary["spot_too_young"] == 1
+    assert result.summary.spot_too_young == 1
     assert "1 spot node(s) are younger than disruption.min_target_age" in render_table(result)
 
 
@@ -205,7 +203,7 @@ def test_a_tainted_node_counts_as_draining_and_a_drained_one_does_not() -> None:
     nodes = [snap["od-1"].node, tainted, done, snap["spot-1"].node]
     pods = [p for info in snap for p in info.pods]
     result = planned(cluster(nodes, pods), config(budgets=[{"nodes": "1"}]))
-    assert result.summary["disruption_budget"]["draining"] == 1
+    assert result.summary.disruption_budget.draining == 1
     assert result.drained == ()
 
 

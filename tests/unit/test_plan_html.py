@@ -115,7 +115,7 @@ def test_page_data_groups_the_nodes_that_stay_by_the_kind_of_their_reason(planne
     ]
     # The same groups as the CLI's table and the JSON summary.
     assert [(g["reason"], len(g["nodes"])) for g in data["reasons"]] == [
-        (r["reason"], r["nodes"]) for r in result.summary["top_reasons"]
+        (r["reason"], r["nodes"]) for r in result.summary.top_reasons
     ]
 
 
@@ -128,7 +128,7 @@ def test_a_spot_node_younger_than_min_target_age_is_drawn_as_no_target_with_its_
     config = parse_config({"disruption": {"min_target_age": "5m"}})
     snapshot = load_bytes(orjson.dumps(api_list(items)))
     result = plan(snapshot, config, now=now)
-    assert result.drained == () and result.summary["spot_too_young"] == 1
+    assert result.drained == () and result.summary.spot_too_young == 1
     spot = {n["name"]: n for n in page_data(snapshot, result, config, now=now)["nodes"]}["spot-1"]
     assert spot["state"] == "not-target" and "min_target_age" in spot["reason"]
     # Ten minutes later the same node is a target, as it is in a plan made without a time.

@@ -65,7 +65,7 @@ def test_first_fit_takes_the_same_targets_with_and_without_its_fast_scan(seed: i
         snap = load_bytes(orjson.dumps({"kind": "List", "items": items}))
         plans.append(plan(snap, Config(), strategies=[PUSHER], improve=False, verify=verify))
     fast, slow = plans
-    assert slow.summary["verify_rejections"] == 0
+    assert slow.summary.verify_rejections == 0
     assert fast.moves and fast.moves == slow.moves
     assert fast.drained == slow.drained and fast.reasons == slow.reasons
 

@@ -42,8 +42,8 @@ def test_a_pod_with_an_impossible_node_selector_holds_nothing() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), typo])
     result = planned(snap)
     assert result.drained == ("od-1",)
-    assert result.summary["waiting_pods"] == {"shop/typo": []}
-    assert result.summary["safe_to_act"] is True
+    assert result.summary.waiting_pods == {"shop/typo": ()}
+    assert result.summary.safe_to_act is True
 
 
 def test_a_pod_that_fits_the_spot_room_a_drain_would_take_holds_that_drain() -> None:
@@ -57,8 +57,8 @@ def test_a_pod_that_fits_the_spot_room_a_drain_would_take_holds_that_drain() -> 
     why = result.reasons["od-1"]
     assert (why.kind, why.pod) == (Kind.WAITING_POD, "shop/late")
     assert "spot-1" in why.detail
-    assert result.summary["waiting_pods"] == {"shop/late": ["od-1"]}
-    assert result.summary["safe_to_act"] is False
+    assert result.summary.waiting_pods == {"shop/late": ("od-1",)}
+    assert result.summary.safe_to_act is False
 
 
 def test_the_waiting_pod_takes_its_room_first_and_the_rest_still_drains() -> None:
@@ -69,7 +69,7 @@ def test_the_waiting_pod_takes_its_room_first_and_the_rest_still_drains() -> Non
     )
     result = planned(snap)
     assert result.drained == ("od-1",)
-    assert result.summary["waiting_pods"] == {"shop/late": []}
+    assert result.summary.waiting_pods == {"shop/late": ()}
 
 
 def test_a_pod_that_could_use_the_emptied_node_holds_it_and_only_it() -> None:
@@ -131,7 +131,7 @@ def test_the_higher_priority_pod_gets_the_room_the_other_then_holds_the_node() -
     )
     result = planned(snap)
     assert result.reasons["od-1"].pod == "shop/second"
-    assert result.summary["waiting_pods"] == {"shop/first": [], "shop/second": ["od-1"]}
+    assert result.summary.waiting_pods == {"shop/first": (), "shop/second": ("od-1",)}
 
 
 def test_reserve_places_on_spot_and_release_restores_the_snapshot() -> None:

@@ -55,13 +55,13 @@ def test_generated_plan_is_valid_and_never_worse_than_pusher(seed: int, nodes: i
     before = snapshot_state(snap)
     result = plan(snap, verify=True)
     assert snapshot_state(snap) == before, "the planner left the snapshot changed"
-    assert result.summary["verify_rejections"] == 0
+    assert result.summary.verify_rejections == 0
     check_plan(snap, result)
     baseline = pusher_plan(snap)
     check_plan(snap, baseline)
     assert len(result.drained) >= len(baseline.drained)
-    assert result.summary["drained"] == len(result.drained)
-    assert result.summary["pods_moved"] == len(result.moves)
+    assert result.summary.drained == len(result.drained)
+    assert result.summary.pods_moved == len(result.moves)
 
 
 @pytest.mark.parametrize(("seed", "nodes", "pods", "profile"), GENERATED[:8])
@@ -72,7 +72,7 @@ def test_planner_pusher_strategy_is_exactly_the_plain_pusher_algorithm(
     # cross-checks the planner's indexes and incremental filters too.
     snap = _generated(seed, nodes, pods, profile)
     ours = plan(snap, strategies=(PUSHER,), improve=False, verify=True)
-    assert ours.summary["verify_rejections"] == 0
+    assert ours.summary.verify_rejections == 0
     theirs = pusher_plan(snap)
     assert ours.drained == theirs.drained
     assert ours.moves == theirs.moves
@@ -88,5 +88,5 @@ def test_each_strategy_alone_gives_a_valid_plan() -> None:
     snap = _generated(3, 40, 480, DRAINABLE)
     for strategy in PORTFOLIO:
         result = plan(snap, strategies=(strategy,), verify=True, improve=False)
-        assert result.summary["verify_rejections"] == 0
+        assert result.summary.verify_rejections == 0
         check_plan(snap, result)

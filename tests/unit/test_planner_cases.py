@@ -326,10 +326,10 @@ def test_reasons_are_grouped_by_their_kind_not_their_wording() -> None:
         "od-4": Kind.MULTIPLE_PDBS,
     }
     assert len(set(result.undrainable.values())) == 4
-    assert result.summary["top_reasons"] == [
+    assert result.summary.top_reasons == (
         {"reason": "per-workload on-demand floor", "nodes": 2, "kind": "on-demand-floor"},
         {"reason": "selected by more than one PodDisruptionBudget", "nodes": 2, "kind": "multiple-pdbs"},
-    ]
+    )
     assert result.reasons["od-3"].pod == "shop/db-1"
     assert result.undrainable["od-3"] == (
         "pod shop/db-1: selected by more than one PodDisruptionBudget (shop/db-a, shop/db-b), which evictions refuse"
@@ -385,7 +385,7 @@ def test_spot_node_being_reclaimed_is_never_a_target(bad_spot: dict[str, Any]) -
     assert result.undrainable["od-1"] == (
         "pod shop/web-1: there are no spot nodes that are ready, schedulable and not being reclaimed"
     )
-    assert result.summary["spot_targets"] == 0 and result.summary["spot_not_targets"] == 1
+    assert result.summary.spot_targets == 0 and result.summary.spot_not_targets == 1
 
 
 def test_kube_system_pod_without_pdb_blocks() -> None:
@@ -470,8 +470,8 @@ def test_a_pending_pod_that_fits_no_node_is_counted_and_holds_nothing() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), pending])
     result = planned(snap)
     assert result.drained == ("od-1",)
-    assert result.summary["pending_unschedulable"] == 1 and result.summary["safe_to_act"] is True
-    assert result.summary["waiting_pods"] == {"shop/stuck": []}
+    assert result.summary.pending_unschedulable == 1 and result.summary.safe_to_act is True
+    assert result.summary.waiting_pods == {"shop/stuck": ()}
 
 
 def test_pending_pods_held_by_scheduling_gates_are_not_flagged() -> None:
@@ -485,8 +485,8 @@ def test_pending_pods_held_by_scheduling_gates_are_not_flagged() -> None:
     }
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), Pod.from_api(raw)])
     result = planned(snap)
-    assert result.summary["pending_unschedulable"] == 0 and result.summary["safe_to_act"] is True
-    assert "waiting_pods" not in result.summary
+    assert result.summary.pending_unschedulable == 0 and result.summary.safe_to_act is True
+    assert result.summary.waiting_pods is None
 
 
 def test_volume_zone_keeps_a_pod_in_its_zone() -> None:
@@ -549,7 +549,7 @@ def test_config_on_demand_selector_limits_the_candidates() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
     result = planned(snap, config)
     assert result.drained == () and result.undrainable == {}
-    assert result.summary["on_demand_nodes"] == 0
+    assert result.summary.on_demand_nodes == 0
 
 
 def test_plan_json_has_exactly_the_documented_shape() -> None:

@@ -26,11 +26,11 @@ def planned_for(snap: ClusterSnapshot, switches: Switches) -> Plan:
     before = snapshot_state(snap)
     result = plan(snap, DEFAULT, verify=True, switches=switches)
     assert snapshot_state(snap) == before
-    assert result.summary["verify_rejections"] == 0  # the incremental checks agree with fits(switches=...)
+    assert result.summary.verify_rejections == 0  # the incremental checks agree with fits(switches=...)
     check_plan(snap, result, DEFAULT, switches)
     for strategy in PORTFOLIO:  # first fit, best fit by cpu and by memory, tiered: every fast path
         alone = plan(snap, DEFAULT, strategies=(strategy,), verify=True, improve=False, switches=switches)
-        assert alone.summary["verify_rejections"] == 0
+        assert alone.summary.verify_rejections == 0
         assert alone.drained == result.drained, strategy.name
     return result
 

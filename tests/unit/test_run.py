@@ -28,7 +28,7 @@ from rescheduler.logs import JsonFormatter, fields
 from rescheduler.metrics import Metrics, MetricsServer
 from rescheduler.plan.cycle import PlannedCycle
 from rescheduler.plan.marks import STATE_ANNOTATION
-from rescheduler.plan.records import Plan
+from rescheduler.plan.records import Plan, Summary
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
 from shared.config import Config, ConfigError, load_config
 from shared.snapshot import ClusterSnapshot
@@ -189,7 +189,7 @@ def test_a_pod_whose_volume_is_pinned_to_a_zone_without_spot_keeps_its_node_unde
 
 def nothing_planned(snapshot: ClusterSnapshot, config: Config, exclude: Any) -> PlannedCycle:
     """A plan that empties no node (a stand-in planner for tests of the loop itself)."""
-    return PlannedCycle(Plan((), (), {}, {}), (), {})
+    return PlannedCycle(Plan((), (), {}, Summary()), (), {})
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_a_waiting_pod_is_planned_for_not_a_pause(extra: dict[str, Any], pending
     finally:
         server.close()
     assert [res.node for res in r.results] == ["od-1"], "spot-1 has room for the waiting pod and od-1's pods"
-    assert r.last_plan is not None and r.last_plan.summary["safe_to_act"] is True
+    assert r.last_plan is not None and r.last_plan.summary.safe_to_act is True
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == pending
 
 
