@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         wall.append(time.perf_counter() - w0)
     median = statistics.median(cpu)
     print(
-        f"unschedulable pods: {result[0]} (the loop would pause; not obeyed here); "
+        f"unschedulable pods: {result[0]} (planned first); "
         f"plan: {result[1]} nodes can be emptied; decision: {result[2]} pass the cached pre-checks"
     )
     print("cycle CPU seconds: " + ", ".join(f"{c:.3f}" for c in cpu) + f" (wall {statistics.median(wall):.3f} s)")

@@ -21,8 +21,9 @@ Which drains a spot reservation holds is found by planning once more without the
 (:func:`rescheduler.plan.planner.plan`): the nodes drained only then, on moves to a reserved node, are held by
 the pods reserved there.
 
-More than :data:`WAITING_LIMIT` waiting pods mean the cluster is short of room as a whole: every candidate is
-held (kind ``waiting-pod``, no pod named), as a pause.
+Only the first :data:`WAITING_LIMIT` waiting pods in the queue's order are judged each cycle (the cost is a few
+filter passes over the nodes per pod); the others would get room only after those, and hold nothing this cycle
+(:attr:`Waiting.unjudged` counts them).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from shared.taints import check_taints
 __all__ = ["WAITING_LIMIT", "Waiting", "waiting_pods", "reserve", "release"]
 
 WAITING_LIMIT = 200
-"""Above this many waiting pods every candidate is held: the cluster is short of room as a whole."""
+"""How many waiting pods, in the scheduling queue's order, are judged each cycle."""
 
 
 @dataclass(slots=True)
@@ -60,7 +61,8 @@ class Waiting:
     """Pods placed on spot targets in the snapshot (as bound there), until :func:`release`."""
     holds: dict[str, StayReason] = field(default_factory=dict)
     """On-demand node → why a waiting pod holds it."""
-    over_limit: bool = False
+    unjudged: int = 0
+    """Waiting pods beyond :data:`WAITING_LIMIT` in the queue's order: not judged this cycle, they hold nothing."""
 
     def held_by(self) -> dict[str, list[str]]:
         """Waiting pod key → the nodes it holds (for ``plan`` and the metrics), pods without any left out."""
@@ -133,24 +135,22 @@ def reserve(
     if not pods:
         return waiting
     cluster = _Cluster(snapshot, config, exclude or {})
-    if len(pods) > WAITING_LIMIT:
-        waiting.over_limit = True
-        why = StayReason(
-            Kind.WAITING_POD,
-            f"{len(pods)} pods wait for room, more than {WAITING_LIMIT}: the cluster is short of room, nothing drains",
-        )
-        waiting.holds = {info.name: why for info in cluster.on_demand}
-        return waiting
-    for pod in pods:
+    waiting.unjudged = max(0, len(pods) - WAITING_LIMIT)
+    for pod in pods[:WAITING_LIMIT]:
         _judge(pod, cluster, switches, waiting)
     return waiting
 
 
 def _fitting(pod: Pod, infos: Iterable[NodeInfo], snapshot: ClusterSnapshot, switches: Switches) -> list[NodeInfo]:
+    """The nodes ``pod`` fits now: free CPU and memory first (the cheapest test, and the one most waiting pods
+    fail), then the node's own filters, then all of them."""
+    cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
     return [
         info
         for info in infos
-        if _node_level(pod, info)
+        if info.free("cpu") >= cpu
+        and info.free("memory") >= memory
+        and _node_level(pod, info)
         and not check_resources(pod, info, switches=switches)
         and not fits(pod, info, snapshot, first_only=True, switches=switches)
     ]
@@ -171,8 +171,11 @@ def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) ->
         return
     if _fitting(pod, cluster.other, snapshot, switches):
         return
+    cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
     for info in cluster.on_demand:
-        if _node_level(pod, info) and _fits_emptied(pod, info, cluster, switches):
+        if info.allocatable("cpu") < cpu or info.allocatable("memory") < memory or not _node_level(pod, info):
+            continue
+        if _fits_emptied(pod, info, cluster, switches):
             _hold(waiting, info.name, pod, "waits for room and could use this node once it is emptied")
 
 

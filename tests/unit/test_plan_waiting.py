@@ -143,9 +143,12 @@ def test_reserve_places_on_spot_and_release_restores_the_snapshot() -> None:
     assert snapshot_state(snap) == before
 
 
-def test_more_waiting_pods_than_the_limit_hold_every_candidate() -> None:
-    pods = [waiting(f"w-{i}", nodeSelector={"nowhere": "x"}) for i in range(WAITING_LIMIT + 1)]
-    snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1"), *pods])
-    result = planned(snap)
-    assert result.drained == ()
-    assert result.reasons["od-1"].kind is Kind.WAITING_POD and result.reasons["od-1"].pod is None
+def test_waiting_pods_beyond_the_limit_are_counted_and_hold_nothing() -> None:
+    # The first WAITING_LIMIT pods in the queue's order fit nowhere; the next one would fit the spot room od-1 needs.
+    pods = [waiting(f"w-{i:03d}", priority=10, nodeSelector={"nowhere": "x"}) for i in range(WAITING_LIMIT)]
+    late = waiting("late", cpu="2")
+    snap = cluster([node("od-1"), node("spot-1", spot=True, cpu="3")], [pod("web-1", "od-1", cpu="2"), *pods, late])
+    w = reserve(snap, DEFAULT)
+    assert w.unjudged == 1 and w.placed == [] and w.holds == {}
+    release(snap, w)
+    assert planned(snap).drained == ("od-1",)
