@@ -7,7 +7,7 @@ each assertion is made on a state the test brought about, after the watch has sh
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -270,6 +270,23 @@ class Loop:
         self.server.close()
 
 
+Loops = Callable[[FakeApiServer, Config], "Loop"]
+
+
+@pytest.fixture
+def loops() -> Iterator[Loops]:
+    """Makes :class:`Loop` objects, each closed after the test."""
+    made: list[Loop] = []
+
+    def make(server: FakeApiServer, config: Config) -> Loop:
+        made.append(Loop(server, config))
+        return made[-1]
+
+    yield make
+    for loop in made:
+        loop.close()
+
+
 def make_ready_server(server: FakeApiServer) -> None:
     for obj in list(server.store["pods"].values()):
         if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in obj["status"]["conditions"]):
@@ -277,66 +294,54 @@ def make_ready_server(server: FakeApiServer) -> None:
             server.put("pods", obj)
 
 
-def test_a_budget_of_half_the_nodes_keeps_that_many_drains_in_flight() -> None:
-    loop = Loop(world(4), budgeted("50%", per_cycle=4))
-    try:
-        loop.r.step_cycle()
-        assert set(loop.r.drains) == {"od-0", "od-1"} == loop.marked(), "two of four at once"
-        loop.r.advance_drains()
-        loop.settle()
-        loop.r.advance_drains()
-        assert len(loop.r.drains) == 2, "both wait for their replacements"
-        loop.r.step_cycle()
-        assert len(loop.r.drains) == 2, "the budget is full: nothing more starts"
-        loop.ready_all()
-        loop.r.advance_drains()
-        assert [res.outcome for res in loop.r.results] == [Outcome.SUCCEEDED] * 2 and loop.r.drains == {}
-        loop.settle()
-        loop.r.step_cycle()
-        assert set(loop.r.drains) == {"od-2", "od-3"}
-    finally:
-        loop.close()
+def test_a_budget_of_half_the_nodes_keeps_that_many_drains_in_flight(loops: Loops) -> None:
+    loop = loops(world(4), budgeted("50%", per_cycle=4))
+    loop.r.step_cycle()
+    assert set(loop.r.drains) == {"od-0", "od-1"} == loop.marked(), "two of four at once"
+    loop.r.advance_drains()
+    loop.settle()
+    loop.r.advance_drains()
+    assert len(loop.r.drains) == 2, "both wait for their replacements"
+    loop.r.step_cycle()
+    assert len(loop.r.drains) == 2, "the budget is full: nothing more starts"
+    loop.ready_all()
+    loop.r.advance_drains()
+    assert [res.outcome for res in loop.r.results] == [Outcome.SUCCEEDED] * 2 and loop.r.drains == {}
+    loop.settle()
+    loop.r.step_cycle()
+    assert set(loop.r.drains) == {"od-2", "od-3"}
 
 
-def test_max_nodes_per_cycle_caps_the_starts_of_one_cycle() -> None:
-    loop = Loop(world(4), budgeted("4", per_cycle=1))
-    try:
-        loop.r.step_cycle()
-        assert len(loop.r.drains) == 1
-        loop.r.step_cycle()
-        assert len(loop.r.drains) == 2
-    finally:
-        loop.close()
+def test_max_nodes_per_cycle_caps_the_starts_of_one_cycle(loops: Loops) -> None:
+    loop = loops(world(4), budgeted("4", per_cycle=1))
+    loop.r.step_cycle()
+    assert len(loop.r.drains) == 1
+    loop.r.step_cycle()
+    assert len(loop.r.drains) == 2
 
 
-def test_a_finished_drain_keeps_its_place_for_the_node_drain_delay() -> None:
-    loop = Loop(world(3), budgeted("1", per_cycle=1, delay=60.0))
-    try:
-        loop.r.step_cycle()
-        loop.r.advance_drains()
-        loop.ready_all()
-        loop.r.advance_drains()
-        assert loop.r.drains == {} and len(loop.r.results) == 1
-        loop.settle()
-        loop.r.step_cycle()
-        assert loop.r.drains == {}, "the place is cooling"
-        loop.now[0] += 61
-        loop.r.step_cycle()
-        assert len(loop.r.drains) == 1
-    finally:
-        loop.close()
+def test_a_finished_drain_keeps_its_place_for_the_node_drain_delay(loops: Loops) -> None:
+    loop = loops(world(3), budgeted("1", per_cycle=1, delay=60.0))
+    loop.r.step_cycle()
+    loop.r.advance_drains()
+    loop.ready_all()
+    loop.r.advance_drains()
+    assert loop.r.drains == {} and len(loop.r.results) == 1
+    loop.settle()
+    loop.r.step_cycle()
+    assert loop.r.drains == {}, "the place is cooling"
+    loop.now[0] += 61
+    loop.r.step_cycle()
+    assert len(loop.r.drains) == 1
 
 
-def test_shutdown_rolls_back_every_drain_in_flight() -> None:
-    loop = Loop(world(3), budgeted("3", per_cycle=3))
-    try:
-        loop.r.step_cycle()
-        assert len(loop.marked()) == 3
-        loop.r.interrupt_drains()
-        assert loop.marked() == set() and loop.r.drains == {}
-        assert sorted(res.reason for res in loop.r.results) == ["interrupted"] * 3
-    finally:
-        loop.close()
+def test_shutdown_rolls_back_every_drain_in_flight(loops: Loops) -> None:
+    loop = loops(world(3), budgeted("3", per_cycle=3))
+    loop.r.step_cycle()
+    assert len(loop.marked()) == 3
+    loop.r.interrupt_drains()
+    assert loop.marked() == set() and loop.r.drains == {}
+    assert sorted(res.reason for res in loop.r.results) == ["interrupted"] * 3
 
 
 def test_each_eviction_that_goes_through_gives_the_refused_ones_the_timeout_again(cluster: Cluster) -> None:
