@@ -32,6 +32,7 @@ from rescheduler.plan.reasons import (
 )
 from rescheduler.plan.state import Simulation
 from rescheduler.plan.topology_memo import TopologyMemo
+from rescheduler.plan.waiting import EmptiedCache
 from shared.config import Config
 from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.model import PDB, Pod
@@ -136,6 +137,16 @@ class PlanCache:
         self._config: Config | None = None
         self._pdb_sig: tuple[Hashable, ...] | None = None
         self.pdb_index: PdbIndex | None = None
+        self.emptied = EmptiedCache()
+        """The on-demand nodes as they would be emptied, for the pods waiting for a node (:mod:`.waiting`)."""
+        self._aside: PlanCache | None = None
+
+    def aside(self) -> PlanCache:
+        """A second cache, kept as long as this one, for the plans made beside the caller's (the plan without the
+        waiting pods' spot room, :func:`rescheduler.plan.planner.plan`), so neither spoils the other's memos."""
+        if self._aside is None:
+            self._aside = PlanCache()
+        return self._aside
 
     def begin(self, snapshot: ClusterSnapshot, config: Config, pdbs: Sequence[PDB]) -> dict[str, _NodeMemo]:
         """The memo of every node of ``snapshot`` (fresh where its pods changed), for one plan."""

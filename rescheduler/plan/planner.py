@@ -127,7 +127,7 @@ def plan(
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
     search = _Search(strategies, verify, time_budget, clock, improve, cache or PlanCache(), switches, now, passes)
-    waiting = reserve(snapshot, config, exclude=exclude, switches=switches)
+    waiting = reserve(snapshot, config, exclude=exclude, switches=switches, cache=search.cache.emptied)
     held: dict[str, str | StayReason] = {**(exclude or {}), **waiting.holds}
     try:
         result = search.run(snapshot, config, held)
@@ -159,9 +159,9 @@ class _Search:
         self.cache, self.switches, self.now, self.passes = cache, switches, now, passes
 
     def quick(self) -> _Search:
-        """pusher's order alone, not improved, with a cache of its own (the caller's stays that of the plans it
-        asked for): enough to see which nodes the waiting pods' spot room holds."""
-        return _Search((PUSHER,), False, None, None, False, PlanCache(), self.switches, self.now, None)
+        """pusher's order alone, not improved, with the cache kept aside for it (the caller's stays that of the plans
+        it asked for): enough to see which nodes the waiting pods' spot room holds."""
+        return _Search((PUSHER,), False, None, None, False, self.cache.aside(), self.switches, self.now, None)
 
     def run(self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str | StayReason]) -> Plan:
         """The best plan of the portfolio, improved, with the controls applied (snapshot left as it came in)."""

@@ -11,8 +11,9 @@ the pods before it left it:
   On a spot target it is placed there in the simulation, before any move: the moves of the plan cannot take
   that room (the spot node with the most free CPU, as kube-scheduler's LeastAllocated score and the extender's
   spot preference choose). On an on-demand node, that node is *held*: it will not be empty.
-* it fits no node now, but **fits an on-demand node once that node's movable pods are gone**: emptying the node
-  would make room the pod takes at once, so the drain would be undone; every such node is held.
+* it fits no node now, but **fits an on-demand node once that node's movable pods are gone** (by the node's own
+  filters and its resources): emptying the node would make room the pod takes at once, so the drain would be
+  undone; every such node is held.
 * otherwise (an impossible nodeSelector, a missing claim, more than any node offers, a node of another class
   only) it **holds nothing**: no move takes room it could use.
 
@@ -28,7 +29,8 @@ filter passes over the nodes per pod); the others would get room only after thos
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rescheduler.plan.reasons import Kind, StayReason
@@ -36,7 +38,7 @@ from rescheduler.plan.safety import unschedulable_pods
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
 from shared.fit import fits
-from shared.model import Pod
+from shared.model import PDB, Pod
 from shared.movable import is_expendable, movability
 from shared.nodeaffinity import check_node_affinity
 from shared.nodestate import check_ready, check_unschedulable
@@ -45,7 +47,7 @@ from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches
 from shared.taints import check_taints
 
-__all__ = ["WAITING_LIMIT", "Waiting", "waiting_pods", "reserve", "release"]
+__all__ = ["WAITING_LIMIT", "Waiting", "EmptiedCache", "waiting_pods", "reserve", "release"]
 
 WAITING_LIMIT = 200
 """How many waiting pods, in the scheduling queue's order, are judged each cycle."""
@@ -92,32 +94,85 @@ def _node_level(pod: Pod, info: NodeInfo) -> bool:
     )
 
 
+class EmptiedCache:
+    """Per on-demand node, the node as it would be with its movable pods gone, kept from one cycle to the next
+    while the node holds the very same ``Pod`` objects (the watch-backed state hands each cycle the previous one's
+    objects until an event replaces one) and the configuration and the PodDisruptionBudgets' selection are the
+    same (movability reads both)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[tuple[Pod, ...], NodeInfo | None]] = {}
+        self._config: Config | None = None
+        self._pdbs: tuple[object, ...] = ()
+
+    def begin(self, config: Config, pdbs: Sequence[PDB]) -> None:
+        """Forget everything when the configuration or the budgets' selection changed."""
+        sig = tuple((b.namespace, b.name, b.selector) for b in pdbs)
+        if config != self._config or sig != self._pdbs:
+            self._kept.clear()
+            self._config, self._pdbs = config, sig
+
+    def emptied(self, info: NodeInfo, config: Config, pdbs: Sequence[PDB]) -> NodeInfo | None:
+        """``info`` with its movable pods gone (``None``: it has none)."""
+        kept = self._kept.get(info.name)
+        pods = info.pods
+        if kept is not None and len(kept[0]) == len(pods) and all(map(operator.is_, kept[0], pods)):
+            return kept[1]
+        staying = [p for p in pods if not movability(p, config, pdbs).moves]
+        emptied = NodeInfo(info.node, staying) if len(staying) < len(pods) else None
+        self._kept[info.name] = (tuple(pods), emptied)
+        return emptied
+
+
+class _ByFreeCpu:
+    """Nodes sorted by free CPU, most first: the nodes with at least some CPU free are a prefix."""
+
+    def __init__(self, infos: Iterable[NodeInfo], free: Callable[[NodeInfo], int]) -> None:
+        self.free = free
+        self.order = sorted(infos, key=lambda info: (-free(info), info.name))
+
+    def with_cpu(self, cpu: int) -> Iterator[NodeInfo]:
+        for info in self.order:
+            if self.free(info) < cpu:
+                return
+            yield info
+
+
 class _Cluster:
     """The snapshot's nodes by class, as the waiting pods are judged against them."""
 
-    def __init__(self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, object]) -> None:
-        self.snapshot, self.config = snapshot, config
-        self._emptied: dict[str, NodeInfo | None] = {}
+    def __init__(
+        self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, object], cache: EmptiedCache
+    ) -> None:
+        self.snapshot, self.config, self.cache = snapshot, config, cache
+        cache.begin(config, snapshot.pdbs)
         c = classifier(config.node_classes)
-        self.spot: list[NodeInfo] = []
-        self.on_demand: list[NodeInfo] = []
-        self.other: list[NodeInfo] = []
+        spot: list[NodeInfo] = []
+        on_demand: list[NodeInfo] = []
+        other: list[NodeInfo] = []
         for info in snapshot:
             cls = c.node_class(info.node.labels)
             if cls == "spot" and reclaim_reason(info.node, config.node_classes) is None:
-                self.spot.append(info)
+                spot.append(info)
             elif cls == "on-demand" and info.name not in exclude:
-                self.on_demand.append(info)
+                on_demand.append(info)
             else:
-                self.other.append(info)
+                other.append(info)
+        self.spot, self.on_demand, self.other = (_ByFreeCpu(x, _free_cpu) for x in (spot, on_demand, other))
+        self.empty_room = _ByFreeCpu(on_demand, lambda info: info.allocatable("cpu"))
+        self.nowhere: set[tuple[object, ...]] = set()
+        """Signatures (:func:`_signature`) of the pods judged to fit no node now."""
+        """On-demand nodes by allocatable CPU: the room an emptied node could offer at most."""
 
     def emptied(self, info: NodeInfo) -> NodeInfo | None:
-        """``info`` with its movable pods gone (``None``: it has none), worked out once per node."""
-        if info.name not in self._emptied:
-            pdbs = self.snapshot.pdbs
-            staying = [p for p in info.pods if not movability(p, self.config, pdbs).moves]
-            self._emptied[info.name] = NodeInfo(info.node, staying) if len(staying) < len(info.pods) else None
-        return self._emptied[info.name]
+        return self.cache.emptied(info, self.config, self.snapshot.pdbs)
+
+    def placed_on_spot(self) -> None:
+        self.spot = _ByFreeCpu(self.spot.order, _free_cpu)
+
+
+def _free_cpu(info: NodeInfo) -> int:
+    return info.free("cpu")
 
 
 def reserve(
@@ -126,30 +181,31 @@ def reserve(
     *,
     exclude: Mapping[str, object] | None = None,
     switches: Switches = CURRENT,
+    cache: EmptiedCache | None = None,
 ) -> Waiting:
     """Judge every waiting pod of ``snapshot`` (module docstring): place those that fit a spot target there (the
     snapshot is changed: :func:`release` undoes it) and say which on-demand nodes they hold. ``exclude``: the
-    on-demand nodes the caller leaves alone anyway (no need to hold them)."""
+    on-demand nodes the caller leaves alone anyway (no need to hold them). ``cache`` (kept by the caller between
+    cycles) spares working out again which pods of an unchanged node would move."""
     pods = waiting_pods(snapshot, config)
     waiting = Waiting(tuple(pods))
     if not pods:
         return waiting
-    cluster = _Cluster(snapshot, config, exclude or {})
+    cluster = _Cluster(snapshot, config, exclude or {}, cache if cache is not None else EmptiedCache())
     waiting.unjudged = max(0, len(pods) - WAITING_LIMIT)
     for pod in pods[:WAITING_LIMIT]:
         _judge(pod, cluster, switches, waiting)
     return waiting
 
 
-def _fitting(pod: Pod, infos: Iterable[NodeInfo], snapshot: ClusterSnapshot, switches: Switches) -> list[NodeInfo]:
-    """The nodes ``pod`` fits now: free CPU and memory first (the cheapest test, and the one most waiting pods
-    fail), then the node's own filters, then all of them."""
+def _fitting(pod: Pod, nodes: _ByFreeCpu, snapshot: ClusterSnapshot, switches: Switches) -> list[NodeInfo]:
+    """The nodes ``pod`` fits now: only those with its CPU free are looked at, memory next, then the node's own
+    filters, then all of them."""
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
     return [
         info
-        for info in infos
-        if info.free("cpu") >= cpu
-        and info.free("memory") >= memory
+        for info in nodes.with_cpu(cpu)
+        if info.free("memory") >= memory
         and _node_level(pod, info)
         and not check_resources(pod, info, switches=switches)
         and not fits(pod, info, snapshot, first_only=True, switches=switches)
@@ -157,12 +213,18 @@ def _fitting(pod: Pod, infos: Iterable[NodeInfo], snapshot: ClusterSnapshot, swi
 
 
 def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) -> None:
-    """Place or hold for one waiting pod, on the snapshot as the pods before it left it."""
+    """Place or hold for one waiting pod, on the snapshot as the pods before it left it. A pod made from the same
+    template as one judged before that fitted nowhere fits nowhere either (the room only shrank): its answer is
+    that one's."""
+    sig = _signature(pod)
+    if sig in cluster.nowhere:
+        return
     snapshot = cluster.snapshot
     spot = _fitting(pod, cluster.spot, snapshot, switches)
     if spot:
         best = max(spot, key=lambda info: (info.free("cpu"), info.free("memory")))
         waiting.placed.append(snapshot.add_pod(pod, best.name))
+        cluster.placed_on_spot()
         return
     on_demand = _fitting(pod, cluster.on_demand, snapshot, switches)
     if on_demand:
@@ -171,12 +233,19 @@ def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) ->
         return
     if _fitting(pod, cluster.other, snapshot, switches):
         return
+    cluster.nowhere.add(sig)
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
-    for info in cluster.on_demand:
-        if info.allocatable("cpu") < cpu or info.allocatable("memory") < memory or not _node_level(pod, info):
+    for info in cluster.empty_room.with_cpu(cpu):
+        if info.allocatable("memory") < memory or not _node_level(pod, info):
             continue
         if _fits_emptied(pod, info, cluster, switches):
             _hold(waiting, info.name, pod, "waits for room and could use this node once it is emptied")
+
+
+def _signature(pod: Pod) -> tuple[object, ...]:
+    """What the filters read of a pod, as far as the pods of one controller share it."""
+    owner = pod.controller.uid if pod.controller is not None and pod.controller.uid else pod.key
+    return (pod.namespace, owner, tuple(sorted(pod.node_requests.items())), pod.priority)
 
 
 def _hold(waiting: Waiting, node: str, pod: Pod, text: str) -> None:
@@ -185,17 +254,12 @@ def _hold(waiting: Waiting, node: str, pod: Pod, text: str) -> None:
 
 
 def _fits_emptied(pod: Pod, info: NodeInfo, cluster: _Cluster, switches: Switches) -> bool:
-    """Whether ``pod`` would fit ``info`` with the node's movable pods gone (the snapshot is left as it was: the
-    node's info is swapped for the emptied one while the filters run)."""
+    """Whether ``pod`` would fit ``info`` by the node's own filters (the caller's) and its resources once the
+    node's movable pods are gone. The filters that read the whole cluster (inter-pod affinity, topology spread,
+    volumes) are not asked: a node is held whenever the pod could use it by what the node itself offers, at worst
+    one more node held than needed, and the cost stays that of the node's own pods."""
     emptied = cluster.emptied(info)
-    if emptied is None or check_resources(pod, emptied, switches=switches):
-        return False
-    snapshot = cluster.snapshot
-    snapshot.nodes[info.name] = emptied
-    try:
-        return not fits(pod, emptied, snapshot, first_only=True, switches=switches)
-    finally:
-        snapshot.nodes[info.name] = info
+    return emptied is not None and not check_resources(pod, emptied, switches=switches)
 
 
 def release(snapshot: ClusterSnapshot, waiting: Waiting) -> None:

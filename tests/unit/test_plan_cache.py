@@ -144,7 +144,9 @@ def _plans_agree(cluster: _Cluster, cache: PlanCache, config: Config) -> dict[st
     return cached
 
 
-@pytest.mark.parametrize("seed", [1, 3])
+# Seeds whose clusters start with nothing pending: pods waiting for a node hold every on-demand node they could use
+# once emptied, and a plan that drains nothing would compare nothing.
+@pytest.mark.parametrize("seed", [3, 7])
 def test_cached_plans_equal_fresh_plans_across_cycles_and_watch_events(seed: int) -> None:
     cluster = _Cluster(seed, 60, 1200)
     cache = PlanCache()
