@@ -236,8 +236,8 @@ def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) ->
     cluster.nowhere.add(sig)
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
     for info in cluster.empty_room.with_cpu(cpu):
-        if info.allocatable("memory") < memory or not _node_level(pod, info):
-            continue
+        if info.name in waiting.holds or info.allocatable("memory") < memory or not _node_level(pod, info):
+            continue  # a node already held stays held: the first pod in the queue's order is named
         if _fits_emptied(pod, info, cluster, switches):
             _hold(waiting, info.name, pod, "waits for room and could use this node once it is emptied")
 
@@ -259,7 +259,12 @@ def _fits_emptied(pod: Pod, info: NodeInfo, cluster: _Cluster, switches: Switche
     volumes) are not asked: a node is held whenever the pod could use it by what the node itself offers, at worst
     one more node held than needed, and the cost stays that of the node's own pods."""
     emptied = cluster.emptied(info)
-    return emptied is not None and not check_resources(pod, emptied, switches=switches)
+    if emptied is None:
+        return False
+    cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
+    if emptied.free("cpu") < cpu or emptied.free("memory") < memory:
+        return False
+    return not check_resources(pod, emptied, switches=switches)
 
 
 def release(snapshot: ClusterSnapshot, waiting: Waiting) -> None:
