@@ -190,10 +190,10 @@ def _next_second(r: Rescheduler, world: World, now: float) -> float:
     plan and start nothing)."""
     if r.drains or world.born:
         return now + 1.0
-    wake = max(now + 1.0, r._next_cycle)
-    g = gate(r.state.snapshot(), r.config, now=EPOCH + now, in_flight=0, cooling=r._cooling())
-    if g.starts == 0 and r._finished:
-        wake = max(wake, min(r._finished) + r.config.rescheduler.node_drain_delay)
+    wake = max(now + 1.0, r.next_cycle)
+    g = gate(r.state.snapshot(), r.config, now=EPOCH + now, in_flight=0, cooling=r.cooling())
+    if g.starts == 0 and r.finished:
+        wake = max(wake, min(r.finished) + r.config.rescheduler.node_drain_delay)
     return wake
 
 
@@ -212,7 +212,7 @@ def simulate(overrides: dict[str, Any], nodes: int, schedule_after: float, ready
     world.sync(r)
     most = breaches = 0
     while clock[0] < limit and not world.all_drained():
-        if clock[0] >= r._next_cycle:
+        if clock[0] >= r.next_cycle:
             r.step_cycle()
         r.advance_drains()
         most = max(most, world.draining())

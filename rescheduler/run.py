@@ -162,9 +162,10 @@ class Rescheduler:
         self.informers: list[Informer] = []
         self.drains: dict[str, Drain] = {}
         """The drains in flight, by node: each pass of the loop advances them (:meth:`advance_drains`)."""
-        self._finished: list[float] = []
+        self.finished: list[float] = []
         """When (``clock``) the drains of this process finished: within ``node_drain_delay`` each keeps its place."""
-        self._next_cycle = 0.0
+        self.next_cycle = 0.0
+        """When (``clock``) the next cycle is due."""
         self.last_planned: PlannedCycle | None = None
         self.last_decision: Decision | None = None
         self._held_reported: dict[str, str] = {}
@@ -325,7 +326,7 @@ class Rescheduler:
                 if code is not None:
                     return code
                 continue
-            if self.clock() >= self._next_cycle and not (self.options.once and cycled):
+            if self.clock() >= self.next_cycle and not (self.options.once and cycled):
                 self.step_cycle()
                 cycled = True
             self.advance_drains()
@@ -358,11 +359,11 @@ class Rescheduler:
             self.cycle()
         except ApiError as e:
             log.warning("cycle failed: %s", e)
-        self._next_cycle = self.clock() + self.config.rescheduler.housekeeping_interval
+        self.next_cycle = self.clock() + self.config.rescheduler.housekeeping_interval
 
     def _pause(self) -> None:
         """Until the next cycle, or a change the drains in flight may be waiting for (half a second at most)."""
-        left = self._next_cycle - self.clock()
+        left = self.next_cycle - self.clock()
         if self.drains:
             self.state.wait_change(min(left, 0.5), self.stop)
         elif left > 0:
@@ -407,8 +408,8 @@ class Rescheduler:
         del self.drains[node]
         self.results.append(result)
         now = self.clock()
-        self._finished.append(now)
-        self._next_cycle = min(self._next_cycle, now)
+        self.finished.append(now)
+        self.next_cycle = min(self.next_cycle, now)
 
     def interrupt_drains(self) -> None:
         """Stop every drain in flight (shutdown, lost lease): no further eviction, the marks removed."""
@@ -416,11 +417,11 @@ class Rescheduler:
             self._ended(node, self.drainer.interrupt(drain))
         self.metrics.drains_in_flight.set(0)
 
-    def _cooling(self) -> int:
+    def cooling(self) -> int:
         """Drains ended less than ``node_drain_delay`` ago: each keeps its place in the budget that long."""
         since = self.clock() - self.config.rescheduler.node_drain_delay
-        self._finished = [t for t in self._finished if t > since]
-        return len(self._finished)
+        self.finished = [t for t in self.finished if t > since]
+        return len(self.finished)
 
     # ---- one cycle --------------------------------------------------------------------------------------------
 
@@ -440,7 +441,7 @@ class Rescheduler:
             self._orphans_checked = True
         snapshot = self.state.snapshot()
         count_in_flight(snapshot, self.drains.values(), self.state)
-        now, cooling = self.wall(), self._cooling()
+        now, cooling = self.wall(), self.cooling()
         g = gate(
             snapshot,
             cfg,
