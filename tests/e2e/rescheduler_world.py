@@ -122,6 +122,29 @@ class World:
         self.plane.api.post(f"/apis/apps/v1/namespaces/{self.ns}/deployments", body)
         return body
 
+    def job(self, name: str, **pod_spec: Any) -> None:
+        """A one-pod Job on this test's nodes (the job controller creates its pod); ``pod_spec`` adds fields."""
+        spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "nodeSelector": {"e2e.spotshift.io/test": self.label},
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {
+                    "name": "work",
+                    "image": "registry.example/batch:1",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                }
+            ],
+            **pod_spec,
+        }
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+        }
+        self.plane.api.post(f"/apis/batch/v1/namespaces/{self.ns}/jobs", body)
+
     def ready(self, name: str, timeout: float = 90) -> list[dict[str, Any]]:
         return self.plane.wait_for_deployment(self.ns, name, timeout=timeout)
 

@@ -87,36 +87,6 @@ def test_a_closed_drain_window_holds_a_drainable_node(world: World, start: Calla
     assert f"{od}: outside drain window until " in shown.stdout
 
 
-def job(world: World, name: str) -> None:
-    """A one-pod Job on this test's nodes (the job controller creates its pod)."""
-    world.plane.api.post(
-        f"/apis/batch/v1/namespaces/{world.ns}/jobs",
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name},
-            "spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "nodeSelector": {"e2e.spotshift.io/test": world.label},
-                        "terminationGracePeriodSeconds": 5,
-                        "containers": [
-                            {
-                                "name": "work",
-                                "image": "registry.example/batch:1",
-                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-    )
-
-
 def running(world: World, app: str) -> list[dict[str, Any]]:
     return [p for p in world.pods(app) if (p.get("status") or {}).get("phase") == "Running"]
 
@@ -127,7 +97,7 @@ def test_a_running_job_pod_holds_its_node_by_default_and_is_waited_for_under_wai
     od = world.on_demand()
     world.deployment("web", 1)
     web = world.ready("web")
-    job(world, "report")
+    world.job("report")
     (report,) = wait_for(lambda: running(world, "report"), timeout=60, what="the Job's pod to run")
     assert report["spec"]["nodeName"] == od and set(_names(web).values()) == {od}
     spot = world.spot()

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -335,6 +336,29 @@ SCHEDULER_MESSAGE = (
 )
 
 
+def held_by(
+    world: World, start: Callable[..., Rescheduler], config: Path, od: str, key: str, web: list[dict[str, Any]]
+) -> Rescheduler:
+    """``plan`` says the waiting pod ``key`` holds ``od``; the run loop leaves ``od`` untouched over four cycles with
+    the node counted as held by a waiting pod, and evicts nothing."""
+    plan = plan_json(world, config)
+    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", shown(plan)
+    assert plan["reasons"][od]["pod"] == key and plan["reasons"][od]["detail"], plan["reasons"][od]
+    assert od not in plan["drained"]
+    assert plan["summary"]["waiting_pods"] == {key: [od]}
+
+    nodes = NodeWatcher(world.plane, [od])
+    nodes.start()
+    r = start(config)
+    wait_for(lambda: r.metric(HELD_BACK, WAITING_POD) == 1, timeout=60, what="the node to be held by the pod")
+    cycles(r, 4)
+    assert nodes.close() == {}, "the node was marked while the pending pod could use its room"
+    assert r.metric(HELD_BACK, WAITING_POD) == 1
+    assert uids(world.pods("web")) == uids(web), "nothing was evicted"
+    assert r.metric("spotshift_rescheduler_drains_started_total") in (None, 0.0)
+    return r
+
+
 def test_a_pending_pod_that_needs_the_spot_room_holds_the_drain(
     world: World, budgets: BudgetWatcher, start: Callable[..., Rescheduler]
 ) -> None:
@@ -350,21 +374,7 @@ def test_a_pending_pod_that_needs_the_spot_room_holds_the_drain(
     key = waiting_pod(world, "waiting", cpu="600m", nodeSelector={world.spot_key: "true"})
     config = world.config()
 
-    plan = plan_json(world, config)
-    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", shown(plan)
-    assert plan["reasons"][od]["pod"] == key and plan["reasons"][od]["detail"], plan["reasons"][od]
-    assert od not in plan["drained"]
-    assert plan["summary"]["waiting_pods"] == {key: [od]}
-
-    nodes = NodeWatcher(world.plane, [od])
-    nodes.start()
-    r = start(config)
-    wait_for(lambda: r.metric(HELD_BACK, WAITING_POD) == 1, timeout=60, what="the node to be held by the pod")
-    cycles(r, 4)
-    assert nodes.close() == {}, "the node was marked while the pending pod needed the spot room"
-    assert r.metric(HELD_BACK, WAITING_POD) == 1
-    assert uids(world.pods("web")) == uids(web), "nothing was evicted"
-    assert r.metric("spotshift_rescheduler_drains_started_total") in (None, 0.0)
+    r = held_by(world, start, config, od, key, web)
 
     world.plane.delete_pod(world.ns, "waiting")
     wait_for(lambda: drained(world, od), timeout=120, what=f"{od} to be drained once the pod is gone")
@@ -438,56 +448,12 @@ def test_a_pending_pod_that_could_use_the_emptied_node_holds_it(
     key = f"{world.ns}/big"
     config = world.config()
 
-    plan = plan_json(world, config)
-    assert plan["reasons"].get(od, {}).get("kind") == "waiting-pod", shown(plan)
-    assert plan["reasons"][od]["pod"] == key, plan["reasons"][od]
-    assert od not in plan["drained"]
-    assert plan["summary"]["waiting_pods"] == {key: [od]}
-
-    nodes = NodeWatcher(world.plane, [od])
-    nodes.start()
-    r = start(config)
-    wait_for(lambda: r.metric(HELD_BACK, WAITING_POD) == 1, timeout=60, what="the node to be held by the pod")
-    cycles(r, 4)
-    assert nodes.close() == {}, "the node was marked while the pending pod waited for it"
-    assert uids(world.pods("web")) == uids(web), "nothing was evicted"
-    assert r.metric("spotshift_rescheduler_drains_started_total") in (None, 0.0)
+    held_by(world, start, config, od, key, web)
     assert not world.plane.api.get(f"/api/v1/namespaces/{world.ns}/pods/big")["spec"].get("nodeName")
     world.plane.delete_pod(world.ns, "big")
 
 
 # --- 5. a drain waiting for a Job does not stop another ---------------------------------------------------------
-
-
-def job(world: World, name: str, owner: str) -> None:
-    """A one-pod Job on this test's nodes, tolerating ``owner``'s node only (the job controller makes its pod)."""
-    world.plane.api.post(
-        f"/apis/batch/v1/namespaces/{world.ns}/jobs",
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name},
-            "spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "nodeSelector": {"e2e.spotshift.io/test": world.label},
-                        "tolerations": tolerate(owner),
-                        "terminationGracePeriodSeconds": 5,
-                        "containers": [
-                            {
-                                "name": "work",
-                                "image": "registry.example/batch:1",
-                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-    )
 
 
 def test_a_job_waited_for_does_not_stop_another_drain(
@@ -497,7 +463,7 @@ def test_a_job_waited_for_does_not_stop_another_drain(
     until A's drain is waiting for its Job, so A is the drain that waits; then B is labelled on-demand."""
     a = world.on_demand(taints=[owner_taint("a")])
     world.deployment("web-a", 1, tolerations=tolerate("a"))
-    job(world, "report", "a")
+    world.job("report", tolerations=tolerate("a"))
     web_a = world.ready("web-a")
     (report,) = wait_for(lambda: [p for p in world.pods("report") if ready(p)], timeout=60, what="the Job's pod to run")
     b_node = world.make_node("od", labels={"e2e.spotshift.io/test": world.label}, taints=[owner_taint("b")])
