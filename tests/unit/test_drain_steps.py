@@ -88,13 +88,18 @@ def test_advance_goes_as_far_as_it_can_and_waits_for_the_replacements(cluster: C
     assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == "drained"
 
 
+def one_budget(c: Cluster, pods: int) -> None:
+    """od-1 holds ``pods`` pods of web, whose budget allows one disruption now; spot-1 has room for them."""
+    c.server.put("nodes", node("od-1", cpu="4"))
+    c.server.put("nodes", node("spot-1", spot=True, cpu="8"))
+    for i in range(pods):
+        c.server.put("pods", pod(f"web-{i}", "od-1", app="web", owner="rs-web"))
+    c.server.put("pdbs", pdb("web", "web", allowed=1))
+    c.start()
+
+
 def test_a_budget_allowing_one_paces_the_second_eviction_until_the_first_replacement_is_ready(cluster: Cluster) -> None:
-    cluster.server.put("nodes", node("od-1", cpu="4"))
-    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
-    for i in range(2):
-        cluster.server.put("pods", pod(f"web-{i}", "od-1", app="web", owner="rs-web"))
-    cluster.server.put("pdbs", pdb("web", "web", allowed=1))
-    cluster.start()
+    one_budget(cluster, 2)
     made = not_ready_replacements(cluster)
     drain = cluster.drainer.start("od-1", ["default/web-0", "default/web-1"])
     assert isinstance(drain, Drain)
@@ -345,12 +350,7 @@ def test_shutdown_rolls_back_every_drain_in_flight(loops: Loops) -> None:
 
 
 def test_each_eviction_that_goes_through_gives_the_refused_ones_the_timeout_again(cluster: Cluster) -> None:
-    cluster.server.put("nodes", node("od-1", cpu="4"))
-    cluster.server.put("nodes", node("spot-1", spot=True, cpu="8"))
-    for i in range(3):
-        cluster.server.put("pods", pod(f"web-{i}", "od-1", app="web", owner="rs-web"))
-    cluster.server.put("pdbs", pdb("web", "web", allowed=1))
-    cluster.start()
+    one_budget(cluster, 3)
     now = [0.0]
     cluster.drainer.clock = cluster.drainer.evictor.clock = lambda: now[0]
     made = not_ready_replacements(cluster)
