@@ -138,10 +138,6 @@ class Drain:
     """Owner UID → how many replacements the drain waits for."""
 
     @property
-    def planned(self) -> tuple[str, ...]:
-        return tuple(p.key for p in self.pods)
-
-    @property
     def to_evict(self) -> tuple[Pod, ...]:
         """The pods not yet evicted (all of them before :attr:`Phase.EVICTING`)."""
         if self.phase is Phase.JOBS:

@@ -94,8 +94,6 @@ class Gate:
     """On-demand nodes left alone this cycle whatever a plan says, with the reason."""
     starts: int
     """How many drains may start this cycle."""
-    limit: int | None
-    """Drains at once the budget in force allows (``None``: no budget, one node at a time)."""
 
 
 def count_classes(snapshot: ClusterSnapshot, config: Config) -> dict[str, int]:
@@ -168,15 +166,13 @@ def gate(
     # The marks count the drains in flight of any replica (a predecessor's included) until they are put right.
     busy = max(in_flight, draining(on_demand, config.rescheduler.drain_taint_key)) + cooling
     d = config.disruption
-    limit: int | None = None
     if d.budgets:
         a = allowance(d, on_demand=len(on_demand), in_progress=busy, now=now)
-        limit = a.limit
         more = a.more if a.more is not None else len(on_demand)
     else:
         more = 1 - busy
     starts = max(0, min(config.rescheduler.max_nodes_per_cycle, more))
-    return Gate(excluded, starts, limit)
+    return Gate(excluded, starts)
 
 
 def budget_claims(pods: Iterable[Pod], pdbs: PdbIndex) -> Counter[str]:

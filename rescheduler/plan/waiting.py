@@ -66,14 +66,6 @@ class Waiting:
     unjudged: int = 0
     """Waiting pods beyond :data:`WAITING_LIMIT` in the queue's order: not judged this cycle, they hold nothing."""
 
-    def held_by(self) -> dict[str, list[str]]:
-        """Waiting pod key → the nodes it holds (for ``plan`` and the metrics), pods without any left out."""
-        out: dict[str, list[str]] = {}
-        for node, why in self.holds.items():
-            if why.pod is not None:
-                out.setdefault(why.pod, []).append(node)
-        return out
-
 
 def waiting_pods(snapshot: ClusterSnapshot, config: Config) -> list[Pod]:
     """The waiting pods of ``snapshot`` (module docstring), in the scheduling queue's order."""
