@@ -45,9 +45,15 @@ from shared.workloads import ceiling_breach, spot_ceiling, workload_key
 __all__ = ["pusher_plan", "movable_pods", "spot_targets"]
 
 
-def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None) -> Plan:
-    """The pusher algorithm's plan for ``snapshot`` (left unchanged). Its summary holds only the counts."""
+def pusher_plan(snapshot: ClusterSnapshot, config: Config | None = None, *, plan_waiting: bool = True) -> Plan:
+    """The pusher algorithm's plan for ``snapshot`` (left unchanged). Its summary holds only the counts.
+
+    ``plan_waiting=False``: pending pods are not looked at, as k8s-spot-rescheduler itself does (the churn
+    benchmark's pusher-like policy); by default they hold nodes as the planner's do, so that plans compare packing.
+    """
     config = config or Config()
+    if not plan_waiting:
+        return _packed(snapshot, config, {})
     waiting = reserve(snapshot, config)
     try:
         result = _packed(snapshot, config, waiting.holds)

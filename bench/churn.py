@@ -1,0 +1,127 @@
+"""A day of spot churn: what each policy pays and disrupts, on the same generated cluster and spot trace.
+
+    python3 bench/churn.py --profile all --seed 1                  # 4 profiles x 3 traces, every policy
+    python3 bench/churn.py --profile web --trace spiky --seed 1 2 3 --json /tmp/churn.json --html /tmp/churn.html
+
+Each scenario (profile x trace x seed, bench/churnlab/scenario.py) is simulated for 24 hours after an hour of
+warm-up, once per policy (bench/churnlab/policies.py), on an in-memory API server with the actors of a real
+cluster around it (bench/churnlab/world.py: spot reclaims with two minutes' notice, controllers, kube-scheduler's
+filters and default scores, kubelets, the disruption controller, a cluster-autoscaler-like provisioner). What the
+simulation attributes to spotshift is decided by the product's own code: the webhook's mutation, the extender's
+filter and score, and the rescheduler's run loop on a simulated clock. A lower bound that knows the day in advance
+(bench/churnlab/sim.py: ``lower_bound``) closes each table.
+
+Figures per policy: on-demand node-hours, cost in USD (spot at ``--spot-fraction`` of the on-demand price), share
+of pod-hours on spot, evictions per pod-day, minutes from spot capacity returning until the spot-eligible pods on
+on-demand nodes are back to their number before the cut (p50, p95; a return never caught up counts as the rest of
+the day and is counted in ``never``), pending pod-minutes, PodDisruptionBudget violations and lost pods (both must
+be 0: the command exits 1 otherwise). The run is deterministic: the same seed gives the same figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.churnlab.page import render
+from bench.churnlab.policies import POLICIES
+from bench.churnlab.scenario import PROFILES, TRACES
+from bench.churnlab.sim import Figures, Scenario, lower_bound, run
+
+COLUMNS = (
+    ("policy", 22, "{}"),
+    ("od node-h", 9, "{:.0f}"),
+    ("cost $", 7, "{:.1f}"),
+    ("vs bound", 8, "{:.2f}"),
+    ("spot share", 10, "{:.3f}"),
+    ("evict/pod-day", 13, "{:.3f}"),
+    ("back p50", 8, "{:.0f}"),
+    ("back p95", 8, "{:.0f}"),
+    ("never", 5, "{}"),
+    ("pending pod-min", 15, "{:.0f}"),
+    ("pdb viol.", 9, "{}"),
+    ("lost", 4, "{}"),
+)
+
+
+def _one(job: tuple[Scenario, str, float]) -> Figures:
+    scenario, policy, fraction = job
+    return run(scenario, policy, fraction)
+
+
+def _row(f: Figures, bound: Figures) -> list[str]:
+    values = (
+        f.policy,
+        f.on_demand_node_hours,
+        f.cost,
+        f.cost / bound.cost if bound.cost else math.nan,
+        f.spot_share,
+        f.evictions_per_pod_day,
+        f.back_on_spot_p50,
+        f.back_on_spot_p95,
+        f.never_back,
+        f.pending_pod_minutes,
+        f.pdb_violations,
+        f.lost_pods,
+    )
+    out = []
+    for (_, width, fmt), v in zip(COLUMNS, values, strict=True):
+        text = "-" if isinstance(v, float) and math.isnan(v) else fmt.format(v)
+        out.append(text.rjust(width) if width != 22 else text.ljust(width))
+    return out
+
+
+def table(scenario: Scenario, results: list[Figures], bound: Figures) -> str:
+    head = " ".join(name.rjust(w) if w != 22 else name.ljust(w) for name, w, _ in COLUMNS)
+    lines = [f"{scenario.profile} / {scenario.trace} / seed {scenario.seed}", head]
+    lines += [" ".join(_row(f, bound)) for f in [*results, bound]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="all", choices=["all", *PROFILES])
+    ap.add_argument("--trace", default="all", choices=["all", *TRACES])
+    ap.add_argument("--seed", type=int, nargs="+", default=[1])
+    ap.add_argument("--policy", nargs="+", default=[p.name for p in POLICIES], choices=[p.name for p in POLICIES])
+    ap.add_argument("--spot-fraction", type=float, default=0.3, help="spot price as a share of on-demand (0.3)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--html", type=Path, help="write the page with the on-demand node count over time here")
+    args = ap.parse_args(argv)
+    if not 0 < args.spot_fraction <= 1:
+        ap.error("--spot-fraction must be in (0, 1]")
+    profiles = list(PROFILES) if args.profile == "all" else [args.profile]
+    traces = list(TRACES) if args.trace == "all" else [args.trace]
+    scenarios = [Scenario(p, t, s) for s in args.seed for p in profiles for t in traces]
+    jobs = [(sc, name, args.spot_fraction) for sc in scenarios for name in args.policy]
+    started = time.monotonic()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(_one, jobs))
+    ok = True
+    report = []
+    for i, sc in enumerate(scenarios):
+        mine = results[i * len(args.policy) : (i + 1) * len(args.policy)]
+        bound = lower_bound(sc, args.spot_fraction)
+        print(table(sc, mine, bound), end="\n\n")
+        ok = ok and all(f.pdb_violations == 0 and f.lost_pods == 0 and f.capacity_breaches == 0 for f in mine)
+        report.append({"scenario": asdict(sc), "policies": [asdict(f) for f in mine], "lower_bound": asdict(bound)})
+    print(f"{len(jobs)} simulated days in {time.monotonic() - started:.0f} s on {args.jobs} processes")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    if args.html:
+        args.html.write_text(render(report, scenarios))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
