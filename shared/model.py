@@ -12,10 +12,13 @@ A malformed object raises :class:`ParseError` naming the object and the field
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+import orjson
 
 from shared.podrequests import (
     ParseError,
@@ -338,7 +341,7 @@ class Pod:
         except ParseError as e:
             raise ParseError(f"{where}: {e}") from None
         try:
-            required, preferred, a_req, aa_req, a_pref, aa_pref = parse_affinity(spec.get("affinity") or {}, ns, where)
+            required, preferred, a_req, aa_req, a_pref, aa_pref = _affinity_of(spec.get("affinity") or {}, ns, where)
             spread = tuple(
                 _parse_spread(c, labels, f"spec.topologySpreadConstraints[{i}]")
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
@@ -429,6 +432,31 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
             raise ParseError(f"{where}[{i}].name: expected a non-empty string")
         names.append(name)
     return tuple(names)
+
+
+_NO_AFFINITY: tuple[Any, ...] = (None, (), (), (), (), ())
+
+AFFINITY_MEMO_SIZE = 4_096
+"""Distinct ``spec.affinity`` values whose parse is kept: the pods of one workload, and every pod the webhook gave
+the same spot preference, carry the same value, and a cluster's pods are parsed again at every watch event."""
+
+
+def _affinity_of(affinity: Mapping[str, Any], ns: str, where: str) -> tuple[Any, ...]:
+    """:func:`parse_affinity`, reused for an equal value in the same namespace (the result is immutable). A value
+    that does not parse is parsed again with the pod's own ``where``, so the error names the pod."""
+    if not affinity:
+        return _NO_AFFINITY
+    try:
+        return _parsed_affinity(orjson.dumps(affinity), ns)
+    except ParseError:
+        return parse_affinity(affinity, ns, where)
+    except (TypeError, ValueError, AttributeError):  # not JSON-serialisable: parse as it is
+        return parse_affinity(affinity, ns, where)
+
+
+@functools.lru_cache(maxsize=AFFINITY_MEMO_SIZE)
+def _parsed_affinity(raw: bytes, ns: str) -> tuple[Any, ...]:
+    return parse_affinity(orjson.loads(raw), ns, "")
 
 
 def parse_affinity(affinity: Mapping[str, Any], ns: str, where: str) -> tuple[Any, ...]:
