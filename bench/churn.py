@@ -87,6 +87,32 @@ def table(scenario: Scenario, results: list[Figures], bound: Figures) -> str:
     return "\n".join(lines)
 
 
+def summary(per_scenario: list[tuple[list[Figures], Figures]]) -> str:
+    """Every scenario at once: per policy, the mean of each figure, and in how many scenarios it cost least."""
+    names = [f.policy for f in per_scenario[0][0]]
+    lines = [
+        f"all {len(per_scenario)} scenarios: means per policy",
+        f"{'policy':<22} {'cost vs bound':>13} {'od node-h':>9} {'evict/pod-day':>13} {'back p50':>8} "
+        f"{'back p95':>8} {'never':>5} {'cheapest':>8} {'pdb viol.':>9} {'lost':>4}",
+    ]
+    for i, name in enumerate(names):
+        rows = [(mine[i], bound) for mine, bound in per_scenario]
+        cheapest = sum(1 for mine, _ in per_scenario if mine[i].cost <= min(f.cost for f in mine))
+
+        def mean(values: list[float]) -> float:
+            return sum(values) / len(values)
+
+        lines.append(
+            f"{name:<22} {mean([f.cost / b.cost for f, b in rows]):>13.3f} "
+            f"{mean([f.on_demand_node_hours for f, _ in rows]):>9.0f} "
+            f"{mean([f.evictions_per_pod_day for f, _ in rows]):>13.3f} "
+            f"{mean([f.back_on_spot_p50 for f, _ in rows]):>8.0f} {mean([f.back_on_spot_p95 for f, _ in rows]):>8.0f} "
+            f"{sum(f.never_back for f, _ in rows):>5} {cheapest:>8} {sum(f.pdb_violations for f, _ in rows):>9} "
+            f"{sum(f.lost_pods for f, _ in rows):>4}"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="all", choices=["all", *PROFILES])
@@ -105,16 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = [Scenario(p, t, s) for s in args.seed for p in profiles for t in traces]
     jobs = [(sc, name, args.spot_fraction) for sc in scenarios for name in args.policy]
     started = time.monotonic()
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(_one, jobs))
     ok = True
     report = []
-    for i, sc in enumerate(scenarios):
-        mine = results[i * len(args.policy) : (i + 1) * len(args.policy)]
-        bound = lower_bound(sc, args.spot_fraction)
-        print(table(sc, mine, bound), end="\n\n")
-        ok = ok and all(f.pdb_violations == 0 and f.lost_pods == 0 and f.capacity_breaches == 0 for f in mine)
-        report.append({"scenario": asdict(sc), "policies": [asdict(f) for f in mine], "lower_bound": asdict(bound)})
+    per_scenario: list[tuple[list[Figures], Figures]] = []
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = pool.map(_one, jobs)
+        for sc in scenarios:
+            mine = [next(results) for _ in args.policy]
+            bound = lower_bound(sc, args.spot_fraction)
+            print(table(sc, mine, bound), end="\n\n", flush=True)
+            ok = ok and all(f.pdb_violations == 0 and f.lost_pods == 0 and f.capacity_breaches == 0 for f in mine)
+            per_scenario.append((mine, bound))
+            report.append({"scenario": asdict(sc), "policies": [asdict(f) for f in mine], "lower_bound": asdict(bound)})
+    if len(scenarios) > 1:
+        print(summary(per_scenario), end="\n\n")
     print(f"{len(jobs)} simulated days in {time.monotonic() - started:.0f} s on {args.jobs} processes")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

@@ -39,7 +39,6 @@ from shared.config import Config, parse_config
 from shared.fit import fits
 from shared.model import Pod
 from shared.movable import is_daemonset_pod, is_mirror_pod
-from shared.nodeaffinity import preferred_affinity_score
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT
 from tests.support.pusher import pusher_plan
@@ -247,35 +246,41 @@ class DeschedulerLike(Actor):
         self.next_run = w.now + self.INTERVAL
         sync_state(w.server, self.view, self.applied)
         snap = self.view.snapshot()
+        better: dict[tuple[int, int], list[tuple[int, NodeInfo]]] = {}
+        """(preferred terms, score of the pod's node) → the nodes scoring higher, roomiest first."""
         for info in list(snap.nodes.values()):
             for pod in list(info.pods):
                 if not pod.preferred_affinity or is_daemonset_pod(pod) or is_mirror_pod(pod) or not pod.owners:
                     continue
-                here = preferred_affinity_score(pod, info.node)
+                here = w.affinity_score(pod, info.node)
                 if here >= sum(weight for weight, _ in pod.preferred_affinity):
                     continue  # its node matches every preferred term: no node can score higher
-                if self._better_node(pod, info, here, snap):
+                key = (id(pod.preferred_affinity), here)
+                if key not in better:
+                    better[key] = sorted(
+                        (
+                            (other.free("cpu"), other)
+                            for other in snap.nodes.values()
+                            if not other.node.unschedulable and w.affinity_score(pod, other.node) > here
+                        ),
+                        key=lambda x: (-x[0], x[1].name),
+                    )
+                if self._fits_one(pod, info, better[key], snap):
                     obj = w.server.store["pods"].get(pod.key)
                     if obj is not None:
                         evict(w, obj)
 
     @staticmethod
-    def _better_node(pod: Pod, info: NodeInfo, here: int, snap: ClusterSnapshot) -> bool:
-        """The descheduler's check: another schedulable node matches more of the pod's preferred affinity and fits
-        it now (``NodeFit``)."""
+    def _fits_one(pod: Pod, info: NodeInfo, others: list[tuple[int, NodeInfo]], snap: ClusterSnapshot) -> bool:
+        """The descheduler's ``NodeFit`` over the nodes that match more of the pod's preferred affinity: one fits
+        the pod now (taints, selectors and affinity, free resources as they are at the start of the run)."""
         cpu = pod.node_requests.get("cpu", 0)
-        info.remove_pod(pod)
-        try:
-            return any(
-                not fits(pod, other, snap, first_only=True)
-                for other in snap.nodes.values()
-                if other is not info
-                and not other.node.unschedulable
-                and other.free("cpu") >= cpu
-                and preferred_affinity_score(pod, other.node) > here
-            )
-        finally:
-            info.add_pod(pod)
+        for free, other in others:
+            if free < cpu:
+                return False
+            if other is not info and not fits(pod, other, snap, first_only=True):
+                return True
+        return False
 
     def wake(self) -> float:
         return self.next_run

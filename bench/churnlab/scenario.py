@@ -27,9 +27,9 @@ class NodeType:
 
 
 NODE_TYPES = (
-    NodeType("m.large", 2_000, 8_192, 0.096),
     NodeType("m.xlarge", 4_000, 16_384, 0.192),
     NodeType("m.2xlarge", 8_000, 32_768, 0.384),
+    NodeType("m.4xlarge", 16_000, 65_536, 0.768),
 )
 """General-purpose node types (AWS m-family prices); allocatable is what a kubelet reports after its reserves."""
 
@@ -149,6 +149,10 @@ def replicas(w: Workload, t: float) -> int:
 # --- spot capacity -------------------------------------------------------------------------------------------
 
 
+UNLIMITED = 10_000
+"""A change's limit that puts the pool back to its base limit."""
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """From ``at`` on, spot pool ``(zone, node type)`` holds at most ``limit`` nodes."""
@@ -159,7 +163,26 @@ class Change:
     limit: int
 
 
-UNLIMITED = 10_000
+SPOT_ROOM = 0.9
+"""The spot pools together hold this share of the day's peak demand (CPU): at the peak some pods need on-demand
+nodes, off the peak spot has room again, as in a region where spot capacity is not unlimited."""
+
+
+def base_limits(ws: list[Workload]) -> dict[tuple[str, str], int]:
+    """Each spot pool's node limit outside cuts: ``SPOT_ROOM`` of the peak CPU demand (Deployments at their peak,
+    StatefulSets, CronJobs' pods by the share of time they run), split evenly over the pools."""
+    peak = 0.0
+    for w in ws:
+        if w.kind == "CronJob":
+            peak += w.cpu_m * w.parallelism * max(1.0, w.runs_for / w.every)
+        elif not w.pinned:
+            peak += w.cpu_m * w.peak
+    pools = len(ZONES) * len(NODE_TYPES)
+    return {
+        (z, nt.name): math.ceil(SPOT_ROOM * peak / pools / (nt.cpu_m * ALLOCATABLE_SHARE))
+        for z in ZONES
+        for nt in NODE_TYPES
+    }
 
 
 @dataclass(slots=True)
@@ -167,12 +190,14 @@ class Trace:
     name: str
     description: str
     changes: list[Change] = field(default_factory=list)
+    base: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Each pool's limit outside cuts; a change to :data:`UNLIMITED` restores it."""
 
     def limits_at(self, t: float) -> dict[tuple[str, str], int]:
-        out = {(z, nt.name): UNLIMITED for z in ZONES for nt in NODE_TYPES}
+        out = dict(self.base)
         for c in self.changes:
             if c.at <= t:
-                out[(c.zone, c.node_type)] = c.limit
+                out[(c.zone, c.node_type)] = self.base[(c.zone, c.node_type)] if c.limit == UNLIMITED else c.limit
         return out
 
     def returns(self) -> list[float]:
@@ -201,7 +226,7 @@ def _outage(zone: str, start: float, length: float, limit: int, types: tuple[str
     return [Change(start, zone, t, limit) for t in types] + [Change(start + length, zone, t, UNLIMITED) for t in types]
 
 
-def trace(name: str, rng: random.Random) -> Trace:
+def trace(name: str, rng: random.Random, base: dict[tuple[str, str], int]) -> Trace:
     """``calm``: two short cuts of one pool; ``spiky``: a cut every 40-90 minutes, 20-90 minutes long, to zero or a
     few nodes of one pool (sometimes of every type in a zone); ``zone-loss``: the calm day plus every spot pool of one
     zone gone from 10:00 to 12:00."""
@@ -211,7 +236,7 @@ def trace(name: str, rng: random.Random) -> Trace:
         for _ in range(2):
             start = rng.uniform(1.0, 22.0) * 3_600.0
             changes += _outage(rng.choice(ZONES), start, rng.uniform(20, 40) * 60.0, 0, (rng.choice(types),))
-        t = Trace(name, "two short cuts of one spot pool", changes)
+        t = Trace(name, "two short cuts of one spot pool", changes, base)
         if name == "zone-loss":
             t.description = "two short cuts, and every spot pool of one zone gone from 10:00 to 12:00"
             t.changes += _outage(rng.choice(ZONES), 10 * 3_600.0, 2 * 3_600.0, 0, types)
@@ -227,7 +252,7 @@ def trace(name: str, rng: random.Random) -> Trace:
             changes += _outage(zone, at, min(length, DAY - at), rng.choice((0, 0, 1, 2)), which)
             at += rng.uniform(40, 90) * 60.0
         changes.sort(key=lambda c: c.at)
-        return Trace(name, "a cut of one pool or zone every 40-90 minutes, 20-90 minutes long", changes)
+        return Trace(name, "a cut of one pool or zone every 40-90 minutes, 20-90 minutes long", changes, base)
     raise ValueError(f"unknown trace {name!r}")
 
 

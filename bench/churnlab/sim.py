@@ -19,6 +19,7 @@ from bench.churnlab.scenario import (
     WARM_UP,
     Trace,
     Workload,
+    base_limits,
     replicas,
     trace,
     workloads,
@@ -39,7 +40,7 @@ class Scenario:
         return workloads(PROFILES[self.profile], random.Random(f"{self.seed}/{self.profile}"))
 
     def trace_of(self) -> Trace:
-        return trace(self.trace, random.Random(f"{self.seed}/{self.trace}"))
+        return trace(self.trace, random.Random(f"{self.seed}/{self.trace}"), base_limits(self.workloads()))
 
 
 @dataclass(frozen=True, slots=True)

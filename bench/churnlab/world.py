@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +52,6 @@ from shared.nodeaffinity import preferred_affinity_score
 from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.taints import count_intolerable_prefer_no_schedule
-from tests.unit.admission_builders import apply_patch
 from tests.unit.fake_api import FakeApiServer, namespace
 
 Obj = dict[str, Any]
@@ -62,8 +61,9 @@ RECLAIM_TAINT = "aws-node-termination-handler/spot-itn"
 NOTICE = 120.0
 """Seconds between a spot reclaim notice and the node's end."""
 STORE = {"poddisruptionbudgets": "pdbs"}
-PLACEHOLDER_PRIORITY_BELOW = 0
-"""Pods with a priority below this (spotshift's placeholders, -5) are preemptible and counted apart."""
+
+PRIORITY_CLASSES = {"spotshift-placeholder": -5}
+"""The PriorityClasses deploy/ ships (the placeholders' class: value -5, ``preemptionPolicy: Never``)."""
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -157,7 +157,10 @@ class World:
         self.applied: dict[str, int] = {kind.name: 0 for kind in KINDS}
         self.nodes: dict[str, NodeBook] = {}
         self.pods: dict[str, PodBook] = {}
+        self.owned: dict[str, set[str]] = {}
+        """Controller (workload or Job) → the keys of its pods."""
         self.allows: dict[tuple[str, str, bool], bool] = {}
+        self.scores: dict[tuple[Any, str], int] = {}
         self.starting: set[str] = set()
         """Bound pods not Ready yet."""
         self.working: set[str] = set()
@@ -290,22 +293,32 @@ class World:
         if self.mutation is not None:
             mutation = mutate_pod(pod, "default", self.mutation)
             if mutation.ops:
-                pod = apply_patch(pod, [dict(op) for op in mutation.ops])
+                _apply_in_place(pod, mutation.ops)
         pod["status"] = {"phase": "Pending"}
         self.server.put("pods", pod)
-        self.pods[f"default/{name}"] = PodBook(w.name, self.now, job=job)
+        self._book(f"default/{name}", PodBook(w.name, self.now, job=job))
         if job:
             self.working.add(f"default/{name}")
 
-    def _delete_pod(self, key: str) -> None:
+    def _book(self, key: str, book: PodBook) -> None:
+        self.pods[key] = book
+        self.owned.setdefault(book.job or book.workload, set()).add(key)
+
+    def _unbook(self, key: str) -> PodBook | None:
         book = self.pods.pop(key, None)
+        if book is not None:
+            self.owned[book.job or book.workload].discard(key)
+        return book
+
+    def _delete_pod(self, key: str) -> None:
+        book = self._unbook(key)
         if book is not None and book.job and key in self.server.store["pods"]:
             self.tally.job_work_lost_seconds += book.worked if self._counting() else 0.0
         self.server.remove("pods", key)
 
     def _evicted(self, pod: Obj) -> None:
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-        book = self.pods.pop(key, None)
+        book = self._unbook(key)
         if book is None:
             return  # a placeholder
         if self._counting():
@@ -332,13 +345,9 @@ class World:
 
     def active(self) -> bool:
         """Whether the next tick must follow at once: pods wait or start, nodes come or go."""
-        if self.provisioner.coming or any(b.ends_at is not None for b in self.nodes.values()):
+        if self.provisioner.coming or self.server.unbound or self.starting:
             return True
-        for key, obj in self.server.store["pods"].items():
-            book = self.pods.get(key)
-            if not obj["spec"].get("nodeName") or (book is not None and not book.ready):
-                return True
-        return False
+        return any(b.ends_at is not None for b in self.nodes.values())
 
     def next_event(self) -> float:
         """The next time something happens on its own: a scale step, a CronJob, a spot limit change, an empty
@@ -391,22 +400,20 @@ class World:
             self._check_capacity()
 
     def _check_capacity(self) -> None:
-        used: dict[str, list[int]] = {}
-        for obj in self.server.store["pods"].values():
-            where = obj["spec"].get("nodeName")
-            if where:
-                req = obj["spec"]["containers"][0]["resources"]["requests"]
-                u = used.setdefault(where, [0, 0])
-                u[0] += int(req["cpu"].rstrip("m"))
-                u[1] += int(req["memory"].rstrip("Mi"))
-        for name, (cpu, mem) in used.items():
-            book = self.nodes.get(name)
-            if book is None:
+        """Count every node whose pods request more CPU, memory or pod slots than it has (read as kube-scheduler
+        reads them: the view's parsed pods and nodes), and every pod bound to a node that is gone."""
+        for name, pods in self.view.by_node.items():
+            if not pods:
+                continue
+            node = self.view.nodes.get(name)
+            if node is None:
                 self.tally.capacity_breaches += 1
                 continue
-            if cpu > int(book.node_type.cpu_m * ALLOCATABLE_SHARE) or mem > int(
-                book.node_type.memory_mi * ALLOCATABLE_SHARE
-            ):
+            for resource in ("cpu", "memory"):
+                used = sum(p.node_requests.get(resource, 0) for p in pods.values())
+                if used > node.allocatable.get(resource, 0):
+                    self.tally.capacity_breaches += 1
+            if len(pods) > node.allocatable.get("pods", 0):
                 self.tally.capacity_breaches += 1
 
     # ---- the spot market --------------------------------------------------------------------------------------
@@ -443,20 +450,14 @@ class World:
 
     # ---- controllers ------------------------------------------------------------------------------------------
 
-    def _owned(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for key, book in self.pods.items():
-            out.setdefault(book.job or book.workload, []).append(key)
-        return out
-
     def _controllers(self) -> None:
-        owned = self._owned()
+        owned = self.owned
         scale = self.now - self.scaled_at >= SCALE_EVERY
         if scale:
             self.scaled_at = self.now
         for w in self.workloads.values():
             if w.kind == "Deployment":
-                self._deployment(w, owned.get(w.name, []), scale)
+                self._deployment(w, sorted(owned.get(w.name, ())), scale)
             elif w.kind == "StatefulSet":
                 have = {k.rsplit("-", 1)[1] for k in owned.get(w.name, [])}
                 for i in range(w.peak):
@@ -481,7 +482,7 @@ class World:
             for key in sorted(keys, key=rank)[: have - want]:
                 self._delete_pod(key)
 
-    def _cronjob(self, w: Workload, owned: dict[str, list[str]]) -> None:
+    def _cronjob(self, w: Workload, owned: dict[str, set[str]]) -> None:
         if self.now >= self.next_job[w.name]:
             self.next_job[w.name] += w.every
             self.serial += 1
@@ -490,7 +491,7 @@ class World:
         for job, (cron, left, made) in list(self.jobs.items()):
             if cron != w.name:
                 continue
-            running = len(owned.get(job, []))
+            running = len(owned.get(job, ()))
             if left <= 0:
                 del self.jobs[job]
                 continue
@@ -523,11 +524,14 @@ class World:
                 if book.worked >= w.runs_for:
                     cron, left, made = self.jobs[book.job]
                     self.jobs[book.job] = (cron, left - 1, made)
-                    self.pods.pop(key)
+                    self._unbook(key)
                     self.working.discard(key)
                     self.server.remove("pods", key)
 
     def _budgets(self) -> None:
+        if not self.server.pods_changed:
+            return
+        self.server.pods_changed = False
         ready: dict[str, int] = {}
         expected: dict[str, int] = {}
         for book in self.pods.values():
@@ -577,6 +581,8 @@ class World:
         sync_state(self.server, state, self.applied)
 
     def _schedule(self) -> None:
+        if not self.server.unbound:
+            return
         snap = self.view.snapshot()
         queue = sorted(snap.pending, key=lambda p: (-p.priority, self._created(p), p.key))
         if not queue:
@@ -585,6 +591,17 @@ class World:
         lowest = min((p.priority for info in snap.nodes.values() for p in info.pods), default=0)
         for pod in queue:
             self._schedule_one(pod, snap, entries, pod.priority > lowest)
+
+    def affinity_score(self, pod: Pod, node: Node) -> int:
+        """:func:`shared.nodeaffinity.preferred_affinity_score`, kept per (preferred terms, node): node labels do
+        not change here, and the pods of a workload share their terms."""
+        if not pod.preferred_affinity:
+            return 0
+        key = (pod.preferred_affinity, node.name)
+        score = self.scores.get(key)
+        if score is None:
+            score = self.scores[key] = preferred_affinity_score(pod, node)
+        return score
 
     def _created(self, pod: Pod) -> float:
         book = self.pods.get(pod.key)
@@ -641,7 +658,7 @@ class World:
             self.server.put("pods", obj)
 
     def _select(self, pod: Pod, feasible: list[NodeInfo], entries: dict[str, tuple[bool, int]]) -> NodeInfo:
-        affinity = [preferred_affinity_score(pod, info.node) for info in feasible]
+        affinity = [self.affinity_score(pod, info.node) for info in feasible]
         top_affinity = max(affinity, default=0)
         taints = [count_intolerable_prefer_no_schedule(pod, info.node) for info in feasible]
         top_taints = max(taints, default=0)
@@ -708,6 +725,10 @@ class _Server(FakeApiServer):
     def __init__(self, world: World) -> None:
         super().__init__()
         self.world = world
+        self.unbound: set[str] = set()
+        """Pods without a node (kube-scheduler's queue)."""
+        self.pods_changed = True
+        """A pod was written or deleted since the disruption controller last looked."""
 
     def put(self, kind: str, obj: Obj, event: str | None = None) -> Obj:
         """As the in-memory server's, without its deep copies: the simulation replaces objects and never changes
@@ -725,7 +746,30 @@ class _Server(FakeApiServer):
             etype = event or ("MODIFIED" if key in self.store[kind] else "ADDED")
             self.store[kind][key] = obj
             self.log[kind].append((rv, etype, obj))
+            if kind == "pods":
+                self.pods_changed = True
+                spec = obj["spec"]
+                if "priority" not in spec and spec.get("priorityClassName") in PRIORITY_CLASSES:
+                    # The API server's Priority admission plugin: the class's value, set at creation.
+                    obj["spec"] = {**spec, "priority": PRIORITY_CLASSES[spec["priorityClassName"]]}
+                if obj["spec"].get("nodeName"):
+                    self.unbound.discard(key)
+                else:
+                    self.unbound.add(key)
             return obj
+
+    def remove(self, kind: str, key: str) -> None:
+        with self.cond:
+            obj = self.store[kind].pop(key, None)
+            if obj is None:
+                return
+            rv = next(self.rv)
+            self.last_rv = rv
+            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}
+            self.log[kind].append((rv, "DELETED", obj))
+        if kind == "pods":
+            self.pods_changed = True
+            self.unbound.discard(key)
 
     def _evict(self, namespace: str, name: str, body: Any) -> Obj:
         pod = self.store["pods"].get(f"{namespace}/{name}")
@@ -734,6 +778,25 @@ class _Server(FakeApiServer):
         if violates and self.world.now >= 0:
             self.world.tally.pdb_violations += 1
         return out
+
+
+def _apply_in_place(doc: Obj, ops: Iterable[Mapping[str, Any]]) -> None:
+    """The webhook's JSON patch (``add`` and ``replace``, RFC 6902) applied to a pod this module just built."""
+    for op in ops:
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+        parent: Any = doc
+        for t in tokens[:-1]:
+            parent = parent[int(t)] if isinstance(parent, list) else parent[t]
+        last = tokens[-1]
+        if isinstance(parent, list):
+            if last == "-":
+                parent.append(op["value"])
+            elif op["op"] == "add":
+                parent.insert(int(last), op["value"])
+            else:
+                parent[int(last)] = op["value"]
+        else:
+            parent[last] = op["value"]
 
 
 def sync_state(server: FakeApiServer, state: ClusterState, applied: dict[str, int]) -> None:
@@ -812,7 +875,7 @@ class Provisioner:
 
     def _scale_down(self) -> None:
         w = self.world
-        busy = {o["spec"].get("nodeName") for o in w.server.store["pods"].values()}
+        busy = {name for name, pods in w.view.by_node.items() if pods}
         for name, book in list(w.nodes.items()):
             if name in busy or book.ends_at is not None:
                 book.empty_since = None
@@ -862,13 +925,16 @@ class Provisioner:
                 continue
             for spot in (True, False):
                 zones = [z for z in ZONES if _allows(sample, z, spot, w)]
+                room = {z: n for z in zones}
                 if spot:
-                    zones = [z for z in zones if limits[(z, nt.name)] - counts.get((z, nt.name), 0) >= n]
+                    # A pool gives what it has left; the pods it cannot take wait for the next scan.
+                    room = {z: min(n, limits[(z, nt.name)] - counts.get((z, nt.name), 0)) for z in zones}
+                    zones = [z for z in zones if room[z] >= 1]
                 if not zones:
                     continue
-                zone = min(zones, key=lambda z: (sum(1 for b in w.nodes.values() if b.zone == z), z))
+                zone = min(zones, key=lambda z: (-room[z], sum(1 for b in w.nodes.values() if b.zone == z), z))
                 price = nt.price * n * (w.spot_fraction if spot else 1.0)
-                options.append((price, -nt.cpu_m, nt.name, not spot, zone, nt, n, spot))
+                options.append((price, -nt.cpu_m, nt.name, not spot, zone, nt, room[zone], spot))
         if not options:
             return
         _, _, _, _, zone, nt, n, spot = min(options)
