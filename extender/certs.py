@@ -13,6 +13,7 @@ directory where git would track them is refused, so generated keys never enter g
 ``--apply-secret`` makes the Secret in the cluster instead of leaving it to ``kubectl apply``: an existing one
 (with ``ca.crt``, ``tls.crt`` and ``tls.key``) is kept as it is and its CA is the one ``--patch-webhook`` sets, so
 running it again (the Helm chart's hook Job runs it on every install and upgrade) changes nothing.
+``--delete-secret`` removes it again (the chart's uninstall).
 
 The alternative is cert-manager: ``deploy/README.md`` shows the Certificate and the
 ``cert-manager.io/inject-ca-from`` annotation that keeps the ``caBundle`` current.
@@ -48,6 +49,7 @@ __all__ = [
     "write_bundle",
     "patch_webhook_ca_bundle",
     "apply_secret",
+    "delete_secret",
     "main",
 ]
 
@@ -320,6 +322,23 @@ def apply_secret(manifest: dict[str, Any], *, kubeconfig: str | None = None) -> 
     return base64.b64decode(data[CA_CERT]), created
 
 
+def delete_secret(name: str, namespace: str, *, kubeconfig: str | None = None) -> bool:
+    """Delete the Secret ``namespace/name``; False if there was none."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from shared.kube.credentials import load_client_configuration
+
+    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
+    try:
+        api.delete_namespaced_secret(name, namespace)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="spot-certs",
@@ -341,9 +360,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="create the Secret in the cluster; an existing one is kept, and its CA is used for --patch-webhook",
     )
     parser.add_argument(
-        "--kubeconfig", help="kubeconfig for --apply-secret and --patch-webhook (default: in-cluster, then ~/.kube)"
+        "--delete-secret",
+        action="store_true",
+        help="delete the Secret from the cluster (an uninstall) and write nothing",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig for --apply-secret, --delete-secret and --patch-webhook (default: in-cluster, then ~/.kube)",
     )
     args = parser.parse_args(argv)
+    if args.delete_secret:
+        where = f"{args.namespace}/{args.secret_name}"
+        try:
+            deleted = delete_secret(args.secret_name, args.namespace, kubeconfig=args.kubeconfig)
+        except Exception as e:  # the client's errors are many; one line is what the operator needs
+            print(f"spot-certs: could not delete Secret {where}: {e}", file=sys.stderr)
+            return 1
+        print(f"deleted Secret {where}" if deleted else f"no Secret {where} to delete")
+        return 0
     if args.days < 1:
         parser.exit(2, "spot-certs: --days must be at least 1\n")
     try:

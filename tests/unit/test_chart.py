@@ -219,19 +219,30 @@ def hooks(*values: str) -> dict[Key, dict[str, Any]]:
     return {k: v for k, v in keyed(helm_template("--set", "provider=eks", *values)).items() if is_hook(v)}
 
 
-def test_spot_certs_hook_jobs_make_the_secret_before_the_pods_and_patch_the_webhook_after() -> None:
+def test_spot_certs_hook_jobs_make_the_secret_patch_the_webhook_and_delete_the_secret() -> None:
     docs = hooks()
     jobs = {k[2]: v for k, v in docs.items() if k[0] == "Job"}
-    assert sorted(jobs) == ["spotshift-certs-post", "spotshift-certs-pre"]
-    for phase, job in jobs.items():
-        when = job["metadata"]["annotations"]["helm.sh/hook"]
+    assert sorted(jobs) == ["spotshift-certs-delete", "spotshift-certs-post", "spotshift-certs-pre"]
+    expected = {
+        "spotshift-certs-pre": ("pre-install,pre-upgrade", ["--days=365", "--apply-secret"]),
+        "spotshift-certs-post": (
+            "post-install,post-upgrade",
+            ["--days=365", "--apply-secret", "--patch-webhook=spotshift"],
+        ),
+        "spotshift-certs-delete": ("post-delete", ["--delete-secret"]),
+    }
+    for name, job in jobs.items():
+        when, flags = expected[name]
+        assert job["metadata"]["annotations"]["helm.sh/hook"] == when
         (c,) = job["spec"]["template"]["spec"]["containers"]
-        assert c["command"][0] == "spot-certs" and "--apply-secret" in c["command"]
-        assert "--namespace=spotshift" in c["command"] and "--secret-name=spotshift-tls" in c["command"]
-        if phase.endswith("pre"):
-            assert when == "pre-install,pre-upgrade" and not any(a.startswith("--patch-webhook") for a in c["command"])
-        else:
-            assert when == "post-install,post-upgrade" and "--patch-webhook=spotshift" in c["command"]
+        common = [
+            "spot-certs",
+            "--out=/tmp/certs",
+            "--service=spotshift",
+            "--namespace=spotshift",
+            "--secret-name=spotshift-tls",
+        ]
+        assert c["command"] == common + flags
         assert c["securityContext"]["readOnlyRootFilesystem"] is True
         assert job["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     rules = {k: v["rules"] for k, v in docs.items() if k[0] in ("Role", "ClusterRole")}
@@ -250,7 +261,11 @@ def test_spot_certs_hook_jobs_make_the_secret_before_the_pods_and_patch_the_webh
             "verbs": ["get", "patch"],
         }
     ]
+    assert rules[("Role", "spotshift", "spotshift-certs-delete")] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["spotshift-tls"], "verbs": ["delete"]}
+    ]
     assert ("ClusterRole", "", "spotshift-certs-pre") not in rules
+    assert ("ClusterRole", "", "spotshift-certs-delete") not in rules
     for doc in docs.values():
         assert doc["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
 
