@@ -307,18 +307,30 @@ def apply_secret(manifest: dict[str, Any], *, kubeconfig: str | None = None) -> 
 
     api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
     meta = manifest["metadata"]
-    created = True
-    try:
-        api.create_namespaced_secret(meta["namespace"], manifest)  # type: ignore[arg-type]  # a dict is sent as it is
-        data = manifest["data"]
-    except ApiException as e:
-        if e.status != 409:
-            raise
-        created = False
-        data = api.read_namespaced_secret(meta["name"], meta["namespace"]).data or {}
+    name, namespace = meta["name"], meta["namespace"]
+
+    def existing() -> dict[str, Any] | None:
+        try:
+            return dict(api.read_namespaced_secret(name, namespace).data or {})
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return None
+
+    # Read first: a caller that may only read (the chart's post-install hook) never needs `create`.
+    data = existing()
+    created = data is None
+    if data is None:
+        try:
+            api.create_namespaced_secret(namespace, manifest)  # type: ignore[arg-type]  # a dict is sent as it is
+            data = manifest["data"]
+        except ApiException as e:
+            if e.status != 409:  # made meanwhile by another run: that one is kept
+                raise
+            created, data = False, existing() or {}
     missing = [k for k in (CA_CERT, TLS_CERT, TLS_KEY) if not data.get(k)]
     if missing:
-        raise CertError(f"Secret {meta['namespace']}/{meta['name']} exists without {', '.join(missing)}")
+        raise CertError(f"Secret {namespace}/{name} exists without {', '.join(missing)}")
     return base64.b64decode(data[CA_CERT]), created
 
 
