@@ -417,20 +417,26 @@ def workload(name: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def leftovers(plane: ControlPlane, namespace: str) -> list[str]:
-    """Objects of the chart still in the cluster: everything in the release's namespace but what the API server
-    and controllers make in every namespace, and the chart's cluster-scoped and kube-system objects by name."""
+def leftovers(plane: ControlPlane, namespace: str, released: list[tuple[str, str]]) -> list[str]:
+    """What is left of the release: anything in its namespace but what the API server and controllers make in every
+    namespace, and any object of its manifest and hooks (``released``: kind, name) outside it."""
     left = []
     for kind, (template, namespaced) in KINDS.items():
         for obj in plane.api.list(template.format(ns=namespace)):
             name = obj["metadata"]["name"]
-            if namespaced:
-                if (kind, name) in (("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")):
-                    continue
+            if not namespaced:
+                if (kind.removeprefix("KubeSystem"), name) in released:
+                    left.append(f"{kind} {name}")
+            elif (kind, name) not in (("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")):
                 left.append(f"{kind} {namespace}/{name}")
-            elif name.startswith("spotshift"):
-                left.append(f"{kind} {name}")
     return left
+
+
+def released_objects(plane: ControlPlane, home: Path, namespace: str) -> list[tuple[str, str]]:
+    """(kind, name) of every object of the release: its manifest and its hooks, as Helm recorded them."""
+    text = helm(plane, home, "get", "manifest", RELEASE, "-n", namespace).stdout
+    text += "\n---\n" + helm(plane, home, "get", "hooks", RELEASE, "-n", namespace).stdout
+    return [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(text) if d]
 
 
 # ---- install, test, drain, upgrade, uninstall ---------------------------------------------------------------
@@ -580,9 +586,20 @@ def test_helm_install_test_upgrade_and_uninstall_with_the_image(
         ][0]["clientConfig"].get("caBundle"), "the upgrade keeps the caBundle"
 
         # helm uninstall: nothing of the chart is left, no webhook registration to slow pod creation.
+        released = released_objects(plane, home, release_ns)
+        assert ("MutatingWebhookConfiguration", "spotshift") in released and (
+            "Job",
+            "spotshift-certs-delete",
+        ) in released
         helm_with_pods(plane, home, runner, "uninstall", RELEASE, "-n", release_ns, "--wait", "--timeout", "2m")
         assert any("deleted Secret" in o for o in runner.outputs("spotshift-certs"))
-        wait_for(lambda: not leftovers(plane, release_ns), timeout=60, what="the chart's objects to be gone")
+
+        def nothing_left() -> bool:
+            left = leftovers(plane, release_ns, released)
+            assert not left, f"left after uninstall: {left}"  # wait_for's message names them
+            return True
+
+        wait_for(nothing_left, timeout=60, what="the chart's objects to be gone")
         with pytest.raises(ApiError) as gone:
             plane.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/spotshift")
         assert gone.value.status == 404
