@@ -350,3 +350,26 @@ def test_the_chart_copies_of_deploy_dashboards_and_the_readme_values_table_are_c
     assert stale_files() == [], "run python3 tools/gen_chart.py"
     text = (ROOT / "README.md").read_text()
     assert updated_readme(text) == text, "README.md's chart values table is stale: run python3 tools/gen_chart.py"
+
+
+def test_node_classes_and_config_values_reach_a_configuration_the_servers_accept() -> None:
+    from shared.config import parse_config
+
+    docs = keyed(
+        helm_template(
+            *("--set", "provider=karpenter", "--set", "config.rescheduler.pdb_rule=all-at-once"),
+            *("--set", "nodeClasses.extra_reclaim_taints={example.com/going-away}"),
+            *("--set", "config.webhook.scheduler_name=spotshift-scheduler"),
+        )
+    )
+    data = docs[("ConfigMap", "spotshift", "spotshift-config-<hash>")]["data"]["config.yaml"]
+    assert data["node_classes"] == {"presets": ["karpenter"], "extra_reclaim_taints": ["example.com/going-away"]}
+    config = parse_config(data)
+    assert config.rescheduler.pdb_rule == "all-at-once"
+    assert config.webhook.scheduler_name == "spotshift-scheduler"
+    custom = keyed(helm_template("--set", "provider=custom", "--set", "nodeClasses.spot_selectors={lifecycle=spot}"))
+    classes = custom[("ConfigMap", "spotshift", "spotshift-config-<hash>")]["data"]["config.yaml"]["node_classes"]
+    assert classes["spot_selectors"] == ["lifecycle=spot"] and classes["on_demand_selectors"] == [
+        "node-role.kubernetes.io/worker"
+    ]
+    parse_config(custom[("ConfigMap", "spotshift", "spotshift-config-<hash>")]["data"]["config.yaml"])
