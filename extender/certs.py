@@ -10,6 +10,11 @@ An existing CA in the output directory is reused, so rotating the serving certif
 ``caBundle`` valid; ``--new-ca`` starts over. Files go to ``certs/`` by default, which git ignores; a
 directory where git would track them is refused, so generated keys never enter git by accident.
 
+``--apply-secret`` makes the Secret in the cluster instead of leaving it to ``kubectl apply``: an existing one
+(with ``ca.crt``, ``tls.crt`` and ``tls.key``) is kept as it is and its CA is the one ``--patch-webhook`` sets, so
+running it again (the Helm chart's hook Job runs it on every install and upgrade) changes nothing.
+``--delete-secret`` removes it again (the chart's uninstall).
+
 The alternative is cert-manager: ``deploy/README.md`` shows the Certificate and the
 ``cert-manager.io/inject-ca-from`` annotation that keeps the ``caBundle`` current.
 """
@@ -43,6 +48,8 @@ __all__ = [
     "secret_manifest",
     "write_bundle",
     "patch_webhook_ca_bundle",
+    "apply_secret",
+    "delete_secret",
     "main",
 ]
 
@@ -287,6 +294,63 @@ def patch_webhook_ca_bundle(name: str, ca_pem: bytes, *, kubeconfig: str | None 
     return len(ops)
 
 
+def apply_secret(manifest: dict[str, Any], *, kubeconfig: str | None = None) -> tuple[bytes, bool]:
+    """Create the Secret ``manifest`` unless it exists; returns ``(the CA in the cluster's Secret, created)``.
+
+    An existing Secret is never changed: it may be one an operator rotated, and its CA is what every
+    ``caBundle`` trusts. One that lacks a key the servers mount is an error, named in the message.
+    """
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from shared.kube.credentials import load_client_configuration
+
+    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
+    meta = manifest["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+
+    def existing() -> dict[str, Any] | None:
+        try:
+            return dict(api.read_namespaced_secret(name, namespace).data or {})
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return None
+
+    # Read first: a caller that may only read (the chart's post-install hook) never needs `create`.
+    data = existing()
+    created = data is None
+    if data is None:
+        try:
+            api.create_namespaced_secret(namespace, manifest)  # type: ignore[arg-type]  # a dict is sent as it is
+            data = manifest["data"]
+        except ApiException as e:
+            if e.status != 409:  # made meanwhile by another run: that one is kept
+                raise
+            created, data = False, existing() or {}
+    missing = [k for k in (CA_CERT, TLS_CERT, TLS_KEY) if not data.get(k)]
+    if missing:
+        raise CertError(f"Secret {namespace}/{name} exists without {', '.join(missing)}")
+    return base64.b64decode(data[CA_CERT]), created
+
+
+def delete_secret(name: str, namespace: str, *, kubeconfig: str | None = None) -> bool:
+    """Delete the Secret ``namespace/name``; False if there was none."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from shared.kube.credentials import load_client_configuration
+
+    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
+    try:
+        api.delete_namespaced_secret(name, namespace)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="spot-certs",
@@ -302,8 +366,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--new-ca", action="store_true", help="replace an existing CA in --out")
     parser.add_argument("--allow-tracked", action="store_true", help="write even where git would track the keys")
     parser.add_argument("--patch-webhook", metavar="NAME", help="set caBundle of this MutatingWebhookConfiguration")
-    parser.add_argument("--kubeconfig", help="kubeconfig for --patch-webhook (default: in-cluster, then ~/.kube)")
+    parser.add_argument(
+        "--apply-secret",
+        action="store_true",
+        help="create the Secret in the cluster; an existing one is kept, and its CA is used for --patch-webhook",
+    )
+    parser.add_argument(
+        "--delete-secret",
+        action="store_true",
+        help="delete the Secret from the cluster (an uninstall) and write nothing",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig for --apply-secret, --delete-secret and --patch-webhook (default: in-cluster, then ~/.kube)",
+    )
     args = parser.parse_args(argv)
+    if args.delete_secret:
+        where = f"{args.namespace}/{args.secret_name}"
+        try:
+            deleted = delete_secret(args.secret_name, args.namespace, kubeconfig=args.kubeconfig)
+        except Exception as e:  # the client's errors are many; one line is what the operator needs
+            print(f"spot-certs: could not delete Secret {where}: {e}", file=sys.stderr)
+            return 1
+        print(f"deleted Secret {where}" if deleted else f"no Secret {where} to delete")
+        return 0
     if args.days < 1:
         parser.exit(2, "spot-certs: --days must be at least 1\n")
     try:
@@ -322,9 +408,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spot-certs: {e}", file=sys.stderr)
         return 2
     print(f"wrote {args.out}/{{{CA_CERT},{CA_KEY},{TLS_CERT},{TLS_KEY},{SECRET}}}")
+    ca_pem = ca.cert_pem
+    if args.apply_secret:
+        where = f"{args.namespace}/{args.secret_name}"
+        try:
+            manifest = yaml.safe_load((args.out / SECRET).read_text())
+            ca_pem, created = apply_secret(manifest, kubeconfig=args.kubeconfig)
+        except Exception as e:  # the client's errors are many; one line is what the operator needs
+            print(f"spot-certs: could not apply Secret {where}: {e}", file=sys.stderr)
+            return 1
+        print(f"created Secret {where}" if created else f"kept the existing Secret {where} (its CA is used)")
     if args.patch_webhook:
         try:
-            n = patch_webhook_ca_bundle(args.patch_webhook, ca.cert_pem, kubeconfig=args.kubeconfig)
+            n = patch_webhook_ca_bundle(args.patch_webhook, ca_pem, kubeconfig=args.kubeconfig)
         except Exception as e:  # the client's errors are many; one line is what the operator needs
             print(f"spot-certs: could not patch {args.patch_webhook}: {e}", file=sys.stderr)
             return 1

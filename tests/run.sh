@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need on a fresh Debian machine (a virtual environment with the
-# project and its test requirements, made by tools/venv.sh; Chromium; kustomize, the e2e control planes and the
-# container image, built from registry packages and cached after the first build), then lints and runs every tier.
+# project and its test requirements, made by tools/venv.sh; Chromium; kustomize, helm, promtool, the e2e control
+# planes and the container image, built from registry packages and cached after the first build), then lints and
+# runs every tier.
 #   bash tests/run.sh            unit + e2e on the default release, then the compatibility run on the oldest
 #   bash tests/run.sh unit       unit tier only (no control plane, no image)
 # The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e on release X
@@ -25,8 +26,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   $sudo apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium >/dev/null
 fi
-# deploy/ is rendered by the unit tier with kustomize built from its Go module (tests/support/kustomize.py).
+# deploy/ is rendered by the unit tier with kustomize built from its Go module (tests/support/kustomize.py); the
+# Helm chart with helm, and the alerts checked with promtool, both built from their Go modules too
+# (tests/support/gotools.py). Each is cached after its first build.
 bash tools/kustomize.sh >/dev/null
+bash tools/helm.sh >/dev/null
+bash tools/promtool.sh >/dev/null
 # The release is handed to the e2e tier only: spotshift's commands, which the unit tier runs, refuse SPOTSHIFT_*
 # variables that are not their settings.
 release=${SPOTSHIFT_K8S_VERSION:-}
