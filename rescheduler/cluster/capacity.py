@@ -136,6 +136,8 @@ class CapacityRequester:
         self.needs: list[CapacityNeed] = []
         """What the last :meth:`step` found the nodes need (dry-run included)."""
         self._said: set[str] = set()
+        self._deleted: set[str] = set()
+        """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------
 
@@ -181,6 +183,8 @@ class CapacityRequester:
                 pass
             except ApiError as e:
                 errors.append(f"{name}: {e}")
+                continue
+            self._deleted.add(name)
         return errors
 
     # ---- ending requests ------------------------------------------------------------------------------------
@@ -244,7 +248,13 @@ class CapacityRequester:
     def collect_orphans(self) -> int:
         """Delete placeholders no request of this process owns; returns how many were found."""
         ours = {r.id for r in self.requests.values()}
-        orphans = [p for p in self._placeholders() if p.labels.get(REQUEST_LABEL) not in ours and not p.terminating]
+        placeholders = self._placeholders()
+        self._deleted &= {p.name for p in placeholders}  # the watch has shown the others gone
+        orphans = [
+            p
+            for p in placeholders
+            if p.labels.get(REQUEST_LABEL) not in ours and not p.terminating and p.name not in self._deleted
+        ]
         if not orphans or self.dry_run:
             return len(orphans)
         by_node: dict[str, list[str]] = {}

@@ -268,6 +268,12 @@ def test_give_room_ends_the_nodes_own_request_and_those_in_the_way_and_deletes_t
     assert left == {f"spotshift/{n}" for n in req.requests["od-3"].names} and left < before
     released = [e["message"] for e in server.store["events"].values() if e["reason"] == "SpotshiftCapacityReleased"]
     assert any("its spot room goes to the drain of node od-1" in m for m in released), released
+    # The watch still shows the deleted ones: they are not taken for a predecessor's orphans.
+    deletes = len([m for m, _ in pod_writes(server) if m == "DELETE"])
+    assert req.collect_orphans() == 0 and sample(req, "orphaned") is None
+    assert len([m for m, _ in pod_writes(server) if m == "DELETE"]) == deletes
+    sync(server, state)
+    assert req.collect_orphans() == 0 and req._deleted == set(), "forgotten once the watch shows them gone"
 
 
 def test_no_new_room_is_asked_for_on_hold() -> None:
