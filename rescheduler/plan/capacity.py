@@ -76,7 +76,9 @@ PREEMPTED = "preempted"
 ON_DEMAND = "on-demand"
 """A placeholder was bound to a node that is not spot."""
 DELETED = "deleted"
-"""The node no longer needs the room (gone, changed, drainable or blocked for another reason), or shutdown."""
+"""The node no longer needs the room (gone, changed, drainable or blocked for another reason), its placeholders
+were in the way of another node's drain (:func:`in_the_way`: asked again once no drain is in flight), or
+shutdown."""
 ORPHANED = "orphaned"
 """A placeholder no live request of this process owns (left by a predecessor): deleted."""
 OUTCOMES = (REQUESTED, PROVISIONED, DRAINED, TIMED_OUT, PREEMPTED, ON_DEMAND, DELETED, ORPHANED)
