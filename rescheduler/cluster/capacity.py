@@ -19,11 +19,12 @@ A drain, before its first eviction, calls :meth:`CapacityRequester.give_room`: t
 again once no drain is in flight); the drain evicts nothing until the watch shows them gone
 (:mod:`rescheduler.cluster.drain`). kube-scheduler preempts a placeholder only for a pod that fits no node
 at all, so a replacement that found the room held would be scheduled onto an on-demand node with room rather
-than preempt it. While a drain is in flight or about to start, :meth:`CapacityRequester.step` asks for no
-new room (``hold``): a new placeholder would be scheduled into the room the drain freed before the evicted
-pods' replacements exist. The loop calls :meth:`CapacityRequester.shutdown` on the way out. Every request
-and every end is logged, counted in ``spotshift_rescheduler_capacity_requests{outcome}`` and recorded as an
-Event on the on-demand node. Dry-run creates and deletes nothing: it logs what it would ask for.
+than preempt it. While a drain is in flight (the cycle follows the requests after starting its drains),
+:meth:`CapacityRequester.step` asks for no new room (``hold``): a new placeholder would be scheduled into the
+room the drain freed before the evicted pods' replacements exist. The loop calls
+:meth:`CapacityRequester.shutdown` on the way out. Every request and every end is logged, counted in
+``spotshift_rescheduler_capacity_requests{outcome}`` and recorded as an Event on the on-demand node. Dry-run
+creates and deletes nothing: it logs what it would ask for.
 """
 
 from __future__ import annotations
@@ -284,7 +285,7 @@ class CapacityRequester:
     ) -> None:
         """Judge the requests out, then ask for the nodes that need room (see the module docstring).
         ``reasons``: why each on-demand node stays in this cycle's plan; ``planned``: the nodes it drains;
-        ``hold``: a drain is in flight or about to start, so nothing new is asked for."""
+        ``hold``: a drain is in flight, so nothing new is asked for."""
         self.needs = capacity_needs(snapshot, reasons, self.config)
         if self.dry_run:
             for need in self.needs:
