@@ -59,6 +59,7 @@ from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, budget_claims, 
 from rescheduler.plan.reasons import CONTROLS, Kind
 from rescheduler.plan.records import Plan
 from shared.config import Config, ConfigError
+from shared.model import Pod
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches
@@ -218,7 +219,11 @@ class Rescheduler:
             heartbeat=self.heartbeat.beat,
             clock=self.clock,
             wall=self.wall,
+            free_room=self._give_room,
         )
+
+    def _give_room(self, node: str, placeholders: Sequence[Pod]) -> None:
+        self.capacity.give_room(node, placeholders)
 
     def _back_off(self, node: str, reason: str) -> None:
         self.drainer.back_off(node, reason)
@@ -452,9 +457,10 @@ class Rescheduler:
             cooling=cooling,
         )
         decision = self._plan_and_decide(snapshot, g)
-        if cfg.capacity.enabled:
-            self._ask_capacity(snapshot)
         self._start_drains(decision, g)
+        if cfg.capacity.enabled:
+            # No new placeholder while a drain is in flight: it could take the room the drain frees.
+            self._ask_capacity(snapshot, hold=bool(self.drains))
         return decision
 
     def _start_drains(self, decision: Decision, g: Gate) -> None:
@@ -465,8 +471,6 @@ class Rescheduler:
                 break
             if nm.node in self.drains:
                 continue
-            if self.config.capacity.enabled and not self.dry_run:
-                self.capacity.release(nm.node)  # their room is for the evicted pods' replacements now
             drain = self.drainer.start(nm.node, nm.pods, dict(nm.targets))
             if isinstance(drain, Drain):
                 self.drains[nm.node] = drain
@@ -479,9 +483,9 @@ class Rescheduler:
                 started += 1
         self.metrics.drains_in_flight.set(len(self.drains))
 
-    def _ask_capacity(self, snapshot: ClusterSnapshot) -> None:
+    def _ask_capacity(self, snapshot: ClusterSnapshot, *, hold: bool) -> None:
         """Capacity mode: follow the placeholder requests out, and ask for the nodes that only lack spot room
-        (:mod:`rescheduler.cluster.capacity`), from this cycle's plan."""
+        (:mod:`rescheduler.cluster.capacity`), from this cycle's plan; with ``hold``, ask for none."""
         plan = self.last_plan
         if plan is None or plan.window_closed:
             # No drain may start now (outside every drain window): ask for no new room, whose placeholders would
@@ -490,7 +494,7 @@ class Rescheduler:
             return
         # A node the budget holds back until its turn still wants its room: the placeholders keep it meanwhile.
         waiting_turn = tuple(n for n, why in plan.reasons.items() if why.kind is Kind.DISRUPTION_BUDGET)
-        self.capacity.step(snapshot, plan.reasons, plan.drained + waiting_turn)
+        self.capacity.step(snapshot, plan.reasons, plan.drained + waiting_turn, hold=hold)
 
     def _plan_and_decide(self, snapshot: ClusterSnapshot, g: Gate) -> Decision:
         cfg = self.config

@@ -13,11 +13,18 @@ Once per cycle, after the plan (``capacity.enabled``; :meth:`CapacityRequester.s
 3. new requests for the plan's :func:`~rescheduler.plan.capacity.capacity_needs`, whole nodes only, while the
    placeholders out stay within ``capacity.max_pods``, ``max_cpu`` and ``max_memory``.
 
-The run loop calls :meth:`CapacityRequester.release` just before a node's drain (``drained``: the room is
-freed for the evicted pods' replacements, which would otherwise be scheduled back onto on-demand nodes
-rather than preempt the placeholders), and :meth:`CapacityRequester.shutdown` on the way out. Every request
-and every end is logged, counted in ``spotshift_rescheduler_capacity_requests{outcome}`` and recorded as an
-Event on the on-demand node. Dry-run creates and deletes nothing: it logs what it would ask for.
+A drain, before its first eviction, calls :meth:`CapacityRequester.give_room`: the node's own request ends
+(``drained``), and so does every request with a placeholder in the way of the drain
+(:func:`~rescheduler.plan.capacity.in_the_way`: on a target node, or waiting for a node; ``deleted``, asked
+again once no drain is in flight); the drain evicts nothing until the watch shows them gone
+(:mod:`rescheduler.cluster.drain`). kube-scheduler preempts a placeholder only for a pod that fits no node
+at all, so a replacement that found the room held would be scheduled onto an on-demand node with room rather
+than preempt it. While a drain is in flight (the cycle follows the requests after starting its drains),
+:meth:`CapacityRequester.step` asks for no new room (``hold``): a new placeholder would be scheduled into the
+room the drain freed before the evicted pods' replacements exist. The loop calls
+:meth:`CapacityRequester.shutdown` on the way out. Every request and every end is logged, counted in
+``spotshift_rescheduler_capacity_requests{outcome}`` and recorded as an Event on the on-demand node. Dry-run
+creates and deletes nothing: it logs what it would ask for.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +137,8 @@ class CapacityRequester:
         self.needs: list[CapacityNeed] = []
         """What the last :meth:`step` found the nodes need (dry-run included)."""
         self._said: set[str] = set()
+        self._deleted: set[str] = set()
+        """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------
 
@@ -175,6 +184,8 @@ class CapacityRequester:
                 pass
             except ApiError as e:
                 errors.append(f"{name}: {e}")
+                continue
+            self._deleted.add(name)
         return errors
 
     # ---- ending requests ------------------------------------------------------------------------------------
@@ -199,6 +210,31 @@ class CapacityRequester:
             self.back_off(node, f"spot capacity {outcome}")
         return True
 
+    def give_room(self, node: str, placeholders: Sequence[Pod]) -> None:
+        """``node``'s drain is about to evict: end the node's own request (``drained``) and every request with a
+        placeholder among ``placeholders`` (``deleted``: its room goes to the drain), and delete the others (no
+        request of this process owns them, or their deletion failed before)."""
+        left = {p.name for p in placeholders}
+        own = self.requests.get(node)
+        if own is not None:
+            left -= set(own.names)
+            self.release(node)
+        for other, req in list(self.requests.items()):
+            if left & set(req.names):
+                left -= set(req.names)
+                why = f"its spot room goes to the drain of node {node} (asked again once no drain is in flight)"
+                self.release(other, DELETED, why)
+        rest = [p for p in placeholders if p.name in left]
+        if rest:
+            errors = self._delete([p.name for p in rest])
+            log.info(
+                "deleted %d placeholder(s) in the way of node %s's drain",
+                len(rest) - len(errors),
+                node,
+                extra=fields(node=node, pods=[p.key for p in rest][:20], errors=errors[:3]),
+            )
+        self._count()
+
     def shutdown(self) -> None:
         """Delete every placeholder this process asked for (the lease is about to go)."""
         for node in list(self.requests):
@@ -213,7 +249,13 @@ class CapacityRequester:
     def collect_orphans(self) -> int:
         """Delete placeholders no request of this process owns; returns how many were found."""
         ours = {r.id for r in self.requests.values()}
-        orphans = [p for p in self._placeholders() if p.labels.get(REQUEST_LABEL) not in ours and not p.terminating]
+        placeholders = self._placeholders()
+        self._deleted &= {p.name for p in placeholders}  # the watch has shown the others gone
+        orphans = [
+            p
+            for p in placeholders
+            if p.labels.get(REQUEST_LABEL) not in ours and not p.terminating and p.name not in self._deleted
+        ]
         if not orphans or self.dry_run:
             return len(orphans)
         by_node: dict[str, list[str]] = {}
@@ -233,9 +275,17 @@ class CapacityRequester:
 
     # ---- one cycle ------------------------------------------------------------------------------------------
 
-    def step(self, snapshot: ClusterSnapshot, reasons: Mapping[str, StayReason], planned: Collection[str]) -> None:
+    def step(
+        self,
+        snapshot: ClusterSnapshot,
+        reasons: Mapping[str, StayReason],
+        planned: Collection[str],
+        *,
+        hold: bool = False,
+    ) -> None:
         """Judge the requests out, then ask for the nodes that need room (see the module docstring).
-        ``reasons``: why each on-demand node stays in this cycle's plan; ``planned``: the nodes it drains."""
+        ``reasons``: why each on-demand node stays in this cycle's plan; ``planned``: the nodes it drains;
+        ``hold``: a drain is in flight, so nothing new is asked for."""
         self.needs = capacity_needs(snapshot, reasons, self.config)
         if self.dry_run:
             for need in self.needs:
@@ -252,7 +302,7 @@ class CapacityRequester:
         self.collect_orphans()
         ended = self._judge({n.node for n in self.needs} | set(planned))
         skip = set(self.requests) | ended  # a node whose request just ended is not asked for again at once
-        fresh = choose(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip)
+        fresh = [] if hold else choose(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip)
         for need in fresh:
             self._ask(need)
         self._count()

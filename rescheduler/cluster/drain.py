@@ -17,19 +17,29 @@ way, within the disruption budgets the loop enforces (:mod:`rescheduler.run`). T
 3. :attr:`Phase.JOBS` — with ``disruption.jobs: wait``, the node's running Job pods finish first (Succeeded,
    Failed or gone) within ``disruption.job_timeout``; the mark keeps new pods off meanwhile, and other drains go
    on. On timeout the drain is rolled back and the node backed off.
-4. :attr:`Phase.EVICTING` — every pod is evicted through :class:`~rescheduler.cluster.evictor.Evictor`, one
+4. :attr:`Phase.FREEING` — the spot room the pods go to is made free first, and the first eviction waits
+   until the watch shows it free (:func:`rescheduler.plan.capacity.in_the_way`): the node's own placeholder
+   pods (capacity mode), any placeholder on a target node, and any placeholder waiting for a node are deleted
+   (``free_room``), and the drain goes on once none is left in the watched state. kube-scheduler preempts a
+   placeholder only for a pod that fits no node at all, so a replacement that found its room still held, or
+   taken by a placeholder tried again the moment the room was freed, would be placed on an on-demand node with
+   room instead. The run loop asks for no new placeholder while a drain is in flight
+   (:meth:`rescheduler.cluster.capacity.CapacityRequester.step`), so none can take the room until the
+   replacements are bound. Placeholders still there ``pod_eviction_timeout`` later end the drain with nothing
+   evicted (``room-not-freed``), the node backed off. Nothing in the way: the phase takes no time.
+5. :attr:`Phase.EVICTING` — every pod is evicted through :class:`~rescheduler.cluster.evictor.Evictor`, one
    attempt at a time: a budget's 429 is tried again after a backoff, or at once when the watched budget allows a
    disruption again, until ``pod_eviction_timeout`` passes with no eviction of the node going through. The API
    server checks each eviction against its budget atomically, so a budget shared by pods of several nodes
    draining at once is respected at every moment; the loop starts no drain whose budgets the drains in flight
    still need (:func:`rescheduler.plan.cycle.decide`), so drains do not wait on each other.
-5. :attr:`Phase.TERMINATING` — the evicted pods are gone (``max_graceful_termination`` plus headroom).
-6. :attr:`Phase.REPLACING` — as many new pods of each owner as were evicted are Running and Ready
+6. :attr:`Phase.TERMINATING` — the evicted pods are gone (``max_graceful_termination`` plus headroom).
+7. :attr:`Phase.REPLACING` — as many new pods of each owner as were evicted are Running and Ready
    (``replacement_timeout``), from the watch. A replacement that landed on an on-demand node means the move
    did not work (the scheduler prefers on-demand for it, or spot is full): the node is unmarked and backed off
    exponentially (``node_backoff`` × 2^(failures-1), stored in node annotations), so the rescheduler never
    loops evicting the same pods.
-7. **Finish**: the emptied node keeps its mark as ``drained`` for the autoscaler (``keep_drained_tainted``), or
+8. **Finish**: the emptied node keeps its mark as ``drained`` for the autoscaler (``keep_drained_tainted``), or
    is made schedulable again.
 
 Any failure after the mark unmarks the node (rollback). A shutdown (SIGTERM) or a lost lease interrupts every
@@ -63,11 +73,12 @@ from rescheduler.cluster.events import (
     Ref,
 )
 from rescheduler.cluster.evictor import EvictionTry, Evictor, Result
-from rescheduler.cluster.kube import ApiError, Kube, Retry
+from rescheduler.cluster.kube import ApiError, Kube, NotFound, Retry, pod_path
 from rescheduler.cluster.marks import NodeMarker, iso
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
+from rescheduler.plan.capacity import in_the_way
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.safety import Refusal, pdb_refusals
 from shared.classes import node_class
@@ -76,13 +87,31 @@ from shared.disruption import with_computed_status
 from shared.eviction import USES, budget_use
 from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import is_job_pod, movability
+from shared.placeholders import is_placeholder
 
-__all__ = ["Outcome", "Phase", "Drain", "DrainResult", "Drainer", "movable_pods", "TERMINATION_HEADROOM"]
+__all__ = [
+    "Outcome",
+    "Phase",
+    "Drain",
+    "DrainResult",
+    "Drainer",
+    "FreeRoom",
+    "movable_pods",
+    "TERMINATION_HEADROOM",
+    "FREE_AGAIN",
+]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.drain")
 
 TERMINATION_HEADROOM = 30.0
 """Added to ``max_graceful_termination`` when waiting for evicted pods to be gone (pusher's podEvictionHeadroom)."""
+
+FREE_AGAIN = 1.0
+"""Seconds after which :attr:`Phase.FREEING` asks again for the placeholders still in the way to be deleted."""
+
+FreeRoom = Callable[[str, Sequence[Pod]], None]
+"""``(node, placeholders)``: delete the placeholders in the way of ``node``'s drain, and the node's own request
+(the run loop's :meth:`~rescheduler.cluster.capacity.CapacityRequester.give_room`)."""
 
 
 class Outcome:
@@ -96,6 +125,7 @@ class Phase(enum.Enum):
     """Where a drain in flight is (the node carries the mark in every phase)."""
 
     JOBS = "waiting-for-jobs"
+    FREEING = "freeing-room"
     EVICTING = "evicting"
     TERMINATING = "terminating"
     REPLACING = "replacing"
@@ -129,6 +159,8 @@ class Drain:
     since: float
     jobs: tuple[Pod, ...] = ()
     """The node's running Job pods waited for (:attr:`Phase.JOBS`)."""
+    freed_at: float = 0.0
+    """When the placeholders in the way were last asked to be deleted (:attr:`Phase.FREEING`)."""
     tries: list[EvictionTry] = field(default_factory=list)
     """Evictions not yet done (:attr:`Phase.EVICTING`)."""
     evicted: list[Pod] = field(default_factory=list)
@@ -140,7 +172,7 @@ class Drain:
     @property
     def to_evict(self) -> tuple[Pod, ...]:
         """The pods not yet evicted (all of them before :attr:`Phase.EVICTING`)."""
-        if self.phase is Phase.JOBS:
+        if self.phase in (Phase.JOBS, Phase.FREEING):
             return self.pods
         return tuple(t.pod for t in self.tries)
 
@@ -159,7 +191,8 @@ def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tu
 
 class Drainer:
     """Starts, advances and ends drains (see the module docstring). ``should_abort`` is shutdown or lost
-    leadership; ``clock`` (monotonic seconds) times the phases, ``wall`` (Unix seconds) stamps the marks."""
+    leadership; ``clock`` (monotonic seconds) times the phases, ``wall`` (Unix seconds) stamps the marks;
+    ``free_room`` deletes the placeholders in a drain's way (``None``: deleted here, no request ended)."""
 
     def __init__(
         self,
@@ -177,6 +210,7 @@ class Drainer:
         heartbeat: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        free_room: FreeRoom | None = None,
     ) -> None:
         self.kube = kube
         self.state = state
@@ -191,6 +225,7 @@ class Drainer:
         self.heartbeat = heartbeat
         self.clock = clock
         self.wall = wall
+        self.free_room = free_room or self._delete_placeholders
         self.memory_backoff: dict[str, float] = {}
         """Backoffs decided in dry-run, or that could not be written to the node."""
 
@@ -280,7 +315,7 @@ class Drainer:
         if self.config.disruption.jobs == JOBS_WAIT:
             self._wait_for_jobs(drain)
         if drain.phase is Phase.EVICTING:
-            self._begin_evictions(drain)
+            self._free_room(drain)
         return drain
 
     def _dry_run(self, node_name: str, pods: Sequence[Pod], moves: str) -> DrainResult:
@@ -313,6 +348,59 @@ class Drainer:
             extra=fields(node=drain.node, pods=[p.key for p in jobs], timeout=timeout),
         )
 
+    # ---- the room --------------------------------------------------------------------------------------------
+
+    def in_the_way(self, drain: Drain) -> list[Pod]:
+        """The placeholders in the watched state that hold, or could take, the room ``drain`` moves its pods to."""
+        home = self.config.namespace
+        with self.state.cond:
+            placeholders = [p for p in self.state.pods.values() if is_placeholder(p, home)]
+        return in_the_way(drain.node, drain.targets.values(), placeholders)
+
+    def _free_room(self, drain: Drain) -> None:
+        """Before the first eviction: delete what is in the way (and the node's own request, whatever the watch
+        shows of it), then :attr:`Phase.FREEING` until it is gone, or the evictions at once if nothing is."""
+        left = self.in_the_way(drain)
+        self.free_room(drain.node, left)
+        if not left:
+            self._begin_evictions(drain)
+            return
+        drain.phase, drain.since = Phase.FREEING, self.clock()
+        drain.freed_at = drain.since
+        log.info(
+            "node %s: waiting for %d placeholder pod(s) to be gone before the first eviction",
+            drain.node,
+            len(left),
+            extra=fields(node=drain.node, pods=[p.key for p in left][:20]),
+        )
+
+    def _delete_placeholders(self, node: str, placeholders: Sequence[Pod]) -> None:
+        """The default ``free_room``: delete the placeholders at once (already gone is fine)."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        for p in placeholders:
+            try:
+                self.kube.delete(pod_path(p.namespace, p.name), body)
+            except NotFound:
+                pass
+            except ApiError as e:  # asked again after FREE_AGAIN while the drain waits
+                log.warning("could not delete placeholder %s: %s", p.key, e, extra=fields(node=node, pod=p.key))
+
+    def _step_freeing(self, drain: Drain) -> DrainResult | None:
+        left = self.in_the_way(drain)
+        if not left:
+            self._begin_evictions(drain)
+            return None
+        now = self.clock()
+        timeout = self.config.rescheduler.pod_eviction_timeout
+        if now - drain.since >= timeout:
+            names = ", ".join(p.key for p in left[:5])
+            msg = f"{len(left)} placeholder pod(s) still hold or could take the spot room {timeout:.0f}s later: {names}"
+            return self._failed(drain.node, drain.ref, DrainLabel.ROOM_NOT_FREED, msg, (), back_off=True)
+        if now - drain.freed_at >= FREE_AGAIN:
+            drain.freed_at = now
+            self.free_room(drain.node, left)
+        return None
+
     def _begin_evictions(self, drain: Drain) -> None:
         """Enter :attr:`Phase.EVICTING`: note who will replace whom (the pods of each owner that exist now are not
         replacements) and queue every pod's eviction."""
@@ -340,7 +428,7 @@ class Drainer:
     def _step_jobs(self, drain: Drain) -> DrainResult | None:
         left = self._running_jobs(drain)
         if not left:
-            self._begin_evictions(drain)
+            self._free_room(drain)
             return None
         timeout = self.config.disruption.job_timeout
         if self.clock() - drain.since < timeout:
@@ -443,6 +531,7 @@ class Drainer:
 
     _STEPS: ClassVar[dict[Phase, Callable[[Drainer, Drain], DrainResult | None]]] = {
         Phase.JOBS: _step_jobs,
+        Phase.FREEING: _step_freeing,
         Phase.EVICTING: _step_evict,
         Phase.TERMINATING: _step_terminating,
         Phase.REPLACING: _step_replacing,

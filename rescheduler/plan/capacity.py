@@ -13,7 +13,8 @@ it either, and a placeholder cannot hold a host port (spotshift's namespace is r
 
 The run loop's API part (:mod:`rescheduler.cluster.capacity`) creates the placeholders
 (:mod:`rescheduler.plan.placeholder_pods`), watches them and deletes them; :func:`judge` says when a request
-is over and why. Nothing here reads a clock: ages are passed in.
+is over and why, :func:`in_the_way` which placeholders a drain must see gone before its first eviction.
+Nothing here reads a clock: ages are passed in.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from shared.config import CapacityConfig, Config
 from shared.model import Pod
 from shared.movable import movability
 from shared.pdbs import PdbIndex
+from shared.placeholders import NODE_ANNOTATION
 from shared.quantity import resource_value
 from shared.reasons import (
     ERR_ANTI_AFFINITY,
@@ -43,6 +45,7 @@ __all__ = [
     "capacity_needs",
     "choose",
     "judge",
+    "in_the_way",
     "REQUESTED",
     "PROVISIONED",
     "DRAINED",
@@ -73,7 +76,9 @@ PREEMPTED = "preempted"
 ON_DEMAND = "on-demand"
 """A placeholder was bound to a node that is not spot."""
 DELETED = "deleted"
-"""The node no longer needs the room (gone, changed, drainable or blocked for another reason), or shutdown."""
+"""The node no longer needs the room (gone, changed, drainable or blocked for another reason), its placeholders
+were in the way of another node's drain (:func:`in_the_way`: asked again once no drain is in flight), or
+shutdown."""
 ORPHANED = "orphaned"
 """A placeholder no live request of this process owns (left by a predecessor): deleted."""
 OUTCOMES = (REQUESTED, PROVISIONED, DRAINED, TIMED_OUT, PREEMPTED, ON_DEMAND, DELETED, ORPHANED)
@@ -228,3 +233,22 @@ def judge(
         pending = sum(1 for n in expected if (s := now.get(n)) is None or not s.running)
         return TIMED_OUT, f"spot capacity did not appear within {timeout:g}s ({pending} placeholder(s) not Running)"
     return None, ""
+
+
+def in_the_way(node: str, targets: Collection[str], placeholders: Iterable[Pod]) -> list[Pod]:
+    """The placeholders among ``placeholders`` that could take the spot room a drain of ``node`` moves its pods
+    to (``targets``: the spot nodes the plan moves them to). The drain evicts nothing until every one of them is
+    gone, because kube-scheduler preempts a placeholder only for a pod that fits no node at all: an evicted pod's
+    replacement that finds the room held and another node (an on-demand one) with room goes there instead.
+
+    * the node's own placeholders: their room is the room the plan counts on;
+    * every placeholder bound to a target: the plan counts a placeholder's room as free, like an expendable pod's;
+    * every placeholder waiting for a node: the scheduler tries it again the moment room is freed, before the
+      evicted pods' replacements exist, and it would take the room.
+
+    A placeholder being deleted counts until it is gone: the scheduler counts its room until then too.
+    """
+    where = set(targets)
+    return [
+        p for p in placeholders if p.annotations.get(NODE_ANNOTATION) == node or not p.node_name or p.node_name in where
+    ]

@@ -36,6 +36,9 @@ class DrainLabel(enum.StrEnum):
     PDB_LIST_FAILED = "pdb-list-failed"
     # A drain that started and did not finish.
     MARK_FAILED = "mark-failed"
+    ROOM_NOT_FREED = "room-not-freed"
+    """Placeholders that hold the drain's spot room (or could take it) were still there ``pod_eviction_timeout``
+    after the drain asked for them to be deleted: nothing was evicted."""
     EVICTION_REFUSED = "eviction-refused"
     EVICTION_FAILED = "eviction-failed"
     TERMINATION_TIMEOUT = "termination-timeout"

@@ -119,3 +119,93 @@ class Provisioner(threading.Thread):
         self.stop.set()
         self.join(10)
         self.api.close()
+
+
+def cpu_request(pod: dict[str, Any]) -> int:
+    return sum(
+        _cpu_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+        for c in pod["spec"]["containers"]
+    )
+
+
+class PoolProvisioner(threading.Thread):
+    """Adds nodes for the pods of ``namespaces`` (the world's) the scheduler found no node for, ``delay``
+    seconds after it first saw some: spot nodes while ``spot_available`` is set, else on-demand nodes for the
+    pods that do not require spot (a placeholder waits for spot). The pods are packed in order into nodes of
+    ``node_cpu`` millicores, all added at once, each with ``headroom_cpu`` more (a node type is rarely an exact
+    fit); a pod a node was added for is not provisioned for again. ``added`` maps each node made to its class."""
+
+    def __init__(
+        self,
+        world: World,
+        *,
+        delay: float = 2.0,
+        node_cpu: int = 1000,
+        headroom_cpu: int = 0,
+        namespaces: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(daemon=True, name="pool-provisioner")
+        self.world = world
+        self.namespaces = namespaces or (world.ns,)
+        self.api = world.plane.new_api()
+        self.delay = delay
+        self.node_cpu = node_cpu
+        self.headroom_cpu = headroom_cpu
+        self.spot_available = True
+        self.stop = threading.Event()
+        self.added: dict[str, str] = {}
+        self.served: set[str] = set()
+        self._first_seen: float | None = None
+
+    def pending(self) -> list[dict[str, Any]]:
+        pods = [
+            p
+            for ns in self.namespaces
+            for p in self.api.list(f"/api/v1/namespaces/{ns}/pods")
+            if unschedulable(p) and p["metadata"]["uid"] not in self.served
+        ]
+        if self.spot_available:
+            return pods
+        return [p for p in pods if not wants_spot(p, self.world.spot_key)]
+
+    def provision(self, pods: list[dict[str, Any]]) -> None:
+        spot = self.spot_available
+        bins: list[int] = []
+        for p in pods:
+            cpu = cpu_request(p)
+            for i, used in enumerate(bins):
+                if used + cpu <= self.node_cpu:
+                    bins[i] += cpu
+                    break
+            else:
+                bins.append(cpu)
+        for _ in bins:
+            allocatable = {"cpu": f"{self.node_cpu + self.headroom_cpu}m", "memory": "8Gi", "pods": "110"}
+            name = (
+                self.world.spot("spot-new", allocatable=allocatable)
+                if spot
+                else self.world.on_demand("od-new", allocatable=allocatable)
+            )
+            self.added[name] = "spot" if spot else "on-demand"
+        self.served.update(p["metadata"]["uid"] for p in pods)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                pods = self.pending()
+                now = time.monotonic()
+                if not pods:
+                    self._first_seen = None
+                elif self._first_seen is None:
+                    self._first_seen = now
+                elif now - self._first_seen >= self.delay:
+                    self.provision(pods)
+                    self._first_seen = None
+            except (ApiError, requests.RequestException):
+                pass
+            self.stop.wait(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(10)
+        self.api.close()

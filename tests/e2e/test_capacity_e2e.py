@@ -8,13 +8,16 @@ pods. Each test ends with no placeholder left in the namespace, checked by label
 * (a) an on-demand node is emptied onto newly provisioned spot capacity;
 * (b) spot never appears: the placeholders are gone after ``capacity.timeout``, the node untouched and backed off;
 * (c) a workload pod preempts a placeholder: the request ends as ``preempted``;
-* (d) a rescheduler killed mid-request leaves placeholders its successor deletes (and its own on a clean exit).
+* (d) a rescheduler killed mid-request leaves placeholders its successor deletes (and its own on a clean exit);
+* (e) every spot node reclaimed, on-demand nodes added for the lost pods, spot back: every pod moves back to spot
+  once, no move lands on on-demand, and the on-demand nodes of the outage are emptied.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ import yaml
 
 from tests.e2e import rescheduler_world as _base
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.provisioner import Provisioner
+from tests.e2e.provisioner import PoolProvisioner, Provisioner
 from tests.e2e.rescheduler_world import (
     ROOT,
     BudgetWatcher,
@@ -270,3 +273,87 @@ def test_a_rescheduler_restarted_mid_request_leaves_no_orphan_placeholders(
     assert second.wait(30) == 0
     none_left(world)
     assert cloud.added == []
+
+
+def _on(world: World, classes: dict[str, str], cls: str, apps: list[str]) -> dict[str, str]:
+    """Pod name → node of the apps' pods, Running and Ready, when every one runs on a node of class ``cls``."""
+    pods = [p for app in apps for p in world.pods(app)]
+    ready = [
+        p
+        for p in pods
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
+    ]
+    return _names(pods) if ready == pods and all(classes.get(n) == cls for n in _names(pods).values()) else {}
+
+
+def test_after_a_reclaim_every_pod_moves_back_to_spot_once_and_no_move_lands_on_on_demand(
+    world: World, start: Callable[..., Rescheduler]
+) -> None:
+    """The churn trial, compressed: 24 pods behind PodDisruptionBudgets on spot; every spot node reclaimed; a
+    provisioner that adds nodes only for pending pods adds on-demand ones; spot comes back. The placeholders are
+    all that makes it add spot room, and the drains onto that room race nothing: each pod is evicted once, its
+    replacement runs on spot, no drain fails, and every on-demand node of the outage ends empty. spotshift's
+    namespace is its own here, as deployed: the placeholders carry their pods' labels, which the workloads'
+    budgets would otherwise select."""
+    home = f"{world.ns}-spotshift"
+    world.plane.create_namespace(home)
+    cloud = PoolProvisioner(world, delay=2.0, node_cpu=900, headroom_cpu=600, namespaces=(world.ns, home))
+    cloud.start()
+    try:
+        spots = [world.spot(allocatable={"cpu": "2", "memory": "8Gi", "pods": "110"}) for _ in range(2)]
+        classes = dict.fromkeys(spots, "spot")
+        apps = [f"app{i}" for i in range(4)]
+        app = {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {"cpu": "150m"}}}
+        for name in apps:
+            world.deployment(name, 6, annotations={"e2e.spotshift.io/ready-after": "3"}, containers=[app])
+            world.pdb(name, name, maxUnavailable=1)
+        wait_for(lambda: _on(world, classes, "spot", apps), timeout=120, what="24 pods Ready on spot")
+        # Placeholders for one node's pods at a time: the next node's are asked for as soon as a drain starts, or,
+        # since the budgets pace each drain (one pod of a Deployment at a time, Ready 3 s after it runs), while
+        # it is in flight: they are what could take the room the drain freed.
+        config = capacity_config(world, timeout="10m", max_pods=10)
+        config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "namespace": home}))
+        r = start(config)
+        r.wait_logged("plan: ", timeout=60)
+
+        # Every spot node reclaimed at once: their pods are lost and wait for a node; the pool has no spot.
+        cloud.spot_available = False
+        world.plane.delete_nodes(spots)
+        wait_for(
+            lambda: _on(world, {**classes, **cloud.added}, "on-demand", apps),
+            timeout=180,
+            what="the 24 pods Ready on the on-demand nodes the provisioner added",
+        )
+        outage = sorted(n for n, cls in cloud.added.items() if cls == "on-demand")
+        assert len(outage) >= 3, cloud.added
+        wait_for(lambda: world.plane.pods(home, PLACEHOLDER_LABEL), timeout=60, what="placeholders waiting for spot")
+
+        # Spot is back. From here the rescheduler's moves must keep every budget.
+        guard = BudgetWatcher(world.plane, world.ns)
+        guard.start()
+        cloud.spot_available = True
+        try:
+            moved = wait_for(
+                lambda: _on(world, {**classes, **cloud.added}, "spot", apps),
+                timeout=420,
+                what="every pod back on spot, Ready",
+            )
+        finally:
+            violations = guard.close()
+        assert violations == [], violations[:5]
+        failed = [line["msg"] for line in r.lines() if line.get("msg", "").startswith("drain of node")]
+        assert failed == [], failed
+        assert not r.metric("spotshift_rescheduler_drains_failed_total", '{reason="replaced-on-on-demand"}')
+        evicted = Counter(line["pod"] for line in r.logged("eviction of pod") if line.get("result") == "evicted")
+        assert sum(evicted.values()) == 24 and max(evicted.values()) == 1, evicted
+        drained = r.logged("drained node")
+        placed = {pod: node for line in drained for pod, node in line["replacements"].items()}
+        assert len(placed) == 24 and all(cloud.added.get(n) == "spot" for n in placed.values()), placed
+        assert set(moved.values()).isdisjoint(outage), "every on-demand node of the outage emptied"
+        assert {line["node"] for line in drained} <= set(outage)
+        print(f"outage nodes {len(outage)}, evictions {sum(evicted.values())}, nodes added {cloud.added}")
+        r.close()
+        wait_for(lambda: not world.plane.pods(home, PLACEHOLDER_LABEL), timeout=60, what="no placeholder left")
+    finally:
+        cloud.close()
+        world.plane.delete_namespace(home)

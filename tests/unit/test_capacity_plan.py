@@ -19,6 +19,7 @@ from rescheduler.plan.capacity import (
     capacity_needs,
     choose,
     format_need,
+    in_the_way,
     judge,
 )
 from rescheduler.plan.placeholder_pods import node_label_value, placeholder_pod
@@ -376,3 +377,20 @@ def test_a_node_name_too_long_for_a_label_value_is_hashed() -> None:
     body = placeholder_pod(pod("a", long), long, ON, "r1")
     assert body["metadata"]["labels"][PLACEHOLDER_LABEL] == value
     assert body["metadata"]["annotations"][NODE_ANNOTATION] == long
+
+
+# ---- what a drain waits for ---------------------------------------------------------------------------------------
+
+
+def test_in_the_way_of_a_drain_are_its_own_placeholders_those_on_its_targets_and_those_waiting_for_a_node() -> None:
+    def holding_for(p: Pod, node: str) -> Pod:
+        return replace(p, annotations={**p.annotations, NODE_ANNOTATION: node})
+
+    own_elsewhere = holding_for(placeholder_on("own", "spot-9"), "od-1")
+    on_target = holding_for(placeholder_on("on-target", "spot-1"), "od-2")
+    waiting = holding_for(placeholder_on("waiting", ""), "od-2")
+    elsewhere = holding_for(placeholder_on("elsewhere", "spot-2"), "od-2")
+    everything = [own_elsewhere, on_target, waiting, elsewhere]
+    assert [p.name for p in in_the_way("od-1", ["spot-1"], everything)] == ["own", "on-target", "waiting"]
+    assert [p.name for p in in_the_way("od-2", [], everything)] == ["on-target", "waiting", "elsewhere"]
+    assert [p.name for p in in_the_way("od-3", ["spot-2"], everything)] == ["waiting", "elsewhere"]

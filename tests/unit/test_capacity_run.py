@@ -243,3 +243,119 @@ def test_placeholders_running_on_spot_make_the_node_drainable_and_a_new_need_wai
     assert req.requests["od-2"].provisioned_at is not None
     assert req.release("od-2") and req.requests == {}
     assert not [k for k in server.store["pods"] if k.startswith("spotshift/")]
+
+
+def test_give_room_ends_the_nodes_own_request_and_those_in_the_way_and_deletes_the_rest() -> None:
+    server, clock = no_room(), Clock()
+    server.put("nodes", node("od-2", cpu="4"))
+    server.put("nodes", node("od-3", cpu="4"))
+    server.put("pods", pod("api-0", "od-2", app="api", owner="rs-api", cpu="300m"))
+    server.put("pods", pod("db-0", "od-3", app="db", owner="rs-db", cpu="200m"))
+    req, state, backed_off = requester(server, ON, clock)
+    sync(server, state)
+    cycle(req, state)
+    assert sorted(req.requests) == ["od-1", "od-2", "od-3"]
+    server.put("pods", leftover("spotshift-placeholder-old"))  # no request of ours owns it
+    sync(server, state)
+    on_od2 = [p for p in state.pods.values() if p.name in req.requests["od-2"].names]
+    old = state.pods["spotshift/spotshift-placeholder-old"]
+    before = {k for k in server.store["pods"] if k.startswith("spotshift/")}
+
+    req.give_room("od-1", [*on_od2, old])
+    assert list(req.requests) == ["od-3"], "od-3's placeholders were not in the way"
+    assert sample(req, "drained") == 1 and sample(req, "deleted") == 1 and backed_off == []
+    left = {k for k in server.store["pods"] if k.startswith("spotshift/")}
+    assert left == {f"spotshift/{n}" for n in req.requests["od-3"].names} and left < before
+    released = [e["message"] for e in server.store["events"].values() if e["reason"] == "SpotshiftCapacityReleased"]
+    assert any("its spot room goes to the drain of node od-1" in m for m in released), released
+    # The watch still shows the deleted ones: they are not taken for a predecessor's orphans.
+    deletes = len([m for m, _ in pod_writes(server) if m == "DELETE"])
+    assert req.collect_orphans() == 0 and sample(req, "orphaned") is None
+    assert len([m for m, _ in pod_writes(server) if m == "DELETE"]) == deletes
+    sync(server, state)
+    assert req.collect_orphans() == 0 and req._deleted == set(), "forgotten once the watch shows them gone"
+
+
+def test_no_new_room_is_asked_for_on_hold() -> None:
+    server, clock = no_room(), Clock()
+    req, state, _ = requester(server, ON, clock)
+    sync(server, state)
+    snapshot = state.snapshot()
+    result = plan(snapshot, req.config)
+    req.step(snapshot, result.reasons, result.drained, hold=True)
+    assert [n.node for n in req.needs] == ["od-1"] and req.requests == {}
+    assert pod_writes(server) == []
+    req.step(snapshot, result.reasons, result.drained)
+    assert list(req.requests) == ["od-1"]
+
+
+# ---- the run loop: a drain and the placeholders around it --------------------------------------------------------
+
+
+def two_nodes_short_of_room() -> FakeApiServer:
+    """od-1 and od-2 with one pod each; no spot room. Each evicted pod gets a replacement on spot-1 (Running, not
+    yet Ready)."""
+    server = no_room()
+    for key in [k for k in server.store["pods"] if k.startswith("default/")]:
+        del server.store["pods"][key]
+    server.put("pods", pod("web-0", "od-1", app="web", owner="rs-web", cpu="500m"))
+    server.put("nodes", node("od-2", cpu="4"))
+    server.put("pods", pod("api-0", "od-2", app="api", owner="rs-api", cpu="500m"))
+
+    def on_evict(evicted: dict[str, Any]) -> None:
+        meta = evicted["metadata"]
+        new = pod(meta["name"] + "-new", "spot-2", app=meta["labels"]["app"], ready=False, cpu="500m")
+        new["metadata"]["ownerReferences"] = meta["ownerReferences"]
+        server.put("pods", new)
+
+    server.on_evict = on_evict
+    return server
+
+
+def test_a_drain_frees_its_room_of_every_placeholder_that_could_take_it_and_no_new_one_is_asked_for_meanwhile() -> None:
+    from tests.unit.test_drain_steps import Loop
+
+    server = two_nodes_short_of_room()
+    config = replace(fast(), capacity=CapacityConfig(enabled=True, timeout=600.0))
+    config = replace(config, rescheduler=replace(config.rescheduler, leader_elect=False))
+    loop = Loop(server, config)
+    try:
+        r = loop.r
+        r.step_cycle()
+        assert sorted(r.capacity.requests) == ["od-1", "od-2"]
+        # A provisioner adds spot-2 for od-1's placeholder only; od-2's still waits for a node.
+        server.put("nodes", node("spot-2", spot=True, cpu="600m"))
+        (mine,) = r.capacity.requests["od-1"].names
+        waiting = r.capacity.requests["od-2"].names
+        obj = server.get_obj("pods", f"spotshift/{mine}")
+        server.put("pods", {**obj, "spec": {**obj["spec"], "nodeName": "spot-2"}, "status": {"phase": "Running"}})
+        loop.settle()
+        loop.now[0] += 1
+        r.step_cycle()
+        assert list(r.drains) == ["od-1"], "planned onto the placeholder's room"
+        assert server.evictions == []
+        # od-1's own placeholder and od-2's waiting one were deleted before anything was evicted; od-2's
+        # request ends (its room goes to the drain) and is not asked for again while the drain is in flight.
+        for name in (mine, *waiting):
+            assert server.get_obj("pods", f"spotshift/{name}") is None
+        assert r.capacity.requests == {}
+        loop.settle()
+        r.advance_drains()
+        assert [k for k, _ in server.evictions] == ["default/web-0"]
+        writes = [(m, path) for m, path, _ in server.requests if "/pods" in path and m in ("POST", "DELETE")]
+        first_eviction = writes.index(("POST", "/api/v1/namespaces/default/pods/web-0/eviction"))
+        deleted = {path.rsplit("/", 1)[1] for m, path in writes[:first_eviction] if m == "DELETE"}
+        assert deleted == {mine, *waiting}
+        loop.settle()
+        loop.now[0] += 1
+        r.step_cycle()
+        assert r.capacity.requests == {}, "on hold while od-1's drain is in flight"
+        loop.ready_all()
+        r.advance_drains()
+        assert r.drains == {} and r.results[-1].outcome == "succeeded", r.results
+        loop.now[0] += 1
+        r.step_cycle()
+        assert list(r.capacity.requests) == ["od-2"], "asked for again once no drain is in flight"
+    finally:
+        r.shutdown()
+        loop.close()

@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
-from rescheduler.cluster.drain import Drain, DrainResult, Outcome, Phase
+from rescheduler.cluster.drain import FREE_AGAIN, Drain, DrainResult, Outcome, Phase
 from rescheduler.cluster.state import NODES, PODS, ClusterState
-from rescheduler.plan.marks import STATE_ANNOTATION
+from rescheduler.plan.labels import DrainLabel
+from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION
 from rescheduler.run import Rescheduler, RunOptions, count_in_flight
 from shared.config import Config, parse_config
 from shared.model import Pod
+from shared.placeholders import NODE_ANNOTATION, PLACEHOLDER_LABEL, REQUEST_LABEL
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 from tests.unit.test_drain import Cluster, populate
 
@@ -197,6 +199,91 @@ def test_a_bound_replacement_needs_no_stand_in() -> None:
     assert sorted(p.name for p in snapshot["spot-1"].pods) == ["b-new"]
 
 
+# --- the room: placeholders in the way of the first eviction ------------------------------------------------------
+
+
+def placeholder(name: str, node_name: str, *, holds_for: str, request: str = "r") -> dict[str, Any]:
+    """A placeholder in spotshift's namespace holding room for ``holds_for``'s pods, bound to ``node_name``
+    (``""``: waiting for a node)."""
+    obj = pod(name, node_name, namespace="spotshift", owner=None, phase="Running" if node_name else "Pending")
+    obj["metadata"]["labels"] = {PLACEHOLDER_LABEL: holds_for, REQUEST_LABEL: request}
+    obj["metadata"]["annotations"] = {NODE_ANNOTATION: holds_for}
+    return obj
+
+
+def with_placeholders(c: Cluster) -> list[str]:
+    """od-1's two pods (planned onto spot-1) and four placeholders: od-1's own on spot-1, od-2's on spot-1 and
+    waiting for a node (both in the way), and od-2's on spot-2 (not in the way). Returns od-1's pod keys."""
+    c.server.put("namespaces", namespace("spotshift"))
+    c.server.put("nodes", node("spot-2", spot=True, cpu="8"))
+    c.server.put("pods", placeholder("own", "spot-1", holds_for="od-1", request="r1"))
+    c.server.put("pods", placeholder("on-target", "spot-1", holds_for="od-2", request="r2"))
+    c.server.put("pods", placeholder("waiting", "", holds_for="od-2", request="r2"))
+    c.server.put("pods", placeholder("elsewhere", "spot-2", holds_for="od-2", request="r2"))
+    return populate(c, budget=None)
+
+
+IN_THE_WAY = {"spotshift/own", "spotshift/on-target", "spotshift/waiting"}
+
+
+def test_no_eviction_until_the_watch_shows_the_placeholders_in_the_way_gone(cluster: Cluster) -> None:
+    keys = with_placeholders(cluster)
+    now = [100.0]
+    cluster.drainer.clock = lambda: now[0]
+    cluster.server.fail("DELETE", r"/namespaces/spotshift/pods/", 403, 403, 403)  # the first attempt fails
+    drain = cluster.drainer.start("od-1", keys, dict.fromkeys(keys, "spot-1"))
+    assert isinstance(drain, Drain) and drain.phase is Phase.FREEING
+    assert {p.key for p in drain.to_evict} == set(keys), "the next plan counts them at their targets"
+    assert cluster.drainer.advance(drain) is None and drain.phase is Phase.FREEING
+    assert cluster.server.evictions == [], "the room is still held: nothing evicted"
+
+    now[0] += FREE_AGAIN  # asked again: the deletes go through now
+    assert cluster.drainer.advance(drain) is None
+    assert cluster.server.evictions == [], "the watch has not shown them gone yet"
+    seen(cluster, lambda: not IN_THE_WAY & set(cluster.state.pods))
+    assert cluster.drainer.advance(drain) is None and drain.phase is not Phase.FREEING
+    assert sorted(k for k, _ in cluster.server.evictions) == keys
+    assert cluster.server.get_obj("pods", "spotshift/elsewhere") is not None, "not in the way: left alone"
+    deletes = [path for method, path, _ in cluster.server.requests if method == "DELETE"]
+    first_eviction = next(i for i, (m, path, _) in enumerate(cluster.server.requests) if path.endswith("/eviction"))
+    assert all(i < first_eviction for i, (m, _, _) in enumerate(cluster.server.requests) if m == "DELETE"), deletes
+
+
+def test_placeholders_that_never_go_end_the_drain_with_nothing_evicted(cluster: Cluster) -> None:
+    keys = with_placeholders(cluster)
+    now = [100.0]
+    cluster.drainer.clock = cluster.drainer.evictor.clock = lambda: now[0]
+    cluster.server.fail("DELETE", r"/namespaces/spotshift/pods/", *[403] * 30)
+    drain = cluster.drainer.start("od-1", keys, dict.fromkeys(keys, "spot-1"))
+    assert isinstance(drain, Drain) and drain.phase is Phase.FREEING
+    now[0] += cluster.config.rescheduler.pod_eviction_timeout - 0.1
+    assert cluster.drainer.advance(drain) is None
+    now[0] += 0.1
+    result = cluster.drainer.advance(drain)
+    assert isinstance(result, DrainResult) and result.outcome == Outcome.FAILED
+    assert result.reason == DrainLabel.ROOM_NOT_FREED == "room-not-freed" and result.evicted == ()
+    assert "3 placeholder pod(s) still hold or could take the spot room" in result.message, result.message
+    assert cluster.server.evictions == []
+    annotations = cluster.node_obj("od-1")["metadata"].get("annotations") or {}
+    assert STATE_ANNOTATION not in annotations and BACKOFF_UNTIL_ANNOTATION in annotations
+    assert (
+        cluster.metrics.registry.get_sample_value(
+            "spotshift_rescheduler_drains_failed_total", {"reason": "room-not-freed"}
+        )
+        == 1
+    )
+
+
+def test_with_nothing_in_the_way_the_drain_goes_straight_to_its_evictions(cluster: Cluster) -> None:
+    cluster.server.put("namespaces", namespace("spotshift"))
+    cluster.server.put("nodes", node("spot-2", spot=True, cpu="8"))
+    cluster.server.put("pods", placeholder("elsewhere", "spot-2", holds_for="od-2"))
+    keys = populate(cluster, budget=None)
+    drain = cluster.drainer.start("od-1", keys, dict.fromkeys(keys, "spot-1"))
+    assert isinstance(drain, Drain) and drain.phase is Phase.EVICTING
+    assert [m for m, path, _ in cluster.server.requests if m == "DELETE"] == []
+
+
 # --- many drains, one loop --------------------------------------------------------------------------------------
 
 
@@ -260,7 +347,8 @@ class Loop:
         def shown() -> bool:
             state = self.r.state
             return set(state.pods) == pods and all(
-                state.nodes[name].annotations.get(STATE_ANNOTATION) == mark for name, mark in marks.items()
+                name in state.nodes and state.nodes[name].annotations.get(STATE_ANNOTATION) == mark
+                for name, mark in marks.items()
             )
 
         assert self.r.state.wait_until(shown, 5)
