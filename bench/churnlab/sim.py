@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from bench.churnlab.policies import POLICIES, Policy, attach, config_of
+from bench.churnlab.policies import POLICIES, Actor, Policy, attach, config_of
 from bench.churnlab.scenario import (
     ALLOCATABLE_SHARE,
     DAY,
@@ -97,10 +97,19 @@ def simulate(
 ) -> World:
     """The world of ``policy_name`` on ``scenario`` at ``until`` (``check``: capacity checked every tick;
     ``after_tick`` is called after every tick of the cluster, before the policy acts, for the property tests)."""
-    logging.disable(logging.WARNING)
     policy = next(p for p in POLICIES if p.name == policy_name)
     world = world_of(scenario, policy, spot_fraction, check=check)
     actor = attach(policy, world)
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)  # the drains' own log lines; the figures say what happened
+    try:
+        _days(world, actor, until, after_tick)
+    finally:
+        logging.disable(previous)
+    return world
+
+
+def _days(world: World, actor: Actor, until: float, after_tick: Callable[[World], None] | None) -> None:
     last = world.now
     while world.now < until:
         world.tick(world.now - last if world.now > last else STEP)
@@ -115,7 +124,6 @@ def simulate(
         nxt = min(until, STEP * math.ceil(nxt / STEP))
         world.account(nxt - max(world.now, 0.0) if nxt > 0 else 0.0)
         last, world.now = world.now, nxt
-    return world
 
 
 def figures(name: str, t: Tally, tr: Trace) -> Figures:
