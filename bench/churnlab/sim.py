@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from bench.churnlab.policies import POLICIES, Policy, attach, config_of
+from bench.churnlab.policies import POLICIES, Actor, Policy, attach, config_of
 from bench.churnlab.scenario import (
     ALLOCATABLE_SHARE,
     DAY,
@@ -99,7 +99,12 @@ def simulate(
     logging.disable(logging.WARNING)
     policy = next(p for p in POLICIES if p.name == policy_name)
     world = world_of(scenario, policy, spot_fraction, check=check)
-    actor = attach(policy, world)
+    return play(world, attach(policy, world), until, after_tick)
+
+
+def play(world: World, actor: Actor, until: float, after_tick: Callable[[World], None] | None = None) -> World:
+    """Run ``world`` with ``actor`` (the policy) from its current time to ``until``: a tick every ``STEP`` while
+    anything moves, else straight to the next event."""
     last = world.now
     while world.now < until:
         world.tick(world.now - last if world.now > last else STEP)
