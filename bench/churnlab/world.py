@@ -19,7 +19,9 @@ each tick (``World.tick``), in this order:
   (spotshift's placeholders) where that makes room, else is marked ``Unschedulable``;
 * the **kubelets**: a bound pod is Running at once and Ready ``ready_after`` seconds later;
 * the **disruption controller**: every budget's status from the Ready pods;
-* the **provisioner** (cluster-autoscaler's behaviour as the issue describes it; see ``Provisioner``).
+* the **provisioner** (cluster-autoscaler's behaviour as the issue describes it; see ``Provisioner``): the nodes
+  whose provisioning delay is over join before kube-scheduler's turn (so the pods they were added for are bound
+  to them before the provisioner looks for pending pods again), its scan comes last.
 
 Figures are accumulated per tick over the day (:class:`Tally`).
 """
@@ -329,6 +331,7 @@ class World:
         """Everything but the policy, for the ``dt`` seconds ending now."""
         self._spot_market()
         self._controllers()
+        self.provisioner.join()
         self.sync(self.view)
         self._schedule()
         self._kubelets(dt)
@@ -802,11 +805,16 @@ class Provisioner:
         self.coming: list[tuple[float, NodeType, str, bool]] = []
         self.scanned = -math.inf
 
-    def step(self) -> None:
+    def join(self) -> None:
+        """The nodes whose delay is over join the cluster (before kube-scheduler's turn in the tick: a pod waiting
+        for a node is bound to it before the next scan looks for pods that need one)."""
         w = self.world
         for item in [c for c in self.coming if c[0] <= w.now]:
             self.coming.remove(item)
             w.add_node(item[1], item[2], item[3])
+
+    def step(self) -> None:
+        w = self.world
         self._scale_down()
         if w.now - self.scanned < 10.0:
             return
