@@ -124,7 +124,15 @@ def simulate_replay(spot_fraction: float = 0.3) -> tuple[ReplayFigures, World]:
     return figures, world
 
 
+def by_minute(series: list[tuple[float, int]]) -> list[int]:
+    """A sampled series (``(t, value)`` at the times the simulation ticked) as its value at each trace minute."""
+    out = []
+    for minute in range(int(LENGTH // 60)):
+        out.append(next((n for t, n in reversed(series) if t <= minute * 60.0), 0))
+    return out
+
+
 if __name__ == "__main__":
     f, _ = simulate_replay()
     print(f"on-demand node-minutes {f.on_demand_node_minutes:.1f}, evictions {f.evictions}")
-    print("on-demand nodes by minute:", [n for _, n in f.on_demand_series])
+    print("on-demand nodes by minute:", by_minute(f.on_demand_series))

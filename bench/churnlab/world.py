@@ -51,6 +51,7 @@ from shared.config import Config
 from shared.fit import fits
 from shared.model import Node, Pod
 from shared.nodeaffinity import preferred_affinity_score
+from shared.quantity import parse_quantity
 from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.taints import count_intolerable_prefer_no_schedule
@@ -66,6 +67,8 @@ NOTICE = 120.0
 REMOVAL_DELAY = 600.0
 """Seconds a node stays empty before the provisioner removes it (the default of ``World(removal_delay=...)``)."""
 STORE = {"poddisruptionbudgets": "pdbs"}
+PRIORITY_CLASSES = {"spotshift-placeholder": -5}
+"""The PriorityClasses the simulated cluster has: deploy/components/capacity/priorityclass.yaml's."""
 PLACEHOLDER_PRIORITY_BELOW = 0
 """Pods with a priority below this (spotshift's placeholders, -5) are preemptible and counted apart."""
 
@@ -407,8 +410,8 @@ class World:
             if where:
                 req = obj["spec"]["containers"][0]["resources"]["requests"]
                 u = used.setdefault(where, [0, 0])
-                u[0] += int(req["cpu"].rstrip("m"))
-                u[1] += int(req["memory"].rstrip("Mi"))
+                u[0] += math.ceil(parse_quantity(req["cpu"]) * 1_000)
+                u[1] += math.ceil(parse_quantity(req["memory"]) / (1 << 20))
         for name, (cpu, mem) in used.items():
             book = self.nodes.get(name)
             if book is None:
@@ -721,7 +724,11 @@ class _Server(FakeApiServer):
 
     def put(self, kind: str, obj: Obj, event: str | None = None) -> Obj:
         """As the in-memory server's, without its deep copies: the simulation replaces objects and never changes
-        one in place, and every reader only parses what it gets."""
+        one in place, and every reader only parses what it gets. A pod naming a PriorityClass gets its value as
+        ``spec.priority`` (the API server's Priority admission plugin)."""
+        spec = obj.get("spec") or {}
+        if kind == "pods" and "priority" not in spec and spec.get("priorityClassName") in PRIORITY_CLASSES:
+            obj = {**obj, "spec": {**spec, "priority": PRIORITY_CLASSES[spec["priorityClassName"]]}}
         with self.cond:
             meta = {**obj.get("metadata", {})}
             obj = {**obj, "metadata": meta}
