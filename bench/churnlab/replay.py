@@ -97,8 +97,17 @@ class ReplayFigures:
 
 
 def simulate_replay(spot_fraction: float = 0.3) -> tuple[ReplayFigures, World]:
-    """The replay in the simulation: its figures and the world at ``LENGTH``."""
+    """The replay in the simulation: its figures and the world at ``LENGTH``. The rescheduler's own logging is
+    off while it runs (a caller's logging is as it was afterwards: the e2e tier runs this in its own process)."""
+    previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
+    try:
+        return _simulate(spot_fraction)
+    finally:
+        logging.disable(previous)
+
+
+def _simulate(spot_fraction: float) -> tuple[ReplayFigures, World]:
     world = World(
         seed=1,
         workloads=list(WORKLOADS),
