@@ -191,13 +191,14 @@ class Trace:
     description: str
     changes: list[Change] = field(default_factory=list)
     base: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Each pool's limit outside cuts; a change to :data:`UNLIMITED` restores it."""
+    """Each pool's limit outside cuts (a pool not named: unlimited); a change to :data:`UNLIMITED` restores it."""
 
     def limits_at(self, t: float) -> dict[tuple[str, str], int]:
-        out = dict(self.base)
+        out = {(z, nt.name): self.base.get((z, nt.name), UNLIMITED) for z in ZONES for nt in NODE_TYPES}
         for c in self.changes:
             if c.at <= t:
-                out[(c.zone, c.node_type)] = self.base[(c.zone, c.node_type)] if c.limit == UNLIMITED else c.limit
+                pool = (c.zone, c.node_type)
+                out[pool] = self.base.get(pool, UNLIMITED) if c.limit == UNLIMITED else c.limit
         return out
 
     def returns(self) -> list[float]:

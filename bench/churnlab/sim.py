@@ -99,17 +99,17 @@ def simulate(
     ``after_tick`` is called after every tick of the cluster, before the policy acts, for the property tests)."""
     policy = next(p for p in POLICIES if p.name == policy_name)
     world = world_of(scenario, policy, spot_fraction, check=check)
-    actor = attach(policy, world)
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # the drains' own log lines; the figures say what happened
     try:
-        _days(world, actor, until, after_tick)
+        return play(world, attach(policy, world), until, after_tick)
     finally:
         logging.disable(previous)
-    return world
 
 
-def _days(world: World, actor: Actor, until: float, after_tick: Callable[[World], None] | None) -> None:
+def play(world: World, actor: Actor, until: float, after_tick: Callable[[World], None] | None = None) -> World:
+    """Run ``world`` with ``actor`` (the policy) from its current time to ``until``: a tick every ``STEP`` while
+    anything moves, else straight to the next event."""
     last = world.now
     while world.now < until:
         world.tick(world.now - last if world.now > last else STEP)
@@ -124,6 +124,7 @@ def _days(world: World, actor: Actor, until: float, after_tick: Callable[[World]
         nxt = min(until, STEP * math.ceil(nxt / STEP))
         world.account(nxt - max(world.now, 0.0) if nxt > 0 else 0.0)
         last, world.now = world.now, nxt
+    return world
 
 
 def figures(name: str, t: Tally, tr: Trace) -> Figures:

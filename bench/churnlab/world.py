@@ -19,7 +19,9 @@ each tick (``World.tick``), in this order:
   (spotshift's placeholders) where that makes room, else is marked ``Unschedulable``;
 * the **kubelets**: a bound pod is Running at once and Ready ``ready_after`` seconds later;
 * the **disruption controller**: every budget's status from the Ready pods;
-* the **provisioner** (cluster-autoscaler's behaviour as the issue describes it; see ``Provisioner``).
+* the **provisioner** (cluster-autoscaler's behaviour as the issue describes it; see ``Provisioner``): the nodes
+  whose provisioning delay is over join before kube-scheduler's turn (so the pods they were added for are bound
+  to them before the provisioner looks for pending pods again), its scan comes last.
 
 Figures are accumulated per tick over the day (:class:`Tally`).
 """
@@ -59,7 +61,9 @@ Obj = dict[str, Any]
 SPOT_LABEL = "karpenter.sh/capacity-type"
 RECLAIM_TAINT = "aws-node-termination-handler/spot-itn"
 NOTICE = 120.0
-"""Seconds between a spot reclaim notice and the node's end."""
+"""Seconds between a spot reclaim notice and the node's end (the default of ``World(notice=...)``)."""
+REMOVAL_DELAY = 600.0
+"""Seconds a node stays empty before the provisioner removes it (the default of ``World(removal_delay=...)``)."""
 STORE = {"poddisruptionbudgets": "pdbs"}
 
 PRIORITY_CLASSES = {"spotshift-placeholder": -5}
@@ -139,6 +143,9 @@ class World:
         spot_fraction: float,
         ready_after: float = 20.0,
         provision_delay: float = 90.0,
+        removal_delay: float = REMOVAL_DELAY,
+        notice: float = NOTICE,
+        node_types: tuple[NodeType, ...] = NODE_TYPES,
         start: float = 0.0,
         check: bool = False,
     ) -> None:
@@ -151,6 +158,8 @@ class World:
         self.setup = setup
         self.spot_fraction = spot_fraction
         self.ready_after = ready_after
+        self.notice = notice
+        self.node_types = node_types
         self.now = start
         self.view = ClusterState()
         """kube-scheduler's and the provisioner's view of the cluster (fed from the change log, as a watch)."""
@@ -171,7 +180,7 @@ class World:
         self.serial = 0
         self.mutation = MutationPolicy.from_config(config) if setup.webhook else None
         self.extender = ExtenderPolicy.from_config(config) if setup.extender else None
-        self.provisioner = Provisioner(self, provision_delay)
+        self.provisioner = Provisioner(self, provision_delay, removal_delay)
         self.tally = Tally()
         self.last_sample = -math.inf
         self.scaled_at = -math.inf
@@ -335,6 +344,7 @@ class World:
         """Everything but the policy, for the ``dt`` seconds ending now."""
         self._spot_market()
         self._controllers()
+        self.provisioner.join()
         self.sync(self.view)
         self._schedule()
         self._kubelets(dt)
@@ -354,7 +364,7 @@ class World:
         node's removal, a Job pod's end."""
         at = [self.scaled_at + SCALE_EVERY, *self.next_job.values()]
         at += [c.at for c in self.trace.changes if c.at > self.now][:1]
-        at += [b.empty_since + 600.0 for b in self.nodes.values() if b.empty_since is not None]
+        at += [b.empty_since + self.provisioner.removal_delay for b in self.nodes.values() if b.empty_since is not None]
         for book in self.pods.values():
             if book.job and book.bound_at is not None:
                 at.append(self.now + self.workloads[book.workload].runs_for - book.worked)
@@ -439,7 +449,7 @@ class World:
                 self._notice(book)
 
     def _notice(self, book: NodeBook) -> None:
-        book.ends_at = self.now + NOTICE
+        book.ends_at = self.now + self.notice
         obj = self.server.store["nodes"][book.name]
         obj = {**obj, "spec": {**obj["spec"]}}
         obj["spec"]["taints"] = [
@@ -732,7 +742,11 @@ class _Server(FakeApiServer):
 
     def put(self, kind: str, obj: Obj, event: str | None = None) -> Obj:
         """As the in-memory server's, without its deep copies: the simulation replaces objects and never changes
-        one in place, and every reader only parses what it gets."""
+        one in place, and every reader only parses what it gets. A pod naming a PriorityClass gets its value as
+        ``spec.priority`` (the API server's Priority admission plugin)."""
+        spec = obj.get("spec") or {}
+        if kind == "pods" and "priority" not in spec and spec.get("priorityClassName") in PRIORITY_CLASSES:
+            obj = {**obj, "spec": {**spec, "priority": PRIORITY_CLASSES[spec["priorityClassName"]]}}
         with self.cond:
             meta = {**obj.get("metadata", {})}
             obj = {**obj, "metadata": meta}
@@ -846,21 +860,28 @@ class Provisioner:
     ``Unschedulable`` (placeholders included: their priority is above the expendable cutoff) that will not fit on
     the nodes already coming are packed (first fit, largest first) onto new nodes of the type that costs least for
     them, spot where a pool with room allows the pods (their zone, their capacity-type selector), else on-demand;
-    the nodes join ``delay`` seconds later. A node with no pod for 10 minutes is removed. The provisioner knows at
+    the nodes join ``delay`` seconds later (:func:`cheapest_nodes` decides). A node with no pod for
+    ``removal_delay`` seconds (10 minutes by default) is removed. The provisioner knows at
     once whether a spot pool has room (no failed attempt, no fallback delay) and never removes a node that still
     has pods (no consolidation of its own)."""
 
-    def __init__(self, world: World, delay: float) -> None:
+    def __init__(self, world: World, delay: float, removal_delay: float = REMOVAL_DELAY) -> None:
         self.world = world
         self.delay = delay
+        self.removal_delay = removal_delay
         self.coming: list[tuple[float, NodeType, str, bool]] = []
         self.scanned = -math.inf
 
-    def step(self) -> None:
+    def join(self) -> None:
+        """The nodes whose delay is over join the cluster (before kube-scheduler's turn in the tick: a pod waiting
+        for a node is bound to it before the next scan looks for pods that need one)."""
         w = self.world
         for item in [c for c in self.coming if c[0] <= w.now]:
             self.coming.remove(item)
             w.add_node(item[1], item[2], item[3])
+
+    def step(self) -> None:
+        w = self.world
         self._scale_down()
         if w.now - self.scanned < 10.0:
             return
@@ -882,7 +903,7 @@ class Provisioner:
                 continue
             if book.empty_since is None:
                 book.empty_since = w.now
-            elif w.now - book.empty_since >= 600.0:
+            elif w.now - book.empty_since >= self.removal_delay:
                 w.server.remove("nodes", name)
                 del w.nodes[name]
 
@@ -918,39 +939,64 @@ class Provisioner:
             if spot:
                 counts[(z, nt.name)] = counts.get((z, nt.name), 0) + 1
         sample = pods[0]
-        options = []
-        for nt in NODE_TYPES:
-            n = _pack(pods, nt)
-            if n is None:
-                continue
-            for spot in (True, False):
-                zones = [z for z in ZONES if _allows(sample, z, spot, w)]
-                room = {z: n for z in zones}
-                if spot:
-                    # A pool gives what it has left; the pods it cannot take wait for the next scan.
-                    room = {z: min(n, limits[(z, nt.name)] - counts.get((z, nt.name), 0)) for z in zones}
-                    zones = [z for z in zones if room[z] >= 1]
-                if not zones:
-                    continue
-                zone = min(zones, key=lambda z: (-room[z], sum(1 for b in w.nodes.values() if b.zone == z), z))
-                price = nt.price * n * (w.spot_fraction if spot else 1.0)
-                options.append((price, -nt.cpu_m, nt.name, not spot, zone, nt, room[zone], spot))
-        if not options:
+        zone_nodes = {z: sum(1 for b in w.nodes.values() if b.zone == z) for z in ZONES}
+        choice = cheapest_nodes(
+            [_req(p) for p in pods],
+            w.node_types,
+            spot_room={pool: limits[pool] - counts.get(pool, 0) for pool in limits},
+            zones={spot: [z for z in ZONES if _allows(sample, z, spot, w)] for spot in (True, False)},
+            zone_nodes=zone_nodes,
+            spot_fraction=w.spot_fraction,
+        )
+        if choice is None:
             return
-        _, _, _, _, zone, nt, n, spot = min(options)
+        nt, zone, n, spot = choice
         for _ in range(n):
             self.coming.append((w.now + self.delay, nt, zone, spot))
+
+
+def cheapest_nodes(
+    requests: list[tuple[int, int]],
+    node_types: Iterable[NodeType],
+    *,
+    spot_room: dict[tuple[str, str], int],
+    zones: dict[bool, list[str]],
+    zone_nodes: dict[str, int],
+    spot_fraction: float,
+) -> tuple[NodeType, str, int, bool] | None:
+    """The provisioner's choice for one group of pending pods (``requests``: CPU millicores and MiB each, pods
+    that may go to the same nodes): ``(node type, zone, how many nodes, spot)`` at the least price. The pods are
+    packed first fit onto nodes of each type; spot where a pool of an allowed zone has room (``spot_room``), as
+    many nodes as it has left (the pods it cannot take wait for the next scan), else on-demand; the zone with the
+    most room, then the fewest nodes (``zone_nodes``), among those allowed (``zones[spot]``); on a tie in price the
+    larger type, then spot. ``None`` when nothing fits."""
+    options = []
+    for nt in node_types:
+        n = _pack(requests, nt)
+        if n is None:
+            continue
+        for spot in (True, False):
+            room = {z: min(n, spot_room.get((z, nt.name), 0)) if spot else n for z in zones[spot]}
+            allowed = [z for z, r in room.items() if r >= 1]
+            if not allowed:
+                continue
+            zone = min(allowed, key=lambda z: (-room[z], zone_nodes.get(z, 0), z))
+            price = nt.price * n * (spot_fraction if spot else 1.0)
+            options.append((price, -nt.cpu_m, nt.name, not spot, zone, nt, room[zone], spot))
+    if not options:
+        return None
+    _, _, _, _, zone, nt, n, spot = min(options)
+    return nt, zone, n, spot
 
 
 def _req(p: Pod) -> tuple[int, int]:
     return p.node_requests.get("cpu", 0), p.node_requests.get("memory", 0) // (1 << 20)
 
 
-def _pack(pods: Iterable[Pod], nt: NodeType) -> int | None:
+def _pack(requests: Iterable[tuple[int, int]], nt: NodeType) -> int | None:
     cap_c, cap_m = nt.cpu_m * ALLOCATABLE_SHARE, nt.memory_mi * ALLOCATABLE_SHARE
     bins: list[list[float]] = []
-    for p in pods:
-        cpu, mem = _req(p)
+    for cpu, mem in requests:
         if cpu > cap_c or mem > cap_m:
             return None
         for b in bins:

@@ -7,10 +7,13 @@ drains and the provisioner all act.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict
 
 import pytest
 
+from bench.churnlab import replay
+from bench.churnlab.replay import simulate_replay
 from bench.churnlab.scenario import SCALE_EVERY, replicas
 from bench.churnlab.sim import Scenario, figures, simulate
 from bench.churnlab.world import World
@@ -68,3 +71,22 @@ def test_the_same_seed_gives_the_same_figures() -> None:
     assert a == b
     other = simulate(Scenario("pdb-heavy", "spiky", 3), "spotshift", until=2 * 3_600.0)
     assert asdict(figures("spotshift", other.tally, SCENARIO.trace_of())) != a
+
+
+def test_the_replay_scenario_is_the_same_every_run_and_large_enough_to_compare() -> None:
+    # tests/e2e/test_churn_replay_e2e.py compares the real control plane's figures with these within 10%: they
+    # must not vary from run to run, and must be large enough for 10% to be more than one node or one eviction.
+    a, world = simulate_replay()
+    b, _ = simulate_replay()
+    assert a == b
+    assert a.on_demand_node_minutes >= 60 and a.evictions >= 20
+    assert a.pdb_violations == 0 and a.lost_pods == 0
+    assert world.tally.capacity_breaches == 0 and world.tally.reclaimed_pods > 0
+
+
+def test_a_node_that_joins_takes_its_pods_before_the_provisioner_looks_again() -> None:
+    # The cut leaves 36 one-CPU pods pending; three fit an m.xlarge: 12 on-demand nodes, not 12 and then 12 more
+    # for the same pods, still unbound when the provisioner's next scan came with the nodes' arrival.
+    figures, _ = simulate_replay()
+    pods = sum(w.peak for w in replay.WORKLOADS)
+    assert max(n for _, n in figures.on_demand_series) == math.ceil(pods / 3)

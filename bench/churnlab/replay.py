@@ -1,0 +1,147 @@
+"""The replay: a 30-minute spot trace over a small cluster, defined once, played by the simulation (here) and on
+the real control plane (tests/e2e/test_churn_replay_e2e.py), whose figures must agree within ``TOLERANCE``.
+
+The cluster: four Deployments of 1-CPU pods (36 pods, three of the Deployments behind a ``maxUnavailable: 1``
+budget) on one node type (``m.xlarge``: three pods a node) in three zones, built from nothing by the provisioner
+at minute 0. Spot: every pool cut to zero at minute 4 (each spot node gets the reclaim notice and ends two minutes
+later), back at minute 10. spotshift runs with capacity mode on (placeholders ask the provisioner for spot room
+for each on-demand node), drains one node at a time and starts the next as soon as one ends.
+
+Every duration here is in trace seconds: the simulation runs them as they are; the real control plane plays the
+trace ``COMPRESSION`` times faster, with every duration (the provisioner's, the kubelets', the spot notice, the
+rescheduler's configuration) divided by it, and converts what it measures back to trace time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from bench.churnlab.policies import SPOTSHIFT, Policy, attach, config_of
+from bench.churnlab.scenario import NODE_TYPES, UNLIMITED, ZONES, Change, NodeType, Trace, Workload
+from bench.churnlab.sim import play
+from bench.churnlab.world import World
+
+LENGTH = 1_800.0
+"""Trace seconds played and counted."""
+COMPRESSION = 5.0
+"""Trace seconds per second of wall-clock time on the real control plane."""
+TOLERANCE = 0.10
+"""How far the real figures may be from the simulated ones (a share of the simulated figure)."""
+
+NODE_TYPE: NodeType = next(nt for nt in NODE_TYPES if nt.name == "m.xlarge")
+CUT = 240.0
+BACK = 600.0
+
+WORKLOADS = (
+    Workload("web", "Deployment", 1_000, 2_048, 12, floor=12, pdb="max-unavailable-1"),
+    Workload("api", "Deployment", 1_000, 2_048, 9, floor=9, pdb="max-unavailable-1"),
+    Workload("cache", "Deployment", 1_000, 2_048, 6, floor=6, pdb="max-unavailable-1"),
+    Workload("worker", "Deployment", 1_000, 2_048, 9, floor=9),
+)
+"""Constant replicas (``floor == peak``); 36 pods of 1 CPU and 2 GiB."""
+
+TRACE = Trace(
+    "replay",
+    "every spot pool cut to zero at minute 4, back at minute 10",
+    [Change(CUT, z, NODE_TYPE.name, 0) for z in ZONES] + [Change(BACK, z, NODE_TYPE.name, UNLIMITED) for z in ZONES],
+)
+
+PROVISION_DELAY = 90.0
+"""From the scan that sees pods pending to the new node (cluster-autoscaler plus a cloud's boot)."""
+READY_AFTER = 20.0
+"""From a pod running to it being Ready (a readiness probe)."""
+REMOVAL_DELAY = 600.0
+"""How long a node stays empty before the provisioner removes it."""
+NOTICE = 120.0
+"""From a spot node's reclaim notice to its end."""
+PROVISIONER_SCAN = 10.0
+"""How often the provisioner looks for pending pods (as ``world.Provisioner``)."""
+
+RESCHEDULER = {
+    "housekeeping_interval": 10.0,
+    "node_drain_delay": 0.0,
+    "pod_eviction_timeout": 120.0,
+    "max_graceful_termination": 120.0,
+    "replacement_timeout": 300.0,
+    "node_backoff": 1_800.0,
+}
+"""The rescheduler's durations (its defaults but ``node_drain_delay``: the next drain starts when one ends)."""
+CAPACITY = {"enabled": True, "timeout": 600.0}
+SCHEDULER_NAME = "spotshift-scheduler"
+"""The scheduler profile with the extender; the webhook sets it on every pod (``webhook.scheduler_name``)."""
+
+
+def overrides(compression: float = 1.0) -> dict[str, Any]:
+    """The spotshift configuration of the replay, durations divided by ``compression`` (1: trace seconds)."""
+    return {
+        "webhook": {"scheduler_name": SCHEDULER_NAME},
+        "rescheduler": {k: v / compression for k, v in RESCHEDULER.items()},
+        "capacity": {**CAPACITY, "timeout": CAPACITY["timeout"] / compression},
+    }
+
+
+POLICY = Policy("spotshift capacity (replay)", SPOTSHIFT, "spotshift", overrides())
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFigures:
+    on_demand_node_minutes: float
+    """The integral of the on-demand node count over ``[0, LENGTH)``, in trace minutes."""
+    evictions: int
+    """Pods evicted by spotshift."""
+    pdb_violations: int
+    lost_pods: int
+    on_demand_series: list[tuple[float, int]]
+
+
+def simulate_replay(spot_fraction: float = 0.3) -> tuple[ReplayFigures, World]:
+    """The replay in the simulation: its figures and the world at ``LENGTH``. The rescheduler's own logging is
+    off while it runs (a caller's logging is as it was afterwards: the e2e tier runs this in its own process)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        return _simulate(spot_fraction)
+    finally:
+        logging.disable(previous)
+
+
+def _simulate(spot_fraction: float) -> tuple[ReplayFigures, World]:
+    world = World(
+        seed=1,
+        workloads=list(WORKLOADS),
+        trace=TRACE,
+        setup=POLICY.setup,
+        config=config_of(POLICY.overrides),
+        spot_fraction=spot_fraction,
+        ready_after=READY_AFTER,
+        provision_delay=PROVISION_DELAY,
+        removal_delay=REMOVAL_DELAY,
+        notice=NOTICE,
+        node_types=(NODE_TYPE,),
+    )
+    play(world, attach(POLICY, world), LENGTH)
+    t = world.tally
+    figures = ReplayFigures(
+        on_demand_node_minutes=t.on_demand_node_seconds / 60.0,
+        evictions=t.evictions,
+        pdb_violations=t.pdb_violations,
+        lost_pods=t.lost_pods,
+        on_demand_series=t.on_demand_series,
+    )
+    return figures, world
+
+
+def by_minute(series: list[tuple[float, int]]) -> list[int]:
+    """A sampled series (``(t, value)`` at the times the simulation ticked) as its value at each trace minute."""
+    out = []
+    for minute in range(int(LENGTH // 60)):
+        out.append(next((n for t, n in reversed(series) if t <= minute * 60.0), 0))
+    return out
+
+
+if __name__ == "__main__":
+    f, _ = simulate_replay()
+    print(f"on-demand node-minutes {f.on_demand_node_minutes:.1f}, evictions {f.evictions}")
+    print("on-demand nodes by minute:", by_minute(f.on_demand_series))
