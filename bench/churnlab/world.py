@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -762,10 +762,6 @@ class _Server(FakeApiServer):
             self.log[kind].append((rv, etype, obj))
             if kind == "pods":
                 self.pods_changed = True
-                spec = obj["spec"]
-                if "priority" not in spec and spec.get("priorityClassName") in PRIORITY_CLASSES:
-                    # The API server's Priority admission plugin: the class's value, set at creation.
-                    obj["spec"] = {**spec, "priority": PRIORITY_CLASSES[spec["priorityClassName"]]}
                 if obj["spec"].get("nodeName"):
                     self.unbound.discard(key)
                 else:
@@ -912,21 +908,8 @@ class Provisioner:
         room = [
             [nt.cpu_m * ALLOCATABLE_SHARE, nt.memory_mi * ALLOCATABLE_SHARE, z, spot] for _, nt, z, spot in self.coming
         ]
-        left: list[Pod] = []
-        for p in sorted(waiting, key=lambda p: (-p.node_requests.get("cpu", 0), p.key)):
-            cpu, mem = _req(p)
-            for r in room:
-                if r[0] >= cpu and r[1] >= mem and _allows(p, r[2], r[3], w):
-                    r[0] -= cpu
-                    r[1] -= mem
-                    break
-            else:
-                left.append(p)
-        groups: dict[tuple[str, ...], list[Pod]] = {}
-        for p in left:
-            groups.setdefault(_constraint(p, w), []).append(p)
-        for key in sorted(groups):
-            self._add_for(groups[key])
+        for group in groups_to_add(waiting, room, lambda p, z, spot: _allows(p, z, spot, w)):
+            self._add_for(group)
 
     def _add_for(self, pods: list[Pod]) -> None:
         w = self.world
@@ -989,6 +972,29 @@ def cheapest_nodes(
     return nt, zone, n, spot
 
 
+def groups_to_add(
+    waiting: list[Pod], room: list[list[Any]], allows: Callable[[Pod, str, bool], bool]
+) -> list[list[Pod]]:
+    """The provisioner's first step: the waiting pods that the nodes already coming (``room``: free CPU, free MiB,
+    zone, spot each; used up in place) cannot take, largest first, grouped by where a new node could take them
+    (``allows(pod, zone, spot)``), groups in a stable order."""
+    left: list[Pod] = []
+    for p in sorted(waiting, key=lambda p: (-p.node_requests.get("cpu", 0), p.key)):
+        cpu, mem = _req(p)
+        for r in room:
+            if r[0] >= cpu and r[1] >= mem and allows(p, r[2], r[3]):
+                r[0] -= cpu
+                r[1] -= mem
+                break
+        else:
+            left.append(p)
+    groups: dict[tuple[str, ...], list[Pod]] = {}
+    for p in left:
+        where = tuple(f"{z}:{int(s)}" for z in ZONES for s in (True, False) if allows(p, z, s))
+        groups.setdefault(where, []).append(p)
+    return [groups[key] for key in sorted(groups)]
+
+
 def _req(p: Pod) -> tuple[int, int]:
     return p.node_requests.get("cpu", 0), p.node_requests.get("memory", 0) // (1 << 20)
 
@@ -1007,10 +1013,6 @@ def _pack(requests: Iterable[tuple[int, int]], nt: NodeType) -> int | None:
         else:
             bins.append([cap_c - cpu, cap_m - mem])
     return len(bins)
-
-
-def _constraint(p: Pod, w: World) -> tuple[str, ...]:
-    return tuple(f"{z}:{int(s)}" for z in ZONES for s in (True, False) if _allows(p, z, s, w))
 
 
 def _allows(p: Pod, zone: str, spot: bool, w: World) -> bool:

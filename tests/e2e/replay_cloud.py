@@ -27,7 +27,7 @@ import requests
 
 from bench.churnlab import replay
 from bench.churnlab.scenario import ALLOCATABLE_SHARE, ZONES
-from bench.churnlab.world import RECLAIM_TAINT, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, cheapest_nodes
+from bench.churnlab.world import RECLAIM_TAINT, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, cheapest_nodes, groups_to_add
 from shared.fit import fits
 from shared.model import Node, Pod
 from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
@@ -220,22 +220,8 @@ class Cloud(threading.Thread):
             if b.ends_at is None
         ]
         room += [[cap[0], cap[1], zone, spot] for _, zone, spot in self.coming]
-        left: list[Pod] = []
-        for p in sorted(waiting, key=lambda p: (-p.node_requests.get("cpu", 0), p.key)):
-            cpu, mem = _req(p)
-            for r in room:
-                if r[0] >= cpu and r[1] >= mem and self._allows(p, r[2], r[3]):
-                    r[0] -= cpu
-                    r[1] -= mem
-                    break
-            else:
-                left.append(p)
-        groups: dict[tuple[str, ...], list[Pod]] = {}
-        for p in left:
-            where = tuple(f"{z}:{int(s)}" for z in ZONES for s in (True, False) if self._allows(p, z, s))
-            groups.setdefault(where, []).append(p)
-        for key in sorted(groups):
-            self._add_for(groups[key])
+        for group in groups_to_add(waiting, room, self._allows):
+            self._add_for(group)
 
     def _add_for(self, pods: list[Pod]) -> None:
         limits = replay.TRACE.limits_at(self.now())
