@@ -121,6 +121,8 @@ class Tally:
     reclaimed_pods: int = 0
     pdb_violations: int = 0
     lost_pods: int = 0
+    """Pods found missing once the controllers had their turn: a Deployment or StatefulSet short of its replicas,
+    or a pod the world created that left the API server without the world deleting or seeing it evicted."""
     job_work_lost_seconds: float = 0.0
     on_demand_series: list[tuple[float, int]] = field(default_factory=list)
     spot_series: list[tuple[float, int]] = field(default_factory=list)
@@ -344,6 +346,7 @@ class World:
         """Everything but the policy, for the ``dt`` seconds ending now."""
         self._spot_market()
         self._controllers()
+        self._count_lost()
         self.provisioner.join()
         self.sync(self.view)
         self._schedule()
@@ -475,6 +478,18 @@ class World:
                         self._new_pod(w, f"{w.name}-{i}")
             else:
                 self._cronjob(w, owned)
+
+    def _count_lost(self) -> None:
+        if not self._counting():
+            return
+        stored = self.server.store["pods"]
+        missing = sum(1 for key in self.pods if key not in stored)
+        for w in self.workloads.values():
+            if w.kind == "Deployment":
+                missing += max(0, replicas(w, self.scaled_at) - len(self.owned.get(w.name, ())))
+            elif w.kind == "StatefulSet":
+                missing += max(0, w.peak - len(self.owned.get(w.name, ())))
+        self.tally.lost_pods += missing
 
     def _deployment(self, w: Workload, keys: list[str], scale: bool) -> None:
         want = replicas(w, self.scaled_at)

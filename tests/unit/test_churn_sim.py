@@ -90,3 +90,12 @@ def test_a_node_that_joins_takes_its_pods_before_the_provisioner_looks_again() -
     figures, _ = simulate_replay()
     pods = sum(w.peak for w in replay.WORKLOADS)
     assert max(n for _, n in figures.on_demand_series) == math.ceil(pods / 3)
+
+
+def test_a_pod_gone_behind_the_controllers_back_counts_as_lost() -> None:
+    world = simulate(SCENARIO, "none", until=600.0)
+    assert world.tally.lost_pods == 0
+    key = next(iter(world.pods))
+    world.server.remove("pods", key)  # neither deleted by the world nor evicted: the controller never hears of it
+    world.tick(10.0)
+    assert world.tally.lost_pods == 1
