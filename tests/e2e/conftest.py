@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parents[1]
 if str(_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) under --import-mode=importlib
     sys.path.insert(0, str(_ROOT))
 
-from tests.e2e.controlplane import Binaries, BinariesMissing, ControlPlane  # noqa: E402
+from tests.e2e.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane  # noqa: E402
 
 _PLANE = pytest.StashKey[ControlPlane]()
 _SUMMARY = pytest.StashKey[list[str]]()
@@ -123,3 +124,15 @@ def runs() -> Iterator[list[Any]]:
         r.close()
     for r in started:
         print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
+
+
+@pytest.fixture(scope="session")
+def capacity_priority_class(control_plane: ControlPlane) -> None:
+    """The PriorityClass deploy/components/capacity ships (cluster-scoped: created once if missing), for the tests
+    whose rescheduler asks for spot capacity."""
+    body = yaml.safe_load((_ROOT / "deploy/components/capacity/priorityclass.yaml").read_text())
+    try:
+        control_plane.api.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+    except ApiError as error:
+        if error.status != 409:
+            raise

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane import wait_for
 from tests.e2e.provisioner import PoolProvisioner, Provisioner
 from tests.e2e.rescheduler_world import (
     ROOT,
@@ -43,23 +43,10 @@ world = _base.world
 budgets = _base.budgets
 start = _base.start
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("capacity_priority_class")]
 
 PLACEHOLDER_LABEL = "spotshift.io/placeholder-for"
 BACKOFF_ANNOTATION = "spotshift.io/drain-backoff-until"
-PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def priority_class(control_plane: ControlPlane) -> Iterator[None]:
-    """The PriorityClass deploy/components/capacity ships (cluster-scoped: created once if missing)."""
-    body = yaml.safe_load((ROOT / "deploy/components/capacity/priorityclass.yaml").read_text())
-    try:
-        control_plane.api.post(PRIORITY_CLASSES, body)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-    yield
 
 
 def capacity_config(world: World, timeout: str = "60s", lease_name: str | None = None, **capacity: Any) -> Path:

@@ -34,7 +34,7 @@ import yaml
 from bench.churnlab import replay
 from extender.certs import main as spot_certs
 from tests.e2e import rescheduler_world as _world
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
+from tests.e2e.controlplane import ControlPlane, wait_for
 from tests.e2e.extender_server import ROOT, ExtenderProcess
 from tests.e2e.provisioner import unschedulable
 from tests.e2e.replay_cloud import TEST_LABEL, Cloud
@@ -42,23 +42,10 @@ from tests.e2e.rescheduler_world import PDBS, Rescheduler
 
 start = _world.start
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("capacity_priority_class")]
 
 K = replay.COMPRESSION
 SCOPE_LABEL = "e2e.spotshift.io/replay"
-PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def priority_class(control_plane: ControlPlane) -> Iterator[None]:
-    """The PriorityClass deploy/components/capacity ships (cluster-scoped: created once if missing)."""
-    body = yaml.safe_load((ROOT / "deploy/components/capacity/priorityclass.yaml").read_text())
-    try:
-        control_plane.api.post(PRIORITY_CLASSES, body)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-    yield
 
 
 def seconds(trace_seconds: float) -> str:
