@@ -338,6 +338,13 @@ class Rescheduler:
                 out.append(json.loads(raw))
         return out
 
+    def refused_by_rbac(self) -> list[dict[str, Any]]:
+        """Log lines reporting an API answer of 403 (the kube client writes "HTTP 403"; the evictor and lease
+        code say "forbidden"). Matching the bare digits would also match generated names such as od-2f403b."""
+        return [
+            line for line in self.lines() if "HTTP 403" in (text := json.dumps(line)) or "forbidden" in text.lower()
+        ]
+
     def logged(self, text: str) -> list[dict[str, Any]]:
         return [line for line in self.lines() if text in line.get("msg", "")]
 

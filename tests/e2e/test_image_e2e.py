@@ -260,7 +260,7 @@ def test_the_demo_scenario_holds_with_both_servers_run_from_the_image(
     assert "RESULT: PASS" in text and "no process left running" in text
     # The rendered RBAC is all they had: a call it does not allow is answered 403, which both servers log.
     for name in ("spot-extender.log", "spot-rescheduler.log"):
-        denied = [line for line in tail(name, None).splitlines() if "forbidden" in line.lower() or " 403" in line]
+        denied = [line for line in tail(name, None).splitlines() if "forbidden" in line.lower() or "HTTP 403" in line]
         assert not denied, f"{name}: calls the rendered RBAC refuses:\n" + "\n".join(denied[:5])
 
     (stack,) = stacks
