@@ -218,9 +218,9 @@ class DisruptionConfig:
 
 @dataclass(frozen=True, slots=True)
 class CapacityConfig:
-    """Asking for spot capacity (opt-in): placeholder pods for on-demand nodes that only lack spot room."""
+    """Asking for spot capacity: placeholder pods for on-demand nodes that only lack spot room."""
 
-    enabled: bool = v.setting(False, v.boolean)
+    enabled: bool = v.setting(True, v.boolean)
     """Create low-priority placeholder pods that require spot for each on-demand node whose pods would all move
     if spot had room, so the autoscaler adds spot nodes; the node is drained once they run there."""
     timeout: float = v.setting(600.0, v.duration(positive=True))

@@ -128,9 +128,9 @@ def runs() -> Iterator[list[Any]]:
 
 @pytest.fixture(scope="session")
 def capacity_priority_class(control_plane: ControlPlane) -> None:
-    """The PriorityClass deploy/components/capacity ships (cluster-scoped: created once if missing), for the tests
+    """The PriorityClass deploy/base/rescheduler ships (cluster-scoped: created once if missing), for the tests
     whose rescheduler asks for spot capacity."""
-    body = yaml.safe_load((_ROOT / "deploy/components/capacity/priorityclass.yaml").read_text())
+    body = yaml.safe_load((_ROOT / "deploy/base/rescheduler/capacity-priorityclass.yaml").read_text())
     try:
         control_plane.api.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
     except ApiError as error:

@@ -73,6 +73,9 @@ class World:
                 "on_demand_selectors": [f"{self.od_key}=true"],
             },
             "rescheduler": {"lease_name": f"rescheduler-{self.label}", **rescheduler},
+            # Capacity mode (on by default) off: these tests count the nodes and pods of the feature they test;
+            # test_capacity_e2e.py turns it on, and the image and Helm tests run it as deployed.
+            "capacity": {"enabled": False},
         }
         if disruption is not None:
             data["disruption"] = disruption
@@ -418,8 +421,9 @@ def _lease(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any] | N
 
 
 def _service_account_kubeconfig(plane: ControlPlane, namespace: str, tmp_path: Path, suffix: str) -> Path:
-    """Apply deploy/base/rescheduler/rbac.yaml (into this namespace) and a kubeconfig with that account's token."""
-    docs = list(yaml.safe_load_all((ROOT / "deploy/base/rescheduler/rbac.yaml").read_text()))
+    """Apply deploy/base/rescheduler's RBAC (into this namespace) and a kubeconfig with that account's token."""
+    base = ROOT / "deploy/base/rescheduler"
+    docs = [d for f in ("rbac.yaml", "capacity-rbac.yaml") for d in yaml.safe_load_all((base / f).read_text())]
     for doc in docs:
         meta = doc["metadata"]
         if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):

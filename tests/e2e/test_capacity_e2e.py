@@ -2,7 +2,7 @@
 
 The provisioner is the stand-in of ``provisioner.py`` (what cluster-autoscaler or Karpenter would do: a Ready
 spot node for pending pods that require spot, after a delay, or never). The placeholders carry the
-PriorityClass shipped in deploy/components/capacity, so the real kube-scheduler preempts them for workload
+PriorityClass shipped in deploy/base/rescheduler, so the real kube-scheduler preempts them for workload
 pods. Each test ends with no placeholder left in the namespace, checked by label.
 
 * (a) an on-demand node is emptied onto newly provisioned spot capacity;
@@ -28,7 +28,6 @@ from tests.e2e import rescheduler_world as _base
 from tests.e2e.controlplane import wait_for
 from tests.e2e.provisioner import PoolProvisioner, Provisioner
 from tests.e2e.rescheduler_world import (
-    ROOT,
     BudgetWatcher,
     NodeWatcher,
     Rescheduler,
@@ -51,7 +50,7 @@ BACKOFF_ANNOTATION = "spotshift.io/drain-backoff-until"
 def capacity_config(world: World, timeout: str = "60s", lease_name: str | None = None, **capacity: Any) -> Path:
     path = world.config(**({"lease_name": lease_name} if lease_name else {}))
     data = yaml.safe_load(path.read_text())
-    data["capacity"] = {"enabled": True, "timeout": timeout, **capacity}
+    data["capacity"] = {"timeout": timeout, **capacity}  # the mode on, as by default
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -103,19 +102,6 @@ def provisioner(world: World) -> Iterator[Callable[..., Provisioner]]:
         p.close()
 
 
-def _capacity_rbac(world: World) -> None:
-    """deploy/components/capacity/rbac.yaml, into the test's namespace (the placeholders' home here)."""
-    paths = {
-        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{world.ns}/roles",
-        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{world.ns}/rolebindings",
-    }
-    for doc in yaml.safe_load_all((ROOT / "deploy/components/capacity/rbac.yaml").read_text()):
-        doc["metadata"]["namespace"] = world.ns
-        for subject in doc.get("subjects") or []:
-            subject["namespace"] = world.ns
-        world.plane.api.post(paths[doc["kind"]], doc)
-
-
 def test_an_on_demand_node_is_emptied_onto_newly_provisioned_spot_capacity(
     world: World,
     budgets: BudgetWatcher,
@@ -125,10 +111,9 @@ def test_an_on_demand_node_is_emptied_onto_newly_provisioned_spot_capacity(
 ) -> None:
     od = web(world)
     cloud = provisioner(mode="auto", delay=2.0)
-    # As deployed: the rescheduler's ServiceAccount with the base RBAC and deploy/components/capacity's.
+    # As deployed: the rescheduler's ServiceAccount with the base RBAC, capacity mode's Role included.
     kubeconfig = _service_account_kubeconfig(world.plane, world.ns, tmp_path, world.label)
     try:
-        _capacity_rbac(world)
         # The shipped Role grants get/update on the shipped Lease name only (the placeholders' owner).
         r = start(capacity_config(world, lease_name="spotshift-rescheduler"), kubeconfig=kubeconfig)
         r.wait_logged("drained node", timeout=180)

@@ -54,17 +54,16 @@ def test_plan_in_capacity_mode_shows_what_each_node_needs_on_spot(tmp_path: Path
 
 def test_with_the_mode_off_the_plan_output_is_unchanged_and_names_no_capacity(tmp_path: Path) -> None:
     snap = _snapshot(tmp_path)
-    off = run("plan", "--snapshot", str(snap))
+    mode_off = {"SPOTSHIFT_CAPACITY_ENABLED": "false"}
+    off = run("plan", "--snapshot", str(snap), env=mode_off)
     assert "Capacity mode" not in off.stdout.decode() and "needs" not in off.stdout.decode()
-    assert "capacity" not in orjson.loads(run("plan", "--snapshot", str(snap), "--output", "json").stdout)
+    assert "capacity" not in orjson.loads(run("plan", "--snapshot", str(snap), "--output", "json", env=mode_off).stdout)
     # The plan itself does not depend on the mode: everything but the added view is the same.
     generated = tmp_path / "generated.json"
     with generated.open("wb") as fh:
         write_list(generate(7, 12, 120, DRAINABLE), fh)
     for path in (snap, generated):
-        plain = orjson.loads(run("plan", "--snapshot", str(path), "--output", "json").stdout)
-        with_mode = orjson.loads(
-            run("plan", "--snapshot", str(path), "--output", "json", env={"SPOTSHIFT_CAPACITY_ENABLED": "1"}).stdout
-        )
+        plain = orjson.loads(run("plan", "--snapshot", str(path), "--output", "json", env=mode_off).stdout)
+        with_mode = orjson.loads(run("plan", "--snapshot", str(path), "--output", "json").stdout)
         with_mode.pop("capacity")
         assert plain == with_mode

@@ -71,11 +71,20 @@ def sample(r: Rescheduler, outcome: str) -> float:
 
 def test_with_the_mode_off_no_placeholder_is_made_and_the_cycle_is_unchanged() -> None:
     server = no_room()
-    r = run_once(server)
+    r = run_once(server, env={"SPOTSHIFT_CAPACITY_ENABLED": "false"})
     assert pod_writes(server) == []
     assert r.results == [] and r.last_decision is not None and r.last_decision.drains == ()
     assert r.capacity.requests == {}
-    assert not fast().capacity.enabled
+
+
+def test_the_mode_is_on_by_default() -> None:
+    assert fast().capacity.enabled
+    server = no_room()
+    r = run_once(server)
+    assert [path for method, path in pod_writes(server) if method == "POST"] == [
+        "/api/v1/namespaces/spotshift/pods"
+    ] * 2
+    assert list(r.capacity.requests) == [] and sample(r, "requested") == 1, "asked, and deleted on exit"
 
 
 def test_the_mode_asks_for_the_nodes_room_with_placeholders_owned_by_the_lease_and_deletes_them_on_exit() -> None:

@@ -1,8 +1,8 @@
 """deploy/chart/spotshift renders what deploy/ renders with kustomize, field by field, for every provider preset.
 
 The chart is the second way to install the same objects: for each ``provider`` its templates must give exactly
-the objects of ``deploy/overlays/<provider>`` (with ``components/capacity`` and ``components/spot-ceilings`` as
-``capacity.enabled`` and ``spotCeilings.enabled``, and ``deploy/dashboards`` as ``monitoring.*``), every field
+the objects of ``deploy/overlays/<provider>`` (with ``components/no-capacity`` and ``components/spot-ceilings`` as
+``capacity.enabled=false`` and ``spotCeilings.enabled``, and ``deploy/dashboards`` as ``monitoring.*``), every field
 equal. The differences allowed are listed in :func:`normalized` and :data:`ONLY_IN_KUSTOMIZE`, each with its
 reason; the chart's hooks and test (the certificate Jobs, ``helm test``) have no kustomize counterpart and are
 checked on their own. Rendering uses helm built by ``tools/helm.sh`` and kustomize built by ``tools/kustomize.sh``.
@@ -126,9 +126,12 @@ def assert_same_objects(chart: list[dict[str, Any]], rendered: list[dict[str, An
 
 VARIANTS = {
     "plain": ([], []),
-    "capacity": (["--set", "capacity.enabled=true"], ["capacity"]),
+    "no-capacity": (["--set", "capacity.enabled=false"], ["no-capacity"]),
     "spot-ceilings": (["--set", "spotCeilings.enabled=true"], ["spot-ceilings"]),
-    "both": (["--set", "capacity.enabled=true", "--set", "spotCeilings.enabled=true"], ["capacity", "spot-ceilings"]),
+    "both": (
+        ["--set", "capacity.enabled=false", "--set", "spotCeilings.enabled=true"],
+        ["no-capacity", "spot-ceilings"],
+    ),
 }
 
 

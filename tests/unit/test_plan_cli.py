@@ -59,7 +59,8 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""  # no progress when stderr is not a terminal
     doc: dict[str, Any] = orjson.loads(proc.stdout)
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing"]
+    # capacity: capacity mode's view (on by default; README, "Asking for spot capacity").
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing", "capacity"]
     assert doc["moves"], "the fixture cluster should drain something"
     for m in doc["moves"]:
         assert list(m) == ["pod", "from", "to"]
@@ -81,6 +82,9 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
         assert node_name in doc["drained"]
         for note in notes:
             assert list(note) == ["pdb", "pods", "allowed"] and note["pods"] > note["allowed"]
+    for need in doc["capacity"]:
+        assert list(need) == ["node", "pods", "cpu_millicores", "memory_bytes", "text"]
+        assert need["node"] in doc["undrainable"] and need["text"].startswith("needs ")
 
 
 def test_json_output_is_reproducible(snapshot_file: Path) -> None:
