@@ -59,6 +59,7 @@ from rescheduler.plan.capacity import (
     REQUESTED,
     CapacityNeed,
     Caps,
+    MovabilityMemo,
     Seen,
     capacity_needs,
     choose,
@@ -137,6 +138,7 @@ class CapacityRequester:
         self.needs: list[CapacityNeed] = []
         """What the last :meth:`step` found the nodes need (dry-run included)."""
         self._said: set[str] = set()
+        self._movability = MovabilityMemo()
         self._deleted: set[str] = set()
         """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
 
@@ -286,7 +288,7 @@ class CapacityRequester:
         """Judge the requests out, then ask for the nodes that need room (see the module docstring).
         ``reasons``: why each on-demand node stays in this cycle's plan; ``planned``: the nodes it drains;
         ``hold``: a drain is in flight, so nothing new is asked for."""
-        self.needs = capacity_needs(snapshot, reasons, self.config)
+        self.needs = capacity_needs(snapshot, reasons, self.config, self._movability)
         if self.dry_run:
             for need in self.needs:
                 if need.node not in self._said:

@@ -19,13 +19,13 @@ Nothing here reads a clock: ages are passed in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.reasons import Kind, StayReason
 from shared.config import CapacityConfig, Config
-from shared.model import Pod
-from shared.movable import movability
+from shared.model import PDB, Pod
+from shared.movable import Movability, movability
 from shared.pdbs import PdbIndex
 from shared.placeholders import NODE_ANNOTATION
 from shared.quantity import resource_value
@@ -43,6 +43,7 @@ __all__ = [
     "Caps",
     "is_room_reason",
     "capacity_needs",
+    "MovabilityMemo",
     "choose",
     "judge",
     "in_the_way",
@@ -120,19 +121,56 @@ def is_room_reason(reason: StayReason) -> bool:
     return False
 
 
-def capacity_needs(snapshot: ClusterSnapshot, reasons: Mapping[str, StayReason], config: Config) -> list[CapacityNeed]:
+class MovabilityMemo:
+    """:func:`~shared.movable.movability` of each pod for :func:`capacity_needs`, kept from one cycle to the next
+    while the pod is the same object (the watch-backed state hands each cycle the previous cycle's ``Pod``
+    objects until an event replaces one), the configuration is equal and the PodDisruptionBudgets are the same
+    by namespace, name and selector (all movability reads of them). Entries of pods not asked about in a cycle
+    are dropped. The answers are those of ``movability`` itself."""
+
+    def __init__(self) -> None:
+        self._config: Config | None = None
+        self._pdb_sig: tuple[object, ...] | None = None
+        self._index: PdbIndex | None = None
+        self._kept: dict[int, tuple[Pod, Movability]] = {}
+        self._used: dict[int, tuple[Pod, Movability]] = {}
+
+    def begin(self, config: Config, pdbs: Sequence[PDB]) -> None:
+        sig = tuple((p.namespace, p.name, p.selector) for p in pdbs)
+        if self._config is None or (config is not self._config and config != self._config) or sig != self._pdb_sig:
+            self._config, self._pdb_sig, self._index = config, sig, PdbIndex(list(pdbs))
+            self._kept, self._used = {}, {}
+            return
+        self._kept, self._used = self._used, {}
+
+    def of(self, pod: Pod, pdbs: Sequence[PDB]) -> Movability:
+        entry = self._kept.get(id(pod))
+        if entry is None or entry[0] is not pod:
+            assert self._config is not None and self._index is not None, "begin() first"
+            entry = (pod, movability(pod, self._config, [pdbs[i] for i in self._index.indices(pod)]))
+        self._used[id(pod)] = entry
+        return entry[1]
+
+
+def capacity_needs(
+    snapshot: ClusterSnapshot,
+    reasons: Mapping[str, StayReason],
+    config: Config,
+    memo: MovabilityMemo | None = None,
+) -> list[CapacityNeed]:
     """The nodes of ``reasons`` (a plan's :attr:`~rescheduler.plan.records.Plan.undrainable`) that stay only
     for lack of spot room, smallest need first (so the caps of :func:`choose` let the most nodes through),
-    then by name."""
+    then by name. ``memo``: the run loop's, kept across its cycles (one is made otherwise)."""
     pdbs = list(snapshot.pdbs)
-    index = PdbIndex(pdbs)
+    memo = memo or MovabilityMemo()
+    memo.begin(config, pdbs)
     out: list[CapacityNeed] = []
     for name, why in reasons.items():
         if not is_room_reason(why) or name not in snapshot.nodes:
             continue
         pods: list[Pod] = []
         for p in snapshot[name].pods:
-            m = movability(p, config, [pdbs[i] for i in index.indices(p)])
+            m = memo.of(p, pdbs)
             if m.blocks:  # the plan said otherwise: the snapshot changed under it; ask nothing
                 pods = []
                 break
