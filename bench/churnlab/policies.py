@@ -1,8 +1,9 @@
 """The policies compared on one trace, each an actor stepped after the cluster's own tick.
 
 * ``none``: the default scheduler alone; ``webhook+extender``: spotshift's webhook and extender, no rescheduler;
-* ``spotshift``, ``spotshift jobs:evict``, ``spotshift capacity``: the webhook, the extender and spotshift's own run
-  loop (:class:`rescheduler.run.Rescheduler`: gate, plan, decision, controls, budgets, drains, evictions, Jobs,
+* ``spotshift`` (its defaults: capacity mode on), ``spotshift jobs:evict``, ``spotshift no-capacity``
+  (``capacity.enabled: false``): the webhook, the extender and spotshift's own run loop
+  (:class:`rescheduler.run.Rescheduler`: gate, plan, decision, controls, budgets, drains, evictions, Jobs,
   placeholders) against the in-memory API server, on the simulated clock;
 * ``pusher-like``: k8s-spot-rescheduler as its README sets it up (on-demand nodes tainted ``PreferNoSchedule``, the
   default scheduler, no webhook) and as it behaves: every 10 s, unless a drain ended less than ``node_drain_delay``
@@ -64,7 +65,7 @@ POLICIES = (
     Policy("webhook+extender", SPOTSHIFT),
     Policy("spotshift", SPOTSHIFT, "spotshift"),
     Policy("spotshift jobs:evict", SPOTSHIFT, "spotshift", {"disruption": {"jobs": "evict"}}),
-    Policy("spotshift capacity", SPOTSHIFT, "spotshift", {"capacity": {"enabled": True}}),
+    Policy("spotshift no-capacity", SPOTSHIFT, "spotshift", {"capacity": {"enabled": False}}),
     Policy("pusher-like", Setup(prefer_no_schedule_on_demand=True), "pusher"),
     Policy("descheduler-like", Setup(webhook=True), "descheduler"),
 )

@@ -82,7 +82,7 @@ def overrides(compression: float = 1.0) -> dict[str, Any]:
     }
 
 
-POLICY = Policy("spotshift capacity (replay)", SPOTSHIFT, "spotshift", overrides())
+POLICY = Policy("spotshift (replay)", SPOTSHIFT, "spotshift", overrides())
 
 
 @dataclass(frozen=True, slots=True)

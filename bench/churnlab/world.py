@@ -172,6 +172,10 @@ class World:
         """Controller (workload or Job) → the keys of its pods."""
         self.allows: dict[tuple[str, str, bool], bool] = {}
         self.scores: dict[tuple[Any, str], int] = {}
+        self.entries: dict[str, tuple[str | None, tuple[bool, int]]] = {}
+        self.last_pass = -1
+        """:meth:`_scheduling_inputs` after kube-scheduler's last pass over the pending pods."""
+        """The extender's answer per node name, with the resourceVersion of the Node it was computed from."""
         self.starting: set[str] = set()
         """Bound pods not Ready yet."""
         self.working: set[str] = set()
@@ -605,17 +609,35 @@ class World:
         """Apply the API server's changes since the last sync to ``state`` (the world's view)."""
         sync_state(self.server, state, self.applied)
 
+    def _scheduling_inputs(self) -> int:
+        """A count that changes whenever anything kube-scheduler's filters or scores read changes."""
+        log = self.server.log
+        return sum(len(log[k]) for k in ("nodes", "pods", "persistentvolumes", "persistentvolumeclaims"))
+
     def _schedule(self) -> None:
         if not self.server.unbound:
+            return
+        # kube-scheduler tries an unschedulable pod again when something in the cluster changes: with nothing
+        # changed since the last pass, every pod still waiting would fail exactly as it did.
+        if self._scheduling_inputs() == self.last_pass:
             return
         snap = self.view.snapshot()
         queue = sorted(snap.pending, key=lambda p: (-p.priority, self._created(p), p.key))
         if not queue:
+            self.last_pass = self._scheduling_inputs()
             return
         entries = self._extender_entries(snap)
-        lowest = min((p.priority for info in snap.nodes.values() for p in info.pods), default=0)
+        lowest: list[int] = []  # the lowest priority bound anywhere, found when a pod first needs preemption
+
+        def may_preempt(pod: Pod) -> bool:
+            if not lowest:
+                lowest.append(min((p.priority for info in snap.nodes.values() for p in info.pods), default=0))
+            return pod.priority > lowest[0]
+
+        room = {name: info.free("cpu") for name, info in snap.nodes.items() if not entries or entries[name][0]}
         for pod in queue:
-            self._schedule_one(pod, snap, entries, pod.priority > lowest)
+            self._schedule_one(pod, snap, entries, room, may_preempt)
+        self.last_pass = self._scheduling_inputs()
 
     def affinity_score(self, pod: Pod, node: Node) -> int:
         """:func:`shared.nodeaffinity.preferred_affinity_score`, kept per (preferred terms, node): node labels do
@@ -637,35 +659,46 @@ class World:
         if self.extender is None:
             return {}
         out = {}
+        nodes, known = self.server.store["nodes"], self.entries
         for name in snap.nodes:
-            entry = reduce_node(self.server.store["nodes"][name], self.extender)
-            score = self.extender.score(entry.node_class) if entry.reclaim is None else 0
-            out[name] = (entry.reclaim is None, score)
+            raw = nodes[name]
+            version = raw["metadata"].get("resourceVersion")
+            hit = known.get(name)
+            if hit is None or hit[0] != version:
+                entry = reduce_node(raw, self.extender)
+                score = self.extender.score(entry.node_class) if entry.reclaim is None else 0
+                hit = known[name] = (version, (entry.reclaim is None, score))
+            out[name] = hit[1]
         return out
 
-    def _feasible(self, pod: Pod, snap: ClusterSnapshot, entries: dict[str, tuple[bool, int]]) -> list[NodeInfo]:
+    def _feasible(self, pod: Pod, snap: ClusterSnapshot, room: dict[str, int]) -> list[NodeInfo]:
+        """The nodes ``pod`` fits, in the snapshot's order; ``room`` holds the free CPU of every node the
+        extender's filter passes (CPU first: it rules out most nodes for the price of a lookup)."""
         cpu = pod.node_requests.get("cpu", 0)
-        out = []
-        for info in snap.nodes.values():
-            if info.free("cpu") < cpu:
-                continue
-            if entries and not entries[info.name][0]:
-                continue
-            if not fits(pod, info, snap, first_only=True):
-                out.append(info)
-        return out
+        infos = snap.nodes
+        return [
+            infos[name]
+            for name, free in room.items()
+            if free >= cpu and not fits(pod, infos[name], snap, first_only=True)
+        ]
 
     def _schedule_one(
-        self, pod: Pod, snap: ClusterSnapshot, entries: dict[str, tuple[bool, int]], may_preempt: bool
+        self,
+        pod: Pod,
+        snap: ClusterSnapshot,
+        entries: dict[str, tuple[bool, int]],
+        room: dict[str, int],
+        may_preempt: Callable[[Pod], bool],
     ) -> None:
-        feasible = self._feasible(pod, snap, entries)
-        if not feasible and may_preempt:
+        feasible = self._feasible(pod, snap, room)
+        if not feasible and may_preempt(pod):
             feasible = self._preempt(pod, snap, entries)
         if not feasible:
             self._unschedulable(pod)
             return
         best = self._select(pod, feasible, entries)
         snap.add_pod(pod, best.name)
+        room[best.name] = snap.nodes[best.name].free("cpu")
         obj = self.server.store["pods"][pod.key]
         obj = {**obj, "spec": {**obj["spec"], "nodeName": best.name}}
         obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
