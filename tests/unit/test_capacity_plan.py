@@ -394,3 +394,23 @@ def test_in_the_way_of_a_drain_are_its_own_placeholders_those_on_its_targets_and
     assert [p.name for p in in_the_way("od-1", ["spot-1"], everything)] == ["own", "on-target", "waiting"]
     assert [p.name for p in in_the_way("od-2", [], everything)] == ["on-target", "waiting", "elsewhere"]
     assert [p.name for p in in_the_way("od-3", ["spot-2"], everything)] == ["waiting", "elsewhere"]
+
+
+def test_the_movability_memo_answers_as_movability_and_forgets_when_the_budgets_selection_changes() -> None:
+    from rescheduler.plan.capacity import MovabilityMemo
+    from shared.movable import movability
+    from tests.unit.movable_builders import pdb as budget
+
+    system = pod("dns", "od", ns="kube-system", app="dns")
+    plain = pod("a", "od")
+    selected = [budget("kube-system", {"app": "dns"})]
+    status_only = [replace(selected[0], disruptions_allowed=3)]
+    memo = MovabilityMemo()
+    answers = []
+    for config, pdbs in ((ON, selected), (ON, status_only), (ON, []), (ON, selected), (Config(), selected)):
+        memo.begin(config, pdbs)
+        for p in (system, plain, replace(plain, name="b")):
+            assert memo.of(p, pdbs) == movability(p, config, pdbs), (p.key, pdbs)
+        answers.append(memo.of(system, pdbs))
+    # The kube-system pod moves only while a budget selects it: the memo saw the selection change both ways.
+    assert answers[0].moves and answers[1].moves and not answers[2].moves and answers[3].moves
