@@ -135,9 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     report = []
     per_scenario: list[tuple[list[Figures], Figures]] = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        # The rescheduler's days take several times longer than the others: started first, they do not leave
-        # one process working alone at the end.
-        order = sorted(range(len(jobs)), key=lambda i: (not jobs[i][1].startswith("spotshift"), i))
+        # The rescheduler's days take several times longer than the others: started first within each scenario,
+        # they do not leave one process working alone at the end, and each scenario's table still prints as soon
+        # as its days are done.
+        order = sorted(
+            range(len(jobs)), key=lambda i: (i // len(args.policy), not jobs[i][1].startswith("spotshift"), i)
+        )
         futures = dict(zip(order, [pool.submit(_one, jobs[i]) for i in order], strict=True))
         results = (futures[i].result() for i in range(len(jobs)))
         for sc in scenarios:
