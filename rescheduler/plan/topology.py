@@ -20,14 +20,16 @@ which asks about a different pod after every simulated move, so every check woul
 
 The meaning is not written here: which pods a term or a constraint selects, which nodes form a domain,
 the first pod of an affinity series, the skew rule with ``minDomains``, the node inclusion policies, the
-release's counting rule (:mod:`shared.switches`), the order of the checks and the reasons all come from
+release's counting rule (:mod:`shared.switches`), the order of the spread checks and the reasons come from
 :mod:`shared.interpod` and :mod:`shared.spread` (which transcribe kube-scheduler's ``filtering.go`` files:
 :func:`~shared.interpod.term_matches`, :func:`~shared.interpod.affinity_verdict`,
 :func:`~shared.spread.eligible_domains`, :func:`~shared.spread.counts_toward`,
 :func:`~shared.spread.filter_constraints` and their neighbours). The index only decides which pods to look
-at, and gathers the counts from them. ``tests/unit/test_topology.py`` checks these counts against the shared
-functions' direct evaluation on random clusters before and after random moves, and the planner can
-cross-check every chosen move with the full :func:`shared.fit.fits` (``verify``).
+at, and gathers the counts from them; its three inter-pod checks are taken in the Filter's order (affinity,
+the pod's anti-affinity, the existing pods' anti-affinity), each with the shared rules.
+``tests/unit/test_topology.py`` checks these counts against the shared functions' direct evaluation on
+random clusters before and after random moves, and the planner can cross-check every chosen move with the
+full :func:`shared.fit.fits` (``verify``).
 
 Building the index reads every pod; a :class:`~rescheduler.plan.topology_memo.TopologyMemo` kept from one
 build to the next re-reads only the nodes whose pods changed.
