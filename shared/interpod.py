@@ -31,11 +31,16 @@ never sees the pod it schedules among the bound pods, and the rescheduler asks w
 
 PreFilter's work is memoised per (snapshot, ``snapshot.version``, pod) in :class:`~shared.memo.SnapshotMemo`,
 so checking one pod against N nodes costs one cluster scan plus O(1) per node.
+
+The rules are public functions (:func:`term_matches`, :func:`term_covers_namespace`, :func:`is_self`,
+:func:`matches_all_terms`, :func:`add_affinity_domains`, :func:`affinity_verdict` and the reasons), so that the
+planner's incremental index (``rescheduler/plan/topology.py``), which counts differently, applies the same
+ones: a change of meaning is made here once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from shared.memo import SnapshotMemo
@@ -50,7 +55,16 @@ from shared.reasons import (
 from shared.snapshot import ClusterSnapshot, NodeInfo
 
 __all__ = [
+    "AFFINITY",
+    "ANTI_AFFINITY",
+    "EXISTING_ANTI_AFFINITY",
+    "add_affinity_domains",
+    "affinity_verdict",
     "check_inter_pod_affinity",
+    "is_self",
+    "lacks_topology_key",
+    "matches_all_terms",
+    "term_covers_namespace",
     "preferred_inter_pod_affinity_score",
     "term_matches",
     "DEFAULT_HARD_POD_AFFINITY_WEIGHT",
@@ -59,9 +73,9 @@ __all__ = [
 # config/v1 defaults.go SetDefaults_InterPodAffinityArgs: HardPodAffinityWeight = 1.
 DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
 
-_AFFINITY = reason(ERR_AFFINITY, unresolvable=True)
-_ANTI_AFFINITY = reason(ERR_ANTI_AFFINITY)
-_EXISTING_ANTI_AFFINITY = reason(ERR_EXISTING_ANTI_AFFINITY)
+AFFINITY = reason(ERR_AFFINITY, unresolvable=True)
+ANTI_AFFINITY = reason(ERR_ANTI_AFFINITY)
+EXISTING_ANTI_AFFINITY = reason(ERR_EXISTING_ANTI_AFFINITY)
 
 NamespaceLabels = Callable[[str], Mapping[str, str]]
 Domains = tuple[tuple[str, frozenset[str]], ...]
@@ -73,15 +87,76 @@ def term_matches(term: PodAffinityTerm, target: Pod, namespace_labels: Namespace
     selector = term.selector
     if selector is None:
         return False
-    if target.namespace not in term.namespaces:
-        ns_selector = term.namespace_selector
-        if ns_selector is None or not ns_selector.matches(namespace_labels(target.namespace)):
-            return False
+    namespace = target.namespace
+    if namespace not in term.namespaces and not term_covers_namespace(term, namespace, namespace_labels):
+        return False  # the list test first: it decides nearly every call without the function call
     return selector.matches(target.labels)
 
 
-def _is_self(existing: Pod, pod: Pod) -> bool:
+def term_covers_namespace(term: PodAffinityTerm, namespace: str, namespace_labels: NamespaceLabels) -> bool:
+    """The namespace half of ``AffinityTerm.Matches``: ``namespace`` is in ``term.namespaces`` or its labels
+    match ``term.namespace_selector`` (an empty selector matches every namespace; ``None`` none)."""
+    if namespace in term.namespaces:
+        return True
+    ns_selector = term.namespace_selector
+    return ns_selector is not None and ns_selector.matches(namespace_labels(namespace))
+
+
+def is_self(existing: Pod, pod: Pod) -> bool:
+    """Whether ``existing`` is the pod being checked (same object, or same non-empty ``uid``): it never
+    counts against itself."""
     return existing is pod or (bool(pod.uid) and existing.uid == pod.uid)
+
+
+def matches_all_terms(terms: tuple[PodAffinityTerm, ...], target: Pod, ns_labels: NamespaceLabels) -> bool:
+    """``podMatchesAllAffinityTerms``: false for no terms."""
+    if not terms:
+        return False
+    for term in terms:
+        if not term_matches(term, target, ns_labels):
+            return False
+    return True
+
+
+def add_affinity_domains(
+    domains: dict[str, set[str]], terms: tuple[PodAffinityTerm, ...], node_labels: Mapping[str, str]
+) -> None:
+    """``affinityCounts`` for a pod matching all ``terms`` on a node with ``node_labels``: each term's
+    topology pair is added to ``domains``; a key the node lacks adds nothing."""
+    for term in terms:
+        value = node_labels.get(term.topology_key)
+        if value is not None:
+            _add(domains, term.topology_key, value)
+
+
+def lacks_topology_key(terms: tuple[PodAffinityTerm, ...], node_labels: Mapping[str, str]) -> bool:
+    """Whether the node lacks some term's topology key: required affinity then fails on it."""
+    for term in terms:
+        if term.topology_key not in node_labels:
+            return True
+    return False
+
+
+def affinity_verdict(
+    pod: Pod, node_labels: Mapping[str, str], matched: Mapping[str, Collection[str]], ns_labels: NamespaceLabels
+) -> Reason | None:
+    """The Filter's rule for the pod's required affinity terms on a node with ``node_labels``, given
+    ``matched`` (``affinityCounts``: per topology key, the values where pods other than ``pod`` matching
+    *all* its terms run). :data:`AFFINITY` if the node lacks a term's key, or if some term's domain of the
+    node holds no such pod, unless no pod matched anywhere and the pod matches its own terms (the first pod
+    of a series); else ``None``."""
+    terms = pod.pod_affinity
+    if lacks_topology_key(terms, node_labels):
+        return AFFINITY  # All topology labels must exist on the node.
+    for term in terms:
+        values = matched.get(term.topology_key)
+        if values is None or node_labels[term.topology_key] not in values:
+            break
+    else:
+        return None
+    if not matched and matches_all_terms(terms, pod, ns_labels):
+        return None
+    return AFFINITY
 
 
 def _add(domains: dict[str, set[str]], key: str, value: str) -> None:
@@ -103,9 +178,7 @@ def _freeze(domains: dict[str, set[str]]) -> Domains:
 class _FilterState:
     """What upstream PreFilter computes for one pod. Counts are kept only as "positive or not"."""
 
-    affinity_keys: tuple[str, ...]
     affinity: Mapping[str, frozenset[str]]
-    first_of_series: bool
     anti_affinity: Domains
     existing_anti_affinity: Domains
 
@@ -129,7 +202,7 @@ def _build_filter_state(pod: Pod, snapshot: ClusterSnapshot) -> _FilterState | N
     # getExistingAntiAffinityCounts: existing pods' required anti-affinity terms that match the pod.
     existing: dict[str, set[str]] = {}
     for ep, node_labels in _shared_memo.lookup(snapshot, _ANTI_PODS, _pods_with_required_anti_affinity):
-        if _is_self(ep, pod):
+        if is_self(ep, pod):
             continue
         for term in ep.pod_anti_affinity:
             value = node_labels.get(term.topology_key)
@@ -145,13 +218,10 @@ def _build_filter_state(pod: Pod, snapshot: ClusterSnapshot) -> _FilterState | N
         for info in snapshot:
             node_labels = info.node.labels
             for ep in info.pods:
-                if _is_self(ep, pod):
+                if is_self(ep, pod):
                     continue
-                if aff_terms and _matches_all(aff_terms, ep, ns_labels):
-                    for term in aff_terms:
-                        value = node_labels.get(term.topology_key)
-                        if value is not None:
-                            _add(affinity, term.topology_key, value)
+                if aff_terms and matches_all_terms(aff_terms, ep, ns_labels):
+                    add_affinity_domains(affinity, aff_terms, node_labels)
                 for term in anti_terms:
                     value = node_labels.get(term.topology_key)
                     if value is not None and term_matches(term, ep, ns_labels):
@@ -160,22 +230,10 @@ def _build_filter_state(pod: Pod, snapshot: ClusterSnapshot) -> _FilterState | N
     if not existing and not aff_terms and not anti_terms:
         return None  # PreFilter's Skip: nothing can fail.
     return _FilterState(
-        affinity_keys=tuple(t.topology_key for t in aff_terms),
         affinity={k: frozenset(v) for k, v in affinity.items()},
-        first_of_series=not affinity and _matches_all(aff_terms, pod, ns_labels),
         anti_affinity=_freeze(anti),
         existing_anti_affinity=_freeze(existing),
     )
-
-
-def _matches_all(terms: tuple[PodAffinityTerm, ...], target: Pod, ns_labels: NamespaceLabels) -> bool:
-    """``podMatchesAllAffinityTerms``: false for no terms."""
-    if not terms:
-        return False
-    for term in terms:
-        if not term_matches(term, target, ns_labels):
-            return False
-    return True
 
 
 def check_inter_pod_affinity(pod: Pod, node_info: NodeInfo, snapshot: ClusterSnapshot) -> Reason | None:
@@ -190,28 +248,20 @@ def check_inter_pod_affinity(pod: Pod, node_info: NodeInfo, snapshot: ClusterSna
         return None
     labels = node_info.node.labels
 
-    if state.affinity_keys:
-        pods_exist = True
-        affinity = state.affinity
-        for key in state.affinity_keys:
-            value = labels.get(key)
-            if value is None:
-                return _AFFINITY  # All topology labels must exist on the node.
-            values = affinity.get(key)
-            if values is None or value not in values:
-                pods_exist = False
-        if not pods_exist and not state.first_of_series:
-            return _AFFINITY
+    if pod.pod_affinity:
+        r = affinity_verdict(pod, labels, state.affinity, snapshot.namespace_labels)
+        if r is not None:
+            return r
 
     for key, values in state.anti_affinity:
         value = labels.get(key)
         if value is not None and value in values:
-            return _ANTI_AFFINITY
+            return ANTI_AFFINITY
 
     for key, values in state.existing_anti_affinity:
         value = labels.get(key)
         if value is not None and value in values:
-            return _EXISTING_ANTI_AFFINITY
+            return EXISTING_ANTI_AFFINITY
     return None
 
 
@@ -259,7 +309,7 @@ def _build_score_map(pod: Pod, snapshot: ClusterSnapshot, hard_weight: int) -> S
         if not node_labels:
             continue
         for ep in info.pods if has_preferred else info.pods_with_affinity:
-            if _is_self(ep, pod):
+            if is_self(ep, pod):
                 continue
             _process_terms(scores, pod.preferred_pod_affinity, ep, node_labels, ns_labels, 1)
             _process_terms(scores, pod.preferred_pod_anti_affinity, ep, node_labels, ns_labels, -1)

@@ -29,13 +29,21 @@ Filter, per constraint in order: a candidate node lacking the key fails with
 
 As in :mod:`shared.interpod`, the pod being checked is never counted, and PreFilter's work is memoised per
 (snapshot, ``snapshot.version``, pod), one memo per counting rule.
+
+Each rule is one public function: :func:`hard_constraints`, :func:`eligible_domains` (which nodes count, and in
+which domain), :func:`counts_toward` (which pods count), :func:`skew_threshold`, :func:`filter_constraints`
+and :func:`under_rules` (the release's counting rule). :func:`check_topology_spread` counts with them by
+scanning the snapshot; the planner's incremental index (``rescheduler/plan/topology.py``) counts with them from
+its posting lists, so a change of meaning is made here once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from shared.interpod import is_self
 from shared.memo import SnapshotMemo
 from shared.model import NO_EXECUTE, NO_SCHEDULE, Pod, TopologySpreadConstraint
 from shared.nodeaffinity import matches_node_selector_and_affinity
@@ -45,7 +53,21 @@ from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches
 from shared.taints import find_matching_untolerated_taint
 
-__all__ = ["check_topology_spread", "DO_NOT_SCHEDULE", "HONOR", "IGNORE"]
+__all__ = [
+    "check_topology_spread",
+    "hard_constraints",
+    "Domains",
+    "eligible_domains",
+    "domains_key",
+    "counts_toward",
+    "skew_threshold",
+    "Counted",
+    "filter_constraints",
+    "under_rules",
+    "DO_NOT_SCHEDULE",
+    "HONOR",
+    "IGNORE",
+]
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 HONOR, IGNORE = "Honor", "Ignore"
@@ -56,120 +78,216 @@ _MAX_INT32 = 2**31 - 1
 _SPREAD = reason(ERR_SPREAD)
 _MISSING_LABEL = reason(ERR_SPREAD_MISSING_LABEL, unresolvable=True)
 
-
-@dataclass(frozen=True, slots=True)
-class _Constraint:
-    """One DoNotSchedule constraint after PreFilter.
-
-    A node in domain ``v`` fails when ``counts.get(v, 0) > threshold``, where
-    ``threshold = maxSkew + globalMin - selfMatch`` (the upstream inequality, rearranged once).
-    """
-
-    topology_key: str
-    counts: Mapping[str, int]
-    threshold: int
+Constraints = tuple[TopologySpreadConstraint, ...]
 
 
-_memo: SnapshotMemo[Pod, tuple[_Constraint, ...]] = SnapshotMemo()
-_memo_all_nodes: SnapshotMemo[Pod, tuple[_Constraint, ...]] = SnapshotMemo()
+def hard_constraints(pod: Pod) -> Constraints:
+    """The pod's ``whenUnsatisfiable: DoNotSchedule`` constraints, the only ones Filter checks."""
+    return tuple(c for c in pod.topology_spread if c.when_unsatisfiable == DO_NOT_SCHEDULE)
 
 
-def _count_matching(pods: list[Pod], selector: LabelSelector | None, pod: Pod) -> int:
-    """``countPodsMatchSelector`` (minus the pod itself); a nil selector matches no pod, an empty one all."""
-    if selector is None:
-        return 0
-    ns = pod.namespace
-    uid = pod.uid
-    n = 0
-    for p in pods:
-        if p.deletion_timestamp is not None or p.namespace != ns:
-            continue
-        if p is pod or (uid and p.uid == uid):
-            continue
-        if selector.matches(p.labels):
-            n += 1
-    return n
+# --- which nodes count ---------------------------------------------------------------------------
 
 
-def _build(pod: Pod, snapshot: ClusterSnapshot) -> tuple[_Constraint, ...]:
-    constraints = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == DO_NOT_SCHEDULE)
-    if not constraints:
-        return ()
+class Domains(NamedTuple):
+    """Which nodes count for a pod's constraints, under one counting rule."""
+
+    of_node: Mapping[int, tuple[str | None, ...]]
+    """``id(NodeInfo)`` of every node that counts → per constraint the domain its pods count in (``None``
+    where the node does not count for that constraint)."""
+    eligible: tuple[frozenset[str], ...]
+    """Per constraint, its eligible domains (those ``globalMin`` and ``minDomains`` look at)."""
+
+
+def domains_key(pod: Pod, constraints: Constraints, *, all_nodes: bool) -> Hashable:
+    """All that :func:`eligible_domains` reads besides the nodes: equal keys, equal domains on the same nodes."""
+    if all_nodes:
+        return (
+            True,
+            tuple(c.topology_key for c in constraints),
+            tuple(sorted(pod.node_selector.items())),
+            pod.required_affinity,
+        )
+    honor_affinity = any(c.node_affinity_policy == HONOR for c in constraints)
+    honor_taints = any(c.node_taints_policy == HONOR for c in constraints)
+    return (
+        False,
+        tuple((c.topology_key, c.node_affinity_policy, c.node_taints_policy) for c in constraints),
+        tuple(sorted(pod.node_selector.items())) if honor_affinity else (),
+        pod.required_affinity if honor_affinity else None,
+        pod.tolerations if honor_taints else (),
+    )
+
+
+def eligible_domains(pod: Pod, constraints: Constraints, nodes: Iterable[NodeInfo], *, all_nodes: bool) -> Domains:
+    """The nodes that count for ``constraints`` and the domains each counts in, under today's rule or
+    (``all_nodes``) the one before v1.24; see the module docstring."""
+    if all_nodes:
+        return _eligible_domains_before_v1_24(pod, constraints, nodes)
     keys = tuple(c.topology_key for c in constraints)
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for info in snapshot:
+    out: dict[int, tuple[str | None, ...]] = {}
+    domains: list[set[str]] = [set() for _ in constraints]
+    for info in nodes:
         node = info.node
         labels = node.labels
         if not all(k in labels for k in keys):
-            continue
+            continue  # nodeLabelsMatchSpreadConstraints
         affinity_ok: bool | None = None
         taints_ok: bool | None = None
+        values: list[str | None] = []
         for i, c in enumerate(constraints):
+            # matchNodeInclusionPolicies, per constraint
+            ok = True
             if c.node_affinity_policy == HONOR:
                 if affinity_ok is None:
                     affinity_ok = matches_node_selector_and_affinity(pod, node)
-                if not affinity_ok:
-                    continue
-            if c.node_taints_policy == HONOR:
+                ok = affinity_ok
+            if ok and c.node_taints_policy == HONOR:
                 if taints_ok is None:
                     taints_ok = (
                         find_matching_untolerated_taint(node.taints, pod.tolerations, _DO_NOT_SCHEDULE_EFFECTS) is None
                     )
-                if not taints_ok:
-                    continue
-            value = labels[c.topology_key]
-            domain_counts = counts[i]
-            domain_counts[value] = domain_counts.get(value, 0) + _count_matching(info.pods, c.selector, pod)
+                ok = taints_ok
+            if ok:
+                values.append(labels[c.topology_key])
+                domains[i].add(labels[c.topology_key])
+            else:
+                values.append(None)
+        out[id(info)] = tuple(values)
+    return Domains(out, tuple(frozenset(d) for d in domains))
 
-    return _thresholds(pod, constraints, counts, honor_min_domains=True)
 
-
-def _build_counting_all_nodes(pod: Pod, snapshot: ClusterSnapshot) -> tuple[_Constraint, ...]:
-    """PreFilter before v1.24 (kubernetes#107009): ``calPreFilterState`` of v1.20-v1.23.
+def _eligible_domains_before_v1_24(pod: Pod, constraints: Constraints, nodes: Iterable[NodeInfo]) -> Domains:
+    """``calPreFilterState`` of v1.20-v1.23 (before kubernetes#107009).
 
     Domains come from the nodes that pass the pod's nodeSelector/required affinity and carry every key;
-    ``processNode`` then adds each node's matching pods to its domain if that domain is eligible, without
-    checking the node itself (``node.Labels[key]`` reads ``""`` for a missing key).
+    ``processNode`` then counts each node's matching pods in its domain if that domain is eligible, without
+    checking the node itself (``node.Labels[key]`` reads ``""`` for a missing key). Policies did not exist:
+    affinity always decides the domains, taints never.
     """
-    constraints = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == DO_NOT_SCHEDULE)
-    if not constraints:
-        return ()
+    nodes = tuple(nodes)
     keys = tuple(c.topology_key for c in constraints)
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for info in snapshot:
+    domains: list[set[str]] = [set() for _ in constraints]
+    for info in nodes:
         labels = info.node.labels
         if all(k in labels for k in keys) and matches_node_selector_and_affinity(pod, info.node):
-            for i, c in enumerate(constraints):
-                counts[i].setdefault(labels[c.topology_key], 0)
-    for info in snapshot:
+            for i, k in enumerate(keys):
+                domains[i].add(labels[k])
+    out: dict[int, tuple[str | None, ...]] = {}
+    for info in nodes:
         labels = info.node.labels
+        values = tuple(v if (v := labels.get(k, "")) in domains[i] else None for i, k in enumerate(keys))
+        if any(v is not None for v in values):
+            out[id(info)] = values
+    return Domains(out, tuple(frozenset(d) for d in domains))
+
+
+# --- which pods count, and the skew rule ---------------------------------------------------------
+
+
+def counts_toward(existing: Pod, pod: Pod, selector: LabelSelector | None) -> bool:
+    """Whether ``existing`` counts for ``pod``'s constraint with ``selector`` (``countPodsMatchSelector``):
+    in the pod's namespace, not terminating, not the pod itself (same object or same non-empty ``uid``), and
+    matching the selector; a nil selector matches no pod, an empty one every pod."""
+    if selector is None or existing.deletion_timestamp is not None or existing.namespace != pod.namespace:
+        return False
+    return not is_self(existing, pod) and selector.matches(existing.labels)
+
+
+def skew_threshold(
+    c: TopologySpreadConstraint, pod: Pod, counts: Mapping[str, int], eligible: Collection[str], *, all_nodes: bool
+) -> int:
+    """A node in domain ``v`` fails ``c`` when ``counts.get(v, 0)`` exceeds this: ``maxSkew + globalMin -
+    selfMatch`` (the upstream inequality, rearranged), ``globalMin`` being the smallest count over the
+    ``eligible`` domains, or 0 when there are fewer of them than ``minDomains`` (1 when unset, and under the
+    rule before v1.24, ``all_nodes``, which had no ``minDomains``)."""
+    min_domains = c.min_domains if c.min_domains is not None and not all_nodes else 1
+    if len(eligible) < min_domains:
+        global_min = 0  # Fewer eligible domains than minDomains: the global minimum is treated as 0.
+    elif eligible:
+        global_min = min(counts.get(d, 0) for d in eligible)
+    else:
+        global_min = _MAX_INT32  # upstream's MinMatchNum when no domain is eligible (minDomains <= 0)
+    self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
+    return c.max_skew + global_min - self_match
+
+
+class Counted(NamedTuple):
+    """One constraint after PreFilter: the matching pods per domain, and :func:`skew_threshold`."""
+
+    counts: Mapping[str, int]
+    threshold: int
+
+
+def filter_constraints(
+    constraints: Constraints, node_labels: Mapping[str, str], counted: Callable[[int], Counted]
+) -> Reason | None:
+    """Filter, per constraint in order: :data:`ERR_SPREAD_MISSING_LABEL` (unresolvable) if the node lacks
+    its key, :data:`ERR_SPREAD` if the node's domain holds more than the threshold; ``counted(i)`` is asked
+    only for the constraints reached. The node need not count itself: an unknown domain counts 0."""
+    for i, c in enumerate(constraints):
+        value = node_labels.get(c.topology_key)
+        if value is None:
+            return _MISSING_LABEL
+        state = counted(i)
+        if state.counts.get(value, 0) > state.threshold:
+            return _SPREAD
+    return None
+
+
+def under_rules(switches: Switches, check: Callable[[bool], Reason | None]) -> Reason | None:
+    """``check(all_nodes)`` under the counting rule ``switches`` pick: today's (``all_nodes=False``), the one
+    before v1.24 (``True``), or, when ``spread_counts_only_eligible_nodes`` is ``None``, both (the first failure)."""
+    rule = switches.spread_counts_only_eligible_nodes
+    if rule is not False:
+        r = check(False)
+        if r is not None or rule:
+            return r
+    return check(True)
+
+
+# --- Filter over a snapshot ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _PreFilter:
+    constraints: Constraints
+    counted: tuple[Counted, ...]
+
+
+_memo: SnapshotMemo[Pod, _PreFilter] = SnapshotMemo()
+_memo_all_nodes: SnapshotMemo[Pod, _PreFilter] = SnapshotMemo()
+
+
+def _build(pod: Pod, snapshot: ClusterSnapshot, all_nodes: bool) -> _PreFilter:
+    constraints = hard_constraints(pod)
+    if not constraints:
+        return _PreFilter((), ())
+    domains = eligible_domains(pod, constraints, snapshot, all_nodes=all_nodes)
+    of_node = domains.of_node
+    counts: list[dict[str, int]] = [{} for _ in constraints]
+    for info in snapshot:
+        values = of_node.get(id(info))
+        if values is None:
+            continue
         for i, c in enumerate(constraints):
-            domain_counts = counts[i]
-            value = labels.get(c.topology_key, "")
-            if value in domain_counts:
-                domain_counts[value] += _count_matching(info.pods, c.selector, pod)
-    return _thresholds(pod, constraints, counts, honor_min_domains=False)
+            value = values[i]
+            if value is not None:
+                n = sum(1 for p in info.pods if counts_toward(p, pod, c.selector))
+                counts[i][value] = counts[i].get(value, 0) + n
+    counted = tuple(
+        Counted(n, skew_threshold(c, pod, n, eligible, all_nodes=all_nodes))
+        for c, n, eligible in zip(constraints, counts, domains.eligible, strict=True)
+    )
+    return _PreFilter(constraints, counted)
 
 
-def _thresholds(
-    pod: Pod,
-    constraints: tuple[TopologySpreadConstraint, ...],
-    counts: list[dict[str, int]],
-    *,
-    honor_min_domains: bool,
-) -> tuple[_Constraint, ...]:
-    out = []
-    for c, domain_counts in zip(constraints, counts, strict=True):
-        min_domains = c.min_domains if c.min_domains is not None and honor_min_domains else 1
-        if len(domain_counts) < min_domains:
-            global_min = 0  # Fewer eligible domains than minDomains: the global minimum is treated as 0.
-        elif domain_counts:
-            global_min = min(domain_counts.values())
-        else:
-            global_min = _MAX_INT32  # upstream's MinMatchNum when no domain is eligible (minDomains <= 0)
-        self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
-        out.append(_Constraint(c.topology_key, domain_counts, c.max_skew + global_min - self_match))
-    return tuple(out)
+def _build_today(pod: Pod, snapshot: ClusterSnapshot) -> _PreFilter:
+    return _build(pod, snapshot, False)
+
+
+def _build_before_v1_24(pod: Pod, snapshot: ClusterSnapshot) -> _PreFilter:
+    return _build(pod, snapshot, True)
 
 
 def check_topology_spread(
@@ -183,22 +301,12 @@ def check_topology_spread(
     """
     if not pod.topology_spread:
         return None
-    rule = switches.spread_counts_only_eligible_nodes
-    if rule is not False:
-        r = _filter(_memo.lookup(snapshot, pod, _build), node_info)
-        if r is not None or rule:
-            return r
-    return _filter(_memo_all_nodes.lookup(snapshot, pod, _build_counting_all_nodes), node_info)
-
-
-def _filter(constraints: tuple[_Constraint, ...], node_info: NodeInfo) -> Reason | None:
-    if not constraints:
-        return None
     labels = node_info.node.labels
-    for c in constraints:
-        value = labels.get(c.topology_key)
-        if value is None:
-            return _MISSING_LABEL
-        if c.counts.get(value, 0) > c.threshold:
-            return _SPREAD
-    return None
+
+    def check(all_nodes: bool) -> Reason | None:
+        state = (_memo_all_nodes if all_nodes else _memo).lookup(
+            snapshot, pod, _build_before_v1_24 if all_nodes else _build_today
+        )
+        return filter_constraints(state.constraints, labels, state.counted.__getitem__)
+
+    return under_rules(switches, check)

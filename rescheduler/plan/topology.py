@@ -18,13 +18,18 @@ which asks about a different pod after every simulated move, so every check woul
   the few terms that can match it;
 * where each pod is (``loc``), the only thing a move changes.
 
-The semantics are those of ``shared/interpod.py`` and ``shared/spread.py`` (which transcribe
-kube-scheduler's ``filtering.go`` files) including their reasons, the order of checks, the pod never
-counting against itself (same object or same non-empty uid), terminating pods not counting for spread,
-``minDomains``, the node inclusion policies, and the cluster release's rules (:mod:`shared.switches`).
-``tests/unit/test_topology.py`` checks the answers against the shared functions on random clusters before
-and after random moves, and the planner can
-cross-check every chosen move with the full :func:`shared.fit.fits` (``verify``).
+The meaning is not written here: which pods a term or a constraint selects, which nodes form a domain,
+the first pod of an affinity series, the skew rule with ``minDomains``, the node inclusion policies, the
+release's counting rule (:mod:`shared.switches`), the order of the spread checks and the reasons come from
+:mod:`shared.interpod` and :mod:`shared.spread` (which transcribe kube-scheduler's ``filtering.go`` files:
+:func:`~shared.interpod.term_matches`, :func:`~shared.interpod.affinity_verdict`,
+:func:`~shared.spread.eligible_domains`, :func:`~shared.spread.counts_toward`,
+:func:`~shared.spread.filter_constraints` and their neighbours). The index only decides which pods to look
+at, and gathers the counts from them; its three inter-pod checks are taken in the Filter's order (affinity,
+the pod's anti-affinity, the existing pods' anti-affinity), each with the shared rules.
+``tests/unit/test_topology.py`` checks these counts against the shared functions' direct evaluation on
+random clusters before and after random moves, and the planner can cross-check every chosen move with the
+full :func:`shared.fit.fits` (``verify``).
 
 Building the index reads every pod; a :class:`~rescheduler.plan.topology_memo.TopologyMemo` kept from one
 build to the next re-reads only the nodes whose pods changed.
@@ -32,38 +37,39 @@ build to the next re-reads only the nodes whose pods changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Hashable, Iterable, Mapping
 
 from rescheduler.plan.topology_memo import NodePart, TopologyMemo, anchor_of
-from shared.interpod import term_matches
-from shared.model import NO_EXECUTE, NO_SCHEDULE, Pod, PodAffinityTerm, TopologySpreadConstraint
-from shared.nodeaffinity import matches_node_selector_and_affinity
-from shared.reasons import (
-    ERR_AFFINITY,
-    ERR_ANTI_AFFINITY,
-    ERR_EXISTING_ANTI_AFFINITY,
-    ERR_SPREAD,
-    ERR_SPREAD_MISSING_LABEL,
-    Reason,
-    reason,
+from shared.interpod import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    EXISTING_ANTI_AFFINITY,
+    add_affinity_domains,
+    affinity_verdict,
+    is_self,
+    lacks_topology_key,
+    matches_all_terms,
+    term_covers_namespace,
+    term_matches,
 )
+from shared.model import Pod, PodAffinityTerm, TopologySpreadConstraint
+from shared.reasons import Reason
 from shared.selectors import LabelSelector
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.spread import (
+    Counted,
+    Domains,
+    counts_toward,
+    domains_key,
+    eligible_domains,
+    filter_constraints,
+    hard_constraints,
+    skew_threshold,
+    under_rules,
+)
 from shared.switches import CURRENT, Switches
-from shared.taints import find_matching_untolerated_taint
 
 __all__ = ["TopologyIndex", "TopologyMemo"]
-
-_AFFINITY = reason(ERR_AFFINITY, unresolvable=True)
-_ANTI_AFFINITY = reason(ERR_ANTI_AFFINITY)
-_EXISTING_ANTI_AFFINITY = reason(ERR_EXISTING_ANTI_AFFINITY)
-_SPREAD = reason(ERR_SPREAD)
-_MISSING_LABEL = reason(ERR_SPREAD_MISSING_LABEL, unresolvable=True)
-_DO_NOT_SCHEDULE = "DoNotSchedule"
-_HONOR = "Honor"
-_DO_NOT_SCHEDULE_EFFECTS = frozenset({NO_SCHEDULE, NO_EXECUTE})
-_MAX_INT32 = 2**31 - 1
 
 
 class TopologyIndex:
@@ -100,8 +106,8 @@ class TopologyIndex:
         self.pid_of: dict[int, int] = {}
         """id(Pod object as found in the snapshot, or as moved) -> pid, filled as pods are asked about."""
         self._by_namespace: dict[str, list[int]] | None = None
-        self._eligible: dict[Any, Any] = {}
-        self._ns_selector_cache: dict[LabelSelector, tuple[str, ...]] = {}
+        self._eligible: dict[Hashable, Domains] = {}
+        self._ns_selector_cache: dict[tuple[frozenset[str], LabelSelector], tuple[str, ...]] = {}
         memo.trim(len(self.postings), len(self.anti_terms))
 
     def _index_blocks(self, infos: list[NodeInfo], parts: list[NodePart], memo: TopologyMemo) -> None:
@@ -185,16 +191,19 @@ class TopologyIndex:
             self._by_namespace = by_ns
         return self._by_namespace
 
-    def _scope(self, namespaces: frozenset[str], ns_selector: LabelSelector | None) -> Iterable[str]:
-        """The namespaces a term covers: its list, plus those whose labels its namespaceSelector matches."""
+    def _scope(self, term: PodAffinityTerm) -> Iterable[str]:
+        """The namespaces a term covers (:func:`shared.interpod.term_covers_namespace`): its list, plus, with a
+        namespaceSelector, every namespace of the cluster it covers."""
+        ns_selector = term.namespace_selector
         if ns_selector is None:
-            return namespaces
-        hit = self._ns_selector_cache.get(ns_selector)
+            return term.namespaces
+        cache_key = (term.namespaces, ns_selector)
+        hit = self._ns_selector_cache.get(cache_key)
         if hit is None:
             labels_of = self.snapshot.namespace_labels
             present = set(self._namespaces()) | set(self.snapshot.namespaces)
-            hit = tuple(sorted(n for n in present if n in namespaces or ns_selector.matches(labels_of(n))))
-            self._ns_selector_cache[ns_selector] = hit
+            hit = tuple(sorted(n for n in present if term_covers_namespace(term, n, labels_of)))
+            self._ns_selector_cache[cache_key] = hit
         return hit
 
     def _candidates(self, selector: LabelSelector, namespaces: Iterable[str]) -> Iterable[int]:
@@ -216,10 +225,10 @@ class TopologyIndex:
     # --- InterPodAffinity --------------------------------------------------------------------------
 
     def check_inter_pod_affinity(self, pod: Pod, pid: int | None, node: NodeInfo) -> Reason | None:
-        """``shared.interpod.check_inter_pod_affinity`` for ``pod`` (``pid``, or None if not placed) on ``node``."""
+        """``shared.interpod.check_inter_pod_affinity`` for ``pod`` (``pid``, or None if not placed) on
+        ``node``: affinity, then the pod's anti-affinity, then the existing pods' anti-affinity, as upstream."""
         labels = node.node.labels
         ns_labels = self.snapshot.namespace_labels
-        uid = pod.uid
         pods = self.pods
         loc = self.loc
 
@@ -228,96 +237,65 @@ class TopologyIndex:
             if r is not None:
                 return r
 
+        # antiAffinityCounts: a pod matching one of the pod's terms in that term's domain of the node.
         for t in pod.pod_anti_affinity:
             value = labels.get(t.topology_key)
             if value is None or t.selector is None:
                 continue
             key = t.topology_key
-            for cand in self._candidates(t.selector, self._scope(t.namespaces, t.namespace_selector)):
+            for cand in self._candidates(t.selector, self._scope(t)):
                 if loc[cand].node.labels.get(key) != value or cand == pid:  # the domain first, as in _existing
                     continue
                 ep = pods[cand]
-                if uid and ep.uid == uid:
-                    continue
-                if term_matches(t, ep, ns_labels):
-                    return _ANTI_AFFINITY
+                if not is_self(ep, pod) and term_matches(t, ep, ns_labels):
+                    return ANTI_AFFINITY
 
-        # Existing pods' anti-affinity terms that match the pod.
-        plabels = pod.labels
+        # existingAntiAffinityCounts: existing pods' anti-affinity terms that match the pod.
         anti_terms = self.anti_terms
-        for k, v in plabels.items():
+        for k, v in pod.labels.items():
             entries = anti_terms.get((k, v))
             if entries:
-                r = self._existing(entries, pod, pid, uid, labels, ns_labels)
+                r = self._existing(entries, pod, pid, labels)
                 if r is not None:
                     return r
         if self.anti_general:
-            return self._existing(self.anti_general, pod, pid, uid, labels, ns_labels)
+            return self._existing(self.anti_general, pod, pid, labels)
         return None
 
     def _check_affinity(self, pod: Pod, pid: int | None, labels: Mapping[str, str]) -> Reason | None:
-        """The pod's required affinity terms on a node with ``labels``: :data:`_AFFINITY` if the node lacks a
-        term's topology key, or if pods matching every term are not in each term's domain of the node (unless
-        no such pod exists and the pod matches its own terms: the first of a series); else ``None``."""
+        """:func:`shared.interpod.affinity_verdict` for the pod's required affinity terms on a node with
+        ``labels``, with ``affinityCounts`` gathered from the pods the first term's selector may match."""
+        aff_terms = pod.pod_affinity
+        if lacks_topology_key(aff_terms, labels):
+            return AFFINITY  # the verdict's first rule, before any pod is looked at
         ns_labels = self.snapshot.namespace_labels
-        uid = pod.uid
         pods = self.pods
         loc = self.loc
-        aff_terms = pod.pod_affinity
-        for t in aff_terms:
-            if t.topology_key not in labels:
-                return _AFFINITY
-        # affinityCounts: pods matching *all* terms, per (key, value of their node).
         found: dict[str, set[str]] = {}
         first = aff_terms[0]
-        if first.selector is not None:
-            for cand in self._candidates(first.selector, self._scope(first.namespaces, first.namespace_selector)):
+        if first.selector is not None:  # a nil selector matches no pod
+            for cand in self._candidates(first.selector, self._scope(first)):
                 if cand == pid:
                     continue
                 ep = pods[cand]
-                if uid and ep.uid == uid:
-                    continue
-                if not _matches_all(aff_terms, ep, ns_labels):
-                    continue
-                ep_labels = loc[cand].node.labels
-                for t in aff_terms:
-                    v = ep_labels.get(t.topology_key)
-                    if v is not None:
-                        found.setdefault(t.topology_key, set()).add(v)
-        pods_exist = True
-        for t in aff_terms:
-            values = found.get(t.topology_key)
-            if values is None or labels[t.topology_key] not in values:
-                pods_exist = False
-        if not pods_exist:
-            first_of_series = not found and _matches_all(aff_terms, pod, ns_labels)
-            if not first_of_series:
-                return _AFFINITY
-        return None
+                if not is_self(ep, pod) and matches_all_terms(aff_terms, ep, ns_labels):
+                    add_affinity_domains(found, aff_terms, loc[cand].node.labels)
+        return affinity_verdict(pod, labels, found, ns_labels)
 
     def _existing(
-        self,
-        entries: list[tuple[int, PodAffinityTerm]],
-        pod: Pod,
-        pid: int | None,
-        uid: str,
-        labels: Mapping[str, str],
-        ns_labels: Any,
+        self, entries: list[tuple[int, PodAffinityTerm]], pod: Pod, pid: int | None, labels: Mapping[str, str]
     ) -> Reason | None:
         pods = self.pods
         loc = self.loc
+        ns_labels = self.snapshot.namespace_labels
         for cand, t in entries:
             # The topology domain first: it rules out nearly every entry (the checks commute).
             key = t.topology_key
             value = labels.get(key)
-            if value is None or loc[cand].node.labels.get(key) != value:
+            if value is None or loc[cand].node.labels.get(key) != value or cand == pid:
                 continue
-            if cand == pid:
-                continue
-            if uid and pods[cand].uid == uid:
-                continue
-            if term_matches(t, pod, ns_labels):
-                return _EXISTING_ANTI_AFFINITY
+            if not is_self(pods[cand], pod) and term_matches(t, pod, ns_labels):
+                return EXISTING_ANTI_AFFINITY
         return None
 
     # --- PodTopologySpread -------------------------------------------------------------------------
@@ -325,165 +303,52 @@ class TopologyIndex:
     def check_topology_spread(
         self, pod: Pod, pid: int | None, node: NodeInfo, switches: Switches = CURRENT
     ) -> Reason | None:
-        """``shared.spread.check_topology_spread`` for ``pod`` on ``node``, with the same ``switches``."""
-        constraints = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == _DO_NOT_SCHEDULE)
+        """``shared.spread.check_topology_spread`` for ``pod`` on ``node``, with the same ``switches``: the
+        rules are :mod:`shared.spread`'s, the counts are gathered from the pods the selectors may match."""
+        constraints = hard_constraints(pod)
         if not constraints:
             return None
-        rule = switches.spread_counts_only_eligible_nodes
-        if rule is not False:
-            r = self._check_spread(pod, pid, node, constraints, all_nodes=False)
-            if r is not None or rule:
-                return r
-        return self._check_spread(pod, pid, node, constraints, all_nodes=True)
-
-    def _check_spread(
-        self,
-        pod: Pod,
-        pid: int | None,
-        node: NodeInfo,
-        constraints: tuple[TopologySpreadConstraint, ...],
-        *,
-        all_nodes: bool,
-    ) -> Reason | None:
-        """One counting rule: today's, or (``all_nodes``) the one before v1.24, which counts on every node of
-        an eligible domain and knows neither node inclusion policies nor ``minDomains``."""
         labels = node.node.labels
-        eligible, domains = self._eligible_nodes(pod, constraints, all_nodes)
-        for i, c in enumerate(constraints):
-            value = labels.get(c.topology_key)
-            if value is None:
-                return _MISSING_LABEL
-            counts = self._spread_counts(pod, pid, c, i, eligible)
-            min_domains = c.min_domains if c.min_domains is not None and not all_nodes else 1
-            if len(domains[i]) < min_domains:
-                global_min = 0
-            elif domains[i]:
-                global_min = min(counts.get(d, 0) for d in domains[i])
-            else:
-                global_min = _MAX_INT32
-            self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
-            if counts.get(value, 0) > c.max_skew + global_min - self_match:
-                return _SPREAD
-        return None
 
-    def _eligible_nodes(
-        self, pod: Pod, constraints: tuple[TopologySpreadConstraint, ...], all_nodes: bool = False
-    ) -> tuple[Mapping[int, tuple[str | None, ...]], tuple[frozenset[str], ...]]:
-        """For the nodes that count (``id(NodeInfo)`` → per constraint its domain, ``None`` where a
-        policy excludes it) and each constraint's eligible domains. Cached on what they depend on:
-        the rule, the keys, the policies, and the pod's node selector, required affinity and tolerations."""
-        if all_nodes:
-            return self._eligible_nodes_before_v1_24(pod, constraints)
-        honor_affinity = any(c.node_affinity_policy == _HONOR for c in constraints)
-        honor_taints = any(c.node_taints_policy == _HONOR for c in constraints)
-        cache_key = (
-            False,
-            tuple((c.topology_key, c.node_affinity_policy, c.node_taints_policy) for c in constraints),
-            tuple(sorted(pod.node_selector.items())) if honor_affinity else (),
-            pod.required_affinity if honor_affinity else None,
-            pod.tolerations if honor_taints else (),
-        )
-        hit = self._eligible.get(cache_key)
-        if hit is not None:
-            return hit
-        keys = tuple(c.topology_key for c in constraints)
-        out: dict[int, tuple[str | None, ...]] = {}
-        domains: list[set[str]] = [set() for _ in constraints]
-        for info in self.snapshot:
-            node = info.node
-            nl = node.labels
-            if not all(k in nl for k in keys):
-                continue
-            affinity_ok: bool | None = None
-            taints_ok: bool | None = None
-            values: list[str | None] = []
-            for i, c in enumerate(constraints):
-                ok = True
-                if c.node_affinity_policy == _HONOR:
-                    if affinity_ok is None:
-                        affinity_ok = matches_node_selector_and_affinity(pod, node)
-                    ok = affinity_ok
-                if ok and c.node_taints_policy == _HONOR:
-                    if taints_ok is None:
-                        taints_ok = (
-                            find_matching_untolerated_taint(node.taints, pod.tolerations, _DO_NOT_SCHEDULE_EFFECTS)
-                            is None
-                        )
-                    ok = taints_ok
-                if ok:
-                    values.append(nl[c.topology_key])
-                    domains[i].add(nl[c.topology_key])
-                else:
-                    values.append(None)
-            out[id(info)] = tuple(values)
-        result = (out, tuple(frozenset(d) for d in domains))
-        self._eligible[cache_key] = result
-        return result
+        def check(all_nodes: bool) -> Reason | None:
+            domains = self._domains(pod, constraints, all_nodes)
 
-    def _eligible_nodes_before_v1_24(
-        self, pod: Pod, constraints: tuple[TopologySpreadConstraint, ...]
-    ) -> tuple[Mapping[int, tuple[str | None, ...]], tuple[frozenset[str], ...]]:
-        """``shared.spread``'s rule before kubernetes#107009: domains from the nodes passing the pod's node
-        selector/affinity with every key; every node whose value (``""`` if it lacks the key) is such a
-        domain counts. Policies did not exist: affinity always decides the domains, taints never."""
-        keys = tuple(c.topology_key for c in constraints)
-        cache_key = (True, keys, tuple(sorted(pod.node_selector.items())), pod.required_affinity)
+            def counted(i: int) -> Counted:
+                c = constraints[i]
+                counts = self._spread_counts(pod, pid, c, i, domains)
+                return Counted(counts, skew_threshold(c, pod, counts, domains.eligible[i], all_nodes=all_nodes))
+
+            return filter_constraints(constraints, labels, counted)
+
+        return under_rules(switches, check)
+
+    def _domains(self, pod: Pod, constraints: tuple[TopologySpreadConstraint, ...], all_nodes: bool) -> Domains:
+        """:func:`shared.spread.eligible_domains` over the snapshot, cached on what it depends on
+        (:func:`shared.spread.domains_key`); moves do not change nodes."""
+        cache_key = domains_key(pod, constraints, all_nodes=all_nodes)
         hit = self._eligible.get(cache_key)
-        if hit is not None:
-            return hit
-        domains: list[set[str]] = [set() for _ in constraints]
-        for info in self.snapshot:
-            nl = info.node.labels
-            if all(k in nl for k in keys) and matches_node_selector_and_affinity(pod, info.node):
-                for i, k in enumerate(keys):
-                    domains[i].add(nl[k])
-        out: dict[int, tuple[str | None, ...]] = {}
-        for info in self.snapshot:
-            nl = info.node.labels
-            values = tuple(v if (v := nl.get(k, "")) in domains[i] else None for i, k in enumerate(keys))
-            if any(v is not None for v in values):
-                out[id(info)] = values
-        result = (out, tuple(frozenset(d) for d in domains))
-        self._eligible[cache_key] = result
-        return result
+        if hit is None:
+            hit = self._eligible[cache_key] = eligible_domains(pod, constraints, self.snapshot, all_nodes=all_nodes)
+        return hit
 
     def _spread_counts(
-        self,
-        pod: Pod,
-        pid: int | None,
-        c: TopologySpreadConstraint,
-        i: int,
-        eligible: Mapping[int, tuple[str | None, ...]],
+        self, pod: Pod, pid: int | None, c: TopologySpreadConstraint, i: int, domains: Domains
     ) -> dict[str, int]:
+        """Per domain, the pods that count for constraint ``c`` (:func:`shared.spread.counts_toward`)."""
         counts: dict[str, int] = {}
         selector = c.selector
-        if selector is None:  # matches no pod; an empty selector matches every pod (kubernetes#141340)
+        if selector is None:  # matches no pod (counts_toward); an empty selector matches every pod
             return counts
-        ns = pod.namespace
-        uid = pod.uid
+        of_node = domains.of_node
         pods = self.pods
         loc = self.loc
-        for cand in self._candidates(selector, (ns,)):
+        for cand in self._candidates(selector, (pod.namespace,)):
             if cand == pid:
                 continue
-            ep = pods[cand]
-            if ep.deletion_timestamp is not None or ep.namespace != ns:
-                continue
-            if uid and ep.uid == uid:
-                continue
-            values = eligible.get(id(loc[cand]))
+            values = of_node.get(id(loc[cand]))
             if values is None:
                 continue
             v = values[i]
-            if v is not None and selector.matches(ep.labels):
+            if v is not None and counts_toward(pods[cand], pod, selector):
                 counts[v] = counts.get(v, 0) + 1
         return counts
-
-
-def _matches_all(terms: tuple[PodAffinityTerm, ...], target: Pod, ns_labels: Any) -> bool:
-    if not terms:
-        return False
-    for t in terms:
-        if not term_matches(t, target, ns_labels):
-            return False
-    return True

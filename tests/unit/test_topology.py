@@ -1,14 +1,16 @@
 """rescheduler.plan.topology answers exactly like shared.interpod and shared.spread, before and after moves.
 
-The planner relies on :class:`TopologyIndex` instead of the shared PreFilter-style checks for speed, so
-this compares the two on generated clusters rich in required (anti-)affinity and topology spread, for many
-(pod, node) pairs, at the start and after a series of random moves reported to the index.
+The index applies the shared rules to counts it keeps current move by move, where the shared checks count by
+scanning the snapshot; this compares the two on generated clusters rich in required (anti-)affinity and
+topology spread, for many (pod, node) pairs, at the start and after a series of random moves reported to the
+index, so the incremental counts are checked against the direct evaluation.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 import orjson
 import pytest
@@ -20,7 +22,15 @@ from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AF
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, STRICTEST, for_version
-from tests.builders import api_list, node_json, pod_json, spread_constraint
+from tests.builders import (
+    affinity,
+    api_list,
+    namespace_json,
+    node_json,
+    pod_affinity_term,
+    pod_json,
+    spread_constraint,
+)
 from tests.support.cluster_gen import FULL, generate
 
 RICH = replace(FULL, anti_affinity=0.35, anti_affinity_other=0.3, spread=0.3, pod_affinity=0.15, pinned=0.02)
@@ -178,3 +188,23 @@ def test_index_follows_the_release_rules_like_shared_spread(seed: int) -> None:
                 if pod in spreading:
                     spreading[spreading.index(pod)] = moved
     assert disagreements > 0  # the two counting rules were really told apart
+
+
+def test_terms_sharing_a_namespace_selector_keep_their_own_namespace_lists() -> None:
+    # Two terms with the same namespaceSelector and different namespace lists cover different namespaces.
+    no_team = {"matchLabels": {"team": "none"}}
+    db = {"matchLabels": {"app": "db"}}
+    host = "kubernetes.io/hostname"
+
+    def anti(name: str, namespace: str) -> dict[str, Any]:
+        term = pod_affinity_term(db, host, namespaces=[namespace], namespace_selector=no_team)
+        return pod_json(name, node_name="n2", affinity=affinity(anti_required=[term]))
+
+    nodes = [node_json(n, labels={host: n}, ready=None) for n in ("n1", "n2")]
+    pods = [pod_json("q", namespace="b", labels={"app": "db"}, node_name="n1"), anti("p1", "a"), anti("p2", "b")]
+    snap = load_bytes(orjson.dumps(api_list([namespace_json("a"), namespace_json("b"), *nodes, *pods])))
+    index = TopologyIndex(snap)
+    n1 = snap["n1"]
+    for pod in sorted((p for p in snap["n2"].pods), key=lambda p: p.name):
+        assert index.check_inter_pod_affinity(pod, index.pid(pod), n1) == check_inter_pod_affinity(pod, n1, snap)
+    assert check_inter_pod_affinity(pod, n1, snap) is not None  # p2's term covers q's namespace
