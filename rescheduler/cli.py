@@ -109,7 +109,8 @@ def _add_planning_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         default=None,
-        help="stop trying further packing strategies after this long (the first always runs)",
+        help="try no further packing strategy once planning would take longer than this (the first strategy and "
+        "pusher's order always run, so the plan never drains fewer nodes than pusher's; default: no limit)",
     )
     p.add_argument(
         "--workers",

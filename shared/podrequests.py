@@ -15,7 +15,7 @@ pending or in progress. A pod being placed has no status resources; the schedule
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.quantity import NANO, NANO_PER_MILLI, QuantityError, nano_value, resource_value, round_up
 
@@ -301,6 +301,113 @@ def _repeats_the_spec(spec: Mapping[str, Any], status: Mapping[str, Any]) -> boo
     return True
 
 
+class _Named(NamedTuple):
+    """A pod's containers' and init containers' spec requests (:func:`_split_containers`) and their names."""
+
+    containers: list[dict[str, int]]
+    inits: list[tuple[dict[str, int], bool]]
+    names: list[str]
+    init_names: list[str]
+
+
+def _named_containers(spec: Mapping[str, Any]) -> _Named:
+    containers, inits = _split_containers(spec, "spec")
+    names = [c.get("name") or "" for c in spec.get("containers") or ()]
+    init_names = [c.get("name") or "" for c in spec.get("initContainers") or ()]
+    return _Named(containers, inits, names, init_names)
+
+
+def _pod_status(status: Mapping[str, Any], where: str) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+    """The pod-level status (KEP-5419): ``status.allocatedResources`` and ``status.resources.requests`` in
+    nano-units, ``None`` where absent."""
+    alloc_raw = status.get("allocatedResources")
+    alloc = _parse_nanos(alloc_raw, f"{where}.allocatedResources") if alloc_raw is not None else None
+    res = status.get("resources")
+    if res is not None and not isinstance(res, Mapping):
+        raise ParseError(f"{where}.resources: expected an object")
+    act_raw = res.get("requests") if res is not None else None
+    act = _parse_nanos(act_raw, f"{where}.resources.requests") if act_raw is not None else None
+    return alloc, act
+
+
+def _determined_requests(named: _Named, by_name: Mapping[str, _Status], infeasible: bool) -> dict[str, int]:
+    """Rule 1 of :func:`status_requests` (1.34 to 1.36, ``determineContainerReqs``): a container or sidecar whose
+    status has ``resources`` set counts the largest of its spec, actuated and allocated requests (without the spec
+    when the resize is infeasible); the rest count by their spec. ``by_name`` holds the init containers' statuses
+    over the containers' of the same name, as upstream's one map does."""
+
+    def determined(reqs: dict[str, int], name: str) -> dict[str, int]:
+        alloc, has_resources, act = by_name.get(name, _NO_STATUS)
+        if not has_resources:
+            return reqs
+        return _max_of(act, alloc) if infeasible else _max_of(reqs, act, alloc)
+
+    return _aggregate(
+        [determined(r, n) for r, n in zip(named.containers, named.names, strict=True)],
+        [
+            (determined(r, n) if sidecar else r, sidecar)
+            for (r, sidecar), n in zip(named.inits, named.init_names, strict=True)
+        ],
+    )
+
+
+def _status_aggregates(
+    named: _Named,
+    spec_agg: dict[str, int],
+    c_statuses: Mapping[str, _Status],
+    i_statuses: Mapping[str, _Status],
+    pod_alloc: dict[str, int] | None,
+    pod_act: dict[str, int] | None,
+    infeasible: bool,
+) -> dict[str, int]:
+    """Rule 2 of :func:`status_requests` (1.37): the largest of the spec's aggregate ``spec_agg``, the allocated and
+    the actuated aggregates (without the spec when the resize is infeasible). With both pod-level status lists set,
+    they are the allocated and actuated aggregates; otherwise each container, init containers too, counts by its
+    status (``findContainerStatus``, ``containerAllocatedRequests``, ``containerActuatedRequests``), a container
+    without the field by its spec, or by nothing when the resize is infeasible."""
+
+    def allocated(reqs: dict[str, int], name: str) -> dict[str, int]:
+        alloc, _, _ = c_statuses.get(name) or i_statuses.get(name) or _NO_STATUS
+        if alloc is not None:
+            return alloc
+        return {} if infeasible else reqs
+
+    def actuated(reqs: dict[str, int], name: str) -> dict[str, int]:
+        alloc, _, act = c_statuses.get(name) or i_statuses.get(name) or _NO_STATUS
+        if act is not None:
+            return act
+        if alloc is not None:
+            return alloc
+        return {} if infeasible else reqs
+
+    if pod_alloc is not None and pod_act is not None:
+        alloc_agg, act_agg = pod_alloc, pod_act
+    else:
+        alloc_agg = _aggregate(
+            [allocated(r, n) for r, n in zip(named.containers, named.names, strict=True)],
+            [(allocated(r, n), sc) for (r, sc), n in zip(named.inits, named.init_names, strict=True)],
+        )
+        act_agg = _aggregate(
+            [actuated(r, n) for r, n in zip(named.containers, named.names, strict=True)],
+            [(actuated(r, n), sc) for (r, sc), n in zip(named.inits, named.init_names, strict=True)],
+        )
+    return _max_of(act_agg, alloc_agg) if infeasible else _max_of(spec_agg, act_agg, alloc_agg)
+
+
+def _effective_pod_level(
+    pod_level: dict[str, int],
+    pod_alloc: dict[str, int] | None,
+    pod_act: dict[str, int] | None,
+    overhead: Mapping[str, int],
+    infeasible: bool,
+) -> dict[str, int]:
+    """``effectivePodLevelResources``: the largest of the pod-level spec requests and the pod-level status lists
+    less the overhead (without the spec when the resize is infeasible), for the pod-level resources only."""
+    statuses = (_minus_overhead(pod_act, overhead), _minus_overhead(pod_alloc, overhead))
+    effective = _max_of(*statuses) if infeasible else _max_of(pod_level, *statuses)
+    return {k: v for k, v in effective.items() if _is_pod_level_resource(k)}
+
+
 def status_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: str = "status") -> dict[str, int] | None:
     """The requests kube-scheduler counts for a pod on its node, from its spec and the resources its status reports
     (``PodRequests`` with ``UseStatusResources``, component-helpers/resource/helpers.go); ``None`` when the status
@@ -339,72 +446,20 @@ def status_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: s
         return None
     c_statuses = _statuses(status.get("containerStatuses"), f"{where}.containerStatuses")
     i_statuses = _statuses(status.get("initContainerStatuses"), f"{where}.initContainerStatuses")
-    pod_alloc_raw = status.get("allocatedResources")
-    pod_alloc = _parse_nanos(pod_alloc_raw, f"{where}.allocatedResources") if pod_alloc_raw is not None else None
-    pod_res = status.get("resources")
-    if pod_res is not None and not isinstance(pod_res, Mapping):
-        raise ParseError(f"{where}.resources: expected an object")
-    pod_act_raw = pod_res.get("requests") if pod_res is not None else None
-    pod_act = _parse_nanos(pod_act_raw, f"{where}.resources.requests") if pod_act_raw is not None else None
+    pod_alloc, pod_act = _pod_status(status, where)
     if not (c_statuses or i_statuses or pod_alloc is not None or pod_act is not None):
         return None
     infeasible = _resize_infeasible(status.get("conditions"))
-    containers, inits = _split_containers(spec, "spec")
-    names = [c.get("name") or "" for c in spec.get("containers") or ()]
-    init_names = [c.get("name") or "" for c in spec.get("initContainers") or ()]
-
-    # 1. determineContainerReqs (the statuses looked up in one map, init containers' last).
-    by_name = {**c_statuses, **i_statuses}
-
-    def determined(reqs: dict[str, int], name: str) -> dict[str, int]:
-        alloc, has_resources, act = by_name.get(name, _NO_STATUS)
-        if not has_resources:
-            return reqs
-        return _max_of(act, alloc) if infeasible else _max_of(reqs, act, alloc)
-
-    first = _aggregate(
-        [determined(r, n) for r, n in zip(containers, names, strict=True)],
-        [(determined(r, n) if sidecar else r, sidecar) for (r, sidecar), n in zip(inits, init_names, strict=True)],
+    named = _named_containers(spec)
+    spec_agg = _aggregate(named.containers, named.inits)
+    reqs = _max_of(
+        _determined_requests(named, {**c_statuses, **i_statuses}, infeasible),
+        _status_aggregates(named, spec_agg, c_statuses, i_statuses, pod_alloc, pod_act, infeasible),
     )
-
-    # 2. findContainerStatus, containerAllocatedRequests, containerActuatedRequests: every container, init too;
-    # a container without the field falls back to its spec, unless the resize is infeasible.
-    def allocated(reqs: dict[str, int], name: str) -> dict[str, int]:
-        alloc, _, _ = c_statuses.get(name) or i_statuses.get(name) or _NO_STATUS
-        if alloc is not None:
-            return alloc
-        return {} if infeasible else reqs
-
-    def actuated(reqs: dict[str, int], name: str) -> dict[str, int]:
-        alloc, _, act = c_statuses.get(name) or i_statuses.get(name) or _NO_STATUS
-        if act is not None:
-            return act
-        if alloc is not None:
-            return alloc
-        return {} if infeasible else reqs
-
-    spec_agg = _aggregate(containers, inits)
-    if pod_alloc is not None and pod_act is not None:
-        alloc_agg, act_agg = pod_alloc, pod_act
-    else:
-        alloc_agg = _aggregate(
-            [allocated(r, n) for r, n in zip(containers, names, strict=True)],
-            [(allocated(r, n), sc) for (r, sc), n in zip(inits, init_names, strict=True)],
-        )
-        act_agg = _aggregate(
-            [actuated(r, n) for r, n in zip(containers, names, strict=True)],
-            [(actuated(r, n), sc) for (r, sc), n in zip(inits, init_names, strict=True)],
-        )
-    second = _max_of(act_agg, alloc_agg) if infeasible else _max_of(spec_agg, act_agg, alloc_agg)
-
-    reqs = _max_of(first, second)
     overhead = _parse_nanos(spec.get("overhead"), "spec.overhead")
     pod_level = _pod_level_requests(spec, spec_agg, "spec")
     if pod_level and (pod_act is not None or pod_alloc is not None):
-        # effectivePodLevelResources: the status less the overhead, and the spec unless the resize is infeasible.
-        statuses = (_minus_overhead(pod_act, overhead), _minus_overhead(pod_alloc, overhead))
-        effective = _max_of(*statuses) if infeasible else _max_of(pod_level, *statuses)
-        reqs.update((k, v) for k, v in effective.items() if _is_pod_level_resource(k))
+        reqs.update(_effective_pod_level(pod_level, pod_alloc, pod_act, overhead, infeasible))
     else:
         reqs.update(pod_level)
     _add_into(reqs, overhead)

@@ -36,8 +36,18 @@ bash tools/promtool.sh >/dev/null
 # variables that are not their settings.
 release=${SPOTSHIFT_K8S_VERSION:-}
 unset SPOTSHIFT_K8S_VERSION
+# The unit tier runs in a random order (pytest-randomly), a new one each time, so that no test leans on what
+# another left behind; the seed is printed, and replays that order. The e2e tier keeps its files' order (they share
+# control planes in a set order): -p no:randomly.
+unit_tier() {
+  local seed
+  seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+  echo "tests/run.sh: unit tier in random order, seed $seed (replay: python -m pytest tests/unit -p randomly --randomly-seed=$seed)"
+  "$py" -m pytest tests/unit -q -p randomly --randomly-seed="$seed"
+}
 if [ "$tier" = unit ]; then
-  exec "$py" -m pytest tests/unit -q
+  unit_tier
+  exit
 fi
 # shellcheck source=e2e/controlplane/releases.env
 source tests/e2e/controlplane/releases.env
@@ -61,9 +71,9 @@ if [ "${SPOTSHIFT_SKIP_IMAGE:-0}" != 1 ]; then
   # daemonlessly; tests/e2e/test_image_e2e.py runs the servers from it.
   bash deploy/image/build.sh --base "$(bash deploy/image/base.sh)"
 fi
-"$py" -m pytest tests/unit -q
+unit_tier
 echo "tests/run.sh: e2e tier on Kubernetes $release"
-SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q
+SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly
 if [ -n "$compat" ]; then
   if ! wait "$compat_build"; then
     cat "$compat_log" >&2
@@ -73,5 +83,5 @@ if [ -n "$compat" ]; then
   cat "$compat_log"
   # The compatibility run: the e2e tests marked `compat` (tests/e2e/conftest.py) on the oldest release.
   echo "tests/run.sh: compatibility run on Kubernetes $compat"
-  SPOTSHIFT_K8S_VERSION=$compat "$py" -m pytest tests/e2e -q -m compat
+  SPOTSHIFT_K8S_VERSION=$compat "$py" -m pytest tests/e2e -q -p no:randomly -m compat
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run the unit tier N times in a row while CPU hogs keep every core busy, to show that no test depends on
-# the machine's load (a test that passes only on an idle machine is a defect).
+# Run the unit tier N times in a row, each in a random order of its own (its seed printed), while CPU hogs keep
+# every core busy, to show that no test depends on the machine's load (a test that passes only on an idle machine
+# is a defect) or on the order.
 #
 #   bash tests/soak.sh [RUNS]        # default 5; run from the repository root, in the project's venv
 #
@@ -42,13 +43,14 @@ failed=0
 for run in $(seq "${runs}"); do
     log="${logs}/run-${run}.log"
     start="$(date +%s)"
-    if python -m pytest tests/unit -q -p no:cacheprovider >"${log}" 2>&1; then
+    seed="$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')"
+    if python -m pytest tests/unit -q -p no:cacheprovider -p randomly --randomly-seed="${seed}" >"${log}" 2>&1; then
         status=passed
     else
         status=FAILED
         failed=$((failed + 1))
     fi
-    echo "run ${run}: ${status} in $(($(date +%s) - start)) s: $(tail -n 1 "${log}")"
+    echo "run ${run}: ${status} in $(($(date +%s) - start)) s, --randomly-seed=${seed}: $(tail -n 1 "${log}")"
     if [[ "${status}" == FAILED ]]; then
         grep -E '^(FAILED|ERROR) ' "${log}" | sed 's/^/    /' || true
     fi

@@ -461,8 +461,8 @@ class Drainer:
                 msg = f"eviction of {t.pod.key}: {result.message}"
                 return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True)
             drain.evicted.append(t.pod)
-            # Progress: the pods still refused by their budgets get pod_eviction_timeout from now, as each waited
-            # its turn behind the others of the node when they were evicted one after another.
+            # Progress: the pods still refused by their budgets get pod_eviction_timeout from now, so the drain fails
+            # only when that long passes with no eviction of the node going through.
             for other in drain.tries:
                 other.deadline = max(other.deadline, self.clock() + self.evictor.timeout)
         if not drain.tries:

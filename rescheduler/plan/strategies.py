@@ -6,7 +6,7 @@ and the code that runs it matches on the enums (:mod:`rescheduler.plan.placement
 multi-dimensional bin packing with all-or-nothing groups has no single good greedy order; the planner runs
 a portfolio from the same start and keeps the plan that drains the most nodes, with pusher's order among
 them, so it never drains fewer nodes than pusher/k8s-spot-rescheduler's algorithm would
-(docs/architecture.md, "Rescheduler"; how the portfolio compares with the exact optimum: bench/README.md).
+(docs/architecture.md, "Inside the plan folder"; how the portfolio compares with the exact optimum: bench/README.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ name the flag a bad value came from, for the loader and for each command that ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -114,8 +117,26 @@ def test_spot_node_label_adds_to_the_selectors_of_the_environment() -> None:
     assert [s.text for s in config.node_classes.spot_selectors] == ["lifecycle=spot", "pool=cheap"]
 
 
+@contextlib.contextmanager
+def logging_kept() -> Iterator[None]:
+    """``run_command`` sets up logging for its process (the root logger's handler on this test's ``sys.stderr``, its
+    level, urllib3's level): put it back, so that later tests do not log to a closed stream at another level."""
+    root, urllib3 = logging.getLogger(), logging.getLogger("urllib3")
+    handlers, level, urllib3_level = root.handlers[:], root.level, urllib3.level
+    try:
+        yield
+    finally:
+        for h in root.handlers[:]:
+            root.removeHandler(h)
+        for h in handlers:
+            root.addHandler(h)
+        root.setLevel(level)
+        urllib3.setLevel(urllib3_level)
+
+
 def test_run_refuses_a_bad_flag_at_start_up_with_exit_2_and_one_sentence(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_command(run_args("--node-drain-delay=soon", "--log-format=text"), env={}) == 2
+    with logging_kept():
+        assert run_command(run_args("--node-drain-delay=soon", "--log-format=text"), env={}) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "spot-rescheduler: config field rescheduler.node_drain_delay (from --node-drain-delay): must be a duration "
@@ -124,7 +145,8 @@ def test_run_refuses_a_bad_flag_at_start_up_with_exit_2_and_one_sentence(capsys:
 
 
 def test_run_refuses_a_bad_lease_duration_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_command(run_args("--leader-elect-retry-period=never", "--log-format=text"), env={}) == 2
+    with logging_kept():
+        assert run_command(run_args("--leader-elect-retry-period=never", "--log-format=text"), env={}) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "spot-rescheduler: --leader-elect-retry-period: must be a positive duration like 15s or 1m, got 'never'."

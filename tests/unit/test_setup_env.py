@@ -44,7 +44,7 @@ def test_the_scripts_environment_is_made_with_debians_python3(tmp_path: Path) ->
 
     python = venv / "bin" / "python"
     probe = (
-        "import sys, importlib.metadata as m, shared, pytest, ruff; "
+        "import sys, importlib.metadata as m, shared, pytest, pytest_randomly, ruff; "
         "print(sys.base_prefix, m.version('spotshift'), shared.__file__)"
     )
     out = subprocess.run([str(python), "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
