@@ -1,6 +1,7 @@
 """Pods per second kube-scheduler binds with no extender, with a no-op Go extender and with spot-extender.
 
     python3 bench/scheduling_throughput.py [--nodes 200] [--pods 600] [--runs 3] [--calls 300]
+    python3 bench/scheduling_throughput.py --server-only     # the server column alone, no control plane
 
 Needs the e2e tier's control-plane binaries (``bash tests/e2e/controlplane/build.sh``). On that real control
 plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler of ``SPOTSHIFT_K8S_VERSION``, by default
@@ -22,8 +23,8 @@ the median pods/s of each, and spot-extender / go-noop.
 Then the per-call breakdown of /filter and /prioritize at ``--nodes`` and 5,000 node names (``--big``; the extra
 nodes are created in the control plane so spot-extender's cache knows them): p50/p99 of
 
-* ``server``: spot-extender's Flask app in this process (Werkzeug's test client, the same cache contents),
-  i.e. what a worker does for the request except the socket;
+* ``server``: spot-extender's direct door in this process (:func:`extender.direct.answer` on the bytes Go's
+  client sends, the same cache contents), i.e. what the poller worker does for the call except the socket;
 * ``client``: the whole call over one kept-alive TLS connection, to spot-extender and to the Go no-op.
 """
 
@@ -52,6 +53,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from extender import direct  # noqa: E402
 from extender.app import create_app  # noqa: E402
 from shared.config import Config  # noqa: E402
 from tests.e2e.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
@@ -270,6 +272,15 @@ def one_round(plane: ControlPlane, pods: int, extenders: list[dict[str, Any]], q
 # -- per-call latency ------------------------------------------------------------------------------------------
 
 
+def go_request(path: str, body: bytes) -> bytes:
+    """The call as kube-scheduler's Go client writes it."""
+    head = b"POST %s HTTP/1.1\r\nHost: spotshift\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: %d\r\n" % (
+        path.encode(),
+        len(body),
+    )
+    return head + b"Content-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n" + body
+
+
 def percentiles(times: list[float]) -> tuple[float, float]:
     ordered = sorted(times)
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -284,21 +295,32 @@ def timed(fn: Callable[[], Any], calls: int) -> list[float]:
     return times
 
 
-def call_latency(names: list[str], spot: ExtenderProcess, noop: NoopProcess, certs: Path, calls: int) -> list[str]:
-    """Rows of the per-call table for ``names``."""
+def server_latency(names: list[str], calls: int) -> dict[str, tuple[float, float]]:
+    """p50 and p99 of each call through the direct door in this process, the caches holding ``names``."""
     body = orjson.dumps({"Pod": pod_json(), "NodeNames": names, "Nodes": None})
     nodes = [node_json(i) for i in range(len(names))]
     for node, name in zip(nodes, names, strict=True):
         node["metadata"]["name"] = name
     app = create_app(Config(), Cache(nodes, Config()))
-    test_client = app.test_client()
+    out = {}
+    for verb in ("filter", "prioritize"):
+        request = go_request(f"/{verb}", body)
+
+        def in_process(request: bytes = request) -> None:
+            assert direct.answer(request, app.direct.decide, time.monotonic(), True) is not None
+
+        timed(in_process, 50)
+        out[verb] = percentiles(timed(in_process, calls))
+    return out
+
+
+def call_latency(names: list[str], spot: ExtenderProcess, noop: NoopProcess, certs: Path, calls: int) -> list[str]:
+    """Rows of the per-call table for ``names``."""
+    body = orjson.dumps({"Pod": pod_json(), "NodeNames": names, "Nodes": None})
+    servers = server_latency(names, calls)
     rows = []
     for verb in ("filter", "prioritize"):
-
-        def in_process(verb: str = verb) -> None:
-            assert test_client.post(f"/{verb}", data=body, content_type="application/json").status_code == 200
-
-        server = percentiles(timed(in_process, calls))
+        server = servers[verb]
         with TlsClient(spot.port, certs / "ca.crt") as client:
             client.call(f"/{verb}", body)
             spot_client = percentiles(timed(lambda verb=verb: client.call(f"/{verb}", body), calls))
@@ -324,7 +346,21 @@ def main() -> int:
         help="kube-scheduler's API client rate limit (its default, 50, caps every mode at the same ~75 pods/s)",
     )
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--server-only",
+        action="store_true",
+        help="only the server column, at --nodes and --big names (no control plane)",
+    )
     args = parser.parse_args()
+    if args.server_only:
+        for count, calls in ((args.nodes, args.calls * 10), (args.big, args.calls)):
+            times = server_latency([f"bench-node-{i}" for i in range(count)], calls)
+            print(
+                " | ".join(
+                    f"/{verb} {count}: p50 {p50 * 1000:.3f} p99 {p99 * 1000:.3f}" for verb, (p50, p99) in times.items()
+                )
+            )
+        return 0
     rounds = args.runs * len(MODES)
     if rounds * args.pods > args.nodes * PODS_PER_NODE:  # bound pods stay: the last rounds would never finish
         parser.error(
@@ -371,7 +407,7 @@ def main() -> int:
                 spot_nodes = (len(names) + 1) // 2 + len(more)
                 wait_until(lambda: knows(spot, everything, spot_nodes), "the cache to know every node")
                 rows += call_latency(everything, spot, noop, certs, max(20, args.calls // 10))
-                print("\nper call, ms (server: spot-extender's app in-process; client: one kept-alive TLS connection)")
+                print("\nper call, ms (server: the direct door in-process; client: one kept-alive TLS connection)")
                 print("| call | nodes | server p50 | p99 | spot-extender client p50 | p99 | go-noop client p50 | p99 |")
                 print("|---|---|---|---|---|---|---|---|")
                 print("\n".join(rows))

@@ -2,10 +2,10 @@
 
 The scheduler makes one filter and one prioritize call per pod, each waited for in turn, so their latency sets how
 many pods it binds per second. Through gunicorn and WSGI a call costs a request object, an environ, a response
-object and several socket writes before the app's node-name answer (``spotshift_direct``, see
-:func:`extender.app.create_app`) is even asked for. The poller worker (:mod:`extender.worker`) gives the bytes of
-a complete request to :func:`answer` first: it reads exactly the form Go's client sends and builds the whole
-response, which the worker then sends in one piece.
+object and several socket writes before the service (:mod:`extender.service`) is even asked. The poller worker
+(:mod:`extender.worker`) gives the bytes of a complete request to :func:`answer` first, with the app's
+:class:`DirectDoor`: it reads exactly the form Go's client sends and builds the whole response, which the worker
+then sends in one piece.
 
 Only this form is read here::
 
@@ -19,8 +19,9 @@ Only this form is read here::
 
 Anything else (another method, path or version, chunked or ``Expect``, another header, a header repeated,
 folded or holding bytes outside printable ASCII, a body that is not all there) gives None and the request goes
-through gunicorn and Flask unchanged, as does every call the app would not answer with a 200 (bad JSON, cache
-not synced, too late: the app's hook returns None), so every error keeps its one implementation.
+through gunicorn and Flask unchanged. So does every call the door does not answer with a decided 200 (a Nodes
+call, bad JSON, cache not synced, too late, an internal error): its answer is decided here, once, and left in
+the :class:`~extender.service.Handoff` for Flask to send with gunicorn's headers.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ import re
 import time
 from collections.abc import Callable
 
-__all__ = ["MAX_HEAD", "DirectRequest", "parse", "render", "answer"]
+from extender.errors import ExtenderError
+from extender.service import Handoff, Service, decode_extender_args, error_answer
+
+__all__ = ["MAX_HEAD", "DirectRequest", "DirectDoor", "parse", "render", "answer"]
 
 # A scheduler call's head is ~150 bytes; a longer one is not the form read here.
 MAX_HEAD = 4096
@@ -141,3 +145,32 @@ def answer(
         return None
     keep_alive = may_keep_alive and not request.close
     return render(body, keep_alive), request.end, keep_alive
+
+
+_ENDPOINTS = {"/filter": "filter", "/prioritize": "prioritize"}
+
+
+class DirectDoor:
+    """The service's door for the scheduler's calls read by :func:`answer`: the body of a decided 200 answer to
+    a NodeNames call, counted; None for anything else, whose answer is left in ``handoff`` for Flask to send."""
+
+    __slots__ = ("service", "handoff", "max_nodes")
+
+    def __init__(self, service: Service, handoff: Handoff, max_nodes: int) -> None:
+        self.service, self.handoff, self.max_nodes = service, handoff, max_nodes
+
+    def decide(self, path: str, body: bytes, arrived: float | None) -> bytes | None:
+        started = time.perf_counter()
+        endpoint = _ENDPOINTS[path]
+        decide = self.service.filter if endpoint == "filter" else self.service.prioritize
+        try:
+            args = decode_extender_args(body, self.max_nodes)
+            answer = decide(args, arrived)
+        except ExtenderError as e:
+            self.handoff.put(path, body, error_answer(e))
+            return None
+        if args.names is None or answer.status != 200 or not answer.decided:
+            self.handoff.put(path, body, answer)
+            return None
+        self.service.count(endpoint, 200, started)
+        return answer.body

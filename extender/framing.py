@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 __all__ = ["COMPLETE", "PARTIAL", "DEFAULT_BODY_LIMIT", "MAX_CHUNKS", "Refusal", "Framing"]
 
-# Used when the application does not say (``spotshift_body_limit``): the extender's largest body.
+# Used when the application does not say (``ExtenderApp.body_limit``): the extender's largest body.
 DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
 MAX_CHUNKS = 65536  # chunks per chunked body (Go's writer sends 4 KiB or larger ones)
 

@@ -15,7 +15,7 @@ one GIL, which costs tail latency. :class:`PollerHandshakeWorker` changes three 
    ``Content-Length`` or chunked body is found by :class:`Framing`) and answered on the poller thread once
    complete, without the two thread hand-offs of the pool. A slow client holds no thread; one whose request
    is not complete :data:`IO_TIMEOUT` seconds after its first bytes gets 408 and is closed. Memory is
-   bounded: a body over the path's limit (asked of the app, ``spotshift_body_limit``) is refused with 413
+   bounded: a body over the path's limit (:meth:`extender.app.ExtenderApp.body_limit`) is refused with 413
    from its head, unread; malformed chunking is a 400; a connection may buffer
    :data:`CONNECTION_ALLOWANCE` bytes and beyond that shares :data:`READ_AHEAD_BUDGET` with the others (a
    connection finding it spent is not read until it frees up). The answer is collected in memory and written
@@ -23,10 +23,10 @@ one GIL, which costs tail latency. :class:`PollerHandshakeWorker` changes three 
    :data:`IO_TIMEOUT` seconds; a connection ending after an error lingers on the poller to drain what the
    client still sends, never blocking on it. Nothing a client does (or fails to do) blocks the poller.
    kube-scheduler's ``/filter`` and ``/prioritize`` calls skip gunicorn's request handling altogether: they are
-   read from the buffered bytes and answered with one write of a response built whole (:mod:`extender.direct`);
-   any request that module does not read exactly goes through gunicorn and the app as before. (Not while
-   gunicorn writes an access log, which needs its own request objects.) The socket and connection objects are
-   in :mod:`extender.connections`.
+   read from the buffered bytes and answered with one write of a response built whole (:mod:`extender.direct`,
+   the app's :attr:`~extender.app.ExtenderApp.direct` door); any request that door does not answer goes through
+   gunicorn and the app. (Not while gunicorn writes an access log, which needs its own request objects.) The
+   socket and connection objects are in :mod:`extender.connections`.
 3. Workers spread new connections: each goes to the worker holding the fewest, whichever accepted it
    (:mod:`extender.spreading`), so a client's few long-lived connections do not all land on one worker.
 
@@ -56,6 +56,7 @@ import ssl
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent import futures
 from functools import partial
 from typing import Any
@@ -64,6 +65,7 @@ from gunicorn import sock as gsock
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
 from extender import direct
+from extender.app import ExtenderApp
 from extender.connections import (
     IO_TIMEOUT,
     NOT_YET,
@@ -147,8 +149,8 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         self.max_connections = self.cfg.worker_connections
         self.worker_connections = 1 << 30  # gunicorn's own cap stops accepting; ours closes idle ones instead
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
-        self._body_limit: Any = None
-        self._direct: Any = None
+        self._body_limit: Callable[[str], int] | None = None
+        self._direct: Callable[[str, bytes, float | None], bytes | None] | None = None
         self._local = threading.local()  # the arrival time of the request a thread is answering
         self._large = futures.ThreadPoolExecutor(1, thread_name_prefix="large-request")
 
@@ -157,15 +159,15 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         app sets it when the connection must end (a body past the drain cap, a body that stopped arriving)."""
         super().load_wsgi()
         app: Any = getattr(self, "wsgi")  # noqa: B009 - gunicorn's Worker attribute, untyped
-        self._body_limit = getattr(app, "spotshift_body_limit", None)
-        # Scheduler calls are answered before gunicorn reads them (extender/direct.py), unless every request
-        # must go through gunicorn to be written to the access log.
-        logged = getattr(self.log, "access_log_enabled", True)  # gunicorn's Logger, computed from its settings
-        self._direct = None if logged else getattr(app, "spotshift_direct", None)
+        if isinstance(app, ExtenderApp):
+            self._body_limit = app.body_limit
+            app.arrival = self._arrival
+            # Scheduler calls are answered before gunicorn reads them (extender/direct.py), unless every request
+            # must go through gunicorn to be written to the access log.
+            logged = getattr(self.log, "access_log_enabled", True)  # gunicorn's Logger, computed from its settings
+            self._direct = None if logged else app.direct.decide
 
         def closing_app(environ: dict[str, Any], start_response: Any) -> Any:
-            environ["spotshift.arrived"] = getattr(self._local, "arrived", time.monotonic())
-
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
                 if any(k.lower() == "connection" and v.lower() == "close" for k, v in headers):
                     start_response.__self__.force_close()  # gunicorn's Response: sends "Connection: close"
@@ -362,6 +364,11 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
     def _on_writable(self, conn: Any, pieces: deque[memoryview], keepalive: Any, _fileobj: Any) -> None:
         self.poller.unregister(conn.sock)
         self._write(conn, pieces, keepalive)
+
+    def _arrival(self) -> float | None:
+        """When the first byte of the request this thread answers arrived, for the app's deadlines."""
+        arrived: float | None = getattr(self._local, "arrived", None)
+        return arrived
 
     def handle(self, conn: Any) -> Any:
         self._local.arrived = conn.arrived

@@ -13,13 +13,12 @@ from typing import Any
 
 import orjson
 import pytest
-from flask import Flask
 from prometheus_client import REGISTRY
 
 from extender import direct
-from extender.app import EXTENDER_DEADLINE, create_app
+from extender.app import EXTENDER_DEADLINE, ExtenderApp, create_app
 from shared.config import Config
-from tests.unit.test_extender_api import CLUSTER, NAMES, BrokenCache, FakeCache, pod
+from tests.unit.test_extender_api import CHUNKED_INPUT, CLUSTER, NAMES, BrokenCache, FakeCache, pod
 
 BODY = orjson.dumps({"Pod": pod(), "Nodes": None, "NodeNames": NAMES})
 
@@ -126,7 +125,7 @@ def split(response: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
     return status, fields, body
 
 
-def app_for(cache: Any = None) -> Flask:
+def app_for(cache: Any = None) -> ExtenderApp:
     return create_app(Config(), cache if cache is not None else FakeCache(CLUSTER, Config()))
 
 
@@ -134,7 +133,7 @@ def app_for(cache: Any = None) -> Flask:
 @pytest.mark.parametrize("keep_alive", [True, False])
 def test_the_answer_is_the_flask_paths_byte_for_byte(path: str, keep_alive: bool) -> None:
     app = app_for()
-    done = direct.answer(go_request(path), app.spotshift_direct, time.monotonic(), keep_alive)  # type: ignore[attr-defined]
+    done = direct.answer(go_request(path), app.direct.decide, time.monotonic(), keep_alive)
     assert done is not None
     response, end, kept = done
     assert (end, kept) == (len(go_request(path)), keep_alive)
@@ -144,9 +143,13 @@ def test_the_answer_is_the_flask_paths_byte_for_byte(path: str, keep_alive: bool
     assert int(fields[b"Content-Length"]) == len(body)
     assert (fields.get(b"Connection") == b"close") is not keep_alive
     client = app.test_client()
-    sized = client.post(path, data=BODY, content_type="application/json")  # the WSGI fast path
+    sized = client.post(path, data=BODY, content_type="application/json")  # Flask's route, with a length
     chunked = client.post(  # no length: Flask's route
-        path, input_stream=io.BytesIO(BODY), content_type="application/json", headers={"Transfer-Encoding": "chunked"}
+        path,
+        input_stream=io.BytesIO(BODY),
+        content_type="application/json",
+        headers={"Transfer-Encoding": "chunked"},
+        environ_overrides=CHUNKED_INPUT,
     )
     assert sized.status_code == chunked.status_code == 200
     assert body == sized.data == chunked.data
@@ -156,7 +159,7 @@ def test_the_answer_is_the_flask_paths_byte_for_byte(path: str, keep_alive: bool
 
 def test_the_client_asking_to_close_is_answered_with_connection_close() -> None:
     app = app_for()
-    done = direct.answer(go_request(connection=b"close"), app.spotshift_direct, None, True)  # type: ignore[attr-defined]
+    done = direct.answer(go_request(connection=b"close"), app.direct.decide, None, True)
     assert done is not None
     assert split(done[0])[1][b"Connection"] == b"close" and done[2] is False
 
@@ -174,20 +177,20 @@ BAD_BODIES = [
 @pytest.mark.parametrize("body", BAD_BODIES)
 def test_a_bad_body_is_left_to_flask_which_answers_400(path: str, body: bytes) -> None:
     app = app_for()
-    assert direct.answer(go_request(path, body), app.spotshift_direct, None, True) is None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(path, body), app.direct.decide, None, True) is None
     r = app.test_client().post(path, data=body, content_type="application/json")
     assert r.status_code == 400 and orjson.loads(r.data)["status"] == 400
 
 
 def test_calls_the_app_would_not_answer_with_a_200_are_left_to_flask() -> None:
     not_synced = app_for(FakeCache(CLUSTER, Config(), synced=False))
-    assert direct.answer(go_request(), not_synced.spotshift_direct, None, True) is None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(), not_synced.direct.decide, None, True) is None
     too_late = time.monotonic() - EXTENDER_DEADLINE - 1
-    assert direct.answer(go_request(), app_for().spotshift_direct, too_late, True) is None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(), app_for().direct.decide, too_late, True) is None  # type: ignore[attr-defined]
     full_nodes = orjson.dumps({"Pod": pod(), "Nodes": {"items": []}})
-    assert direct.answer(go_request(body=full_nodes), app_for().spotshift_direct, None, True) is None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(body=full_nodes), app_for().direct.decide, None, True) is None  # type: ignore[attr-defined]
     broken = app_for(BrokenCache())
-    assert direct.answer(go_request(), broken.spotshift_direct, None, True) is None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(), broken.direct.decide, None, True) is None
 
 
 def test_an_exception_in_the_decision_is_left_to_flask() -> None:
@@ -207,11 +210,11 @@ def _counted(endpoint: str) -> tuple[float, float]:
 def test_answers_are_counted_like_the_flask_paths(path: str, endpoint: str) -> None:
     app = app_for()
     before = _counted(endpoint)
-    assert direct.answer(go_request(path), app.spotshift_direct, None, True) is not None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(path), app.direct.decide, None, True) is not None
     after_direct = _counted(endpoint)
     assert app.test_client().post(path, data=BODY, content_type="application/json").status_code == 200
     after_flask = _counted(endpoint)
     assert after_direct == (before[0] + 1, before[1] + 1)
     assert after_flask == (after_direct[0] + 1, after_direct[1] + 1)
-    assert direct.answer(go_request(path, b"{"), app.spotshift_direct, None, True) is None  # type: ignore[attr-defined]
+    assert direct.answer(go_request(path, b"{"), app.direct.decide, None, True) is None
     assert _counted(endpoint) == after_flask, "a call left to Flask is counted there, not here"

@@ -109,15 +109,15 @@ def test_a_request_past_its_deadline_gets_the_no_opinion_answer() -> None:
     """The caller (API server: 3 s, scheduler: 5 s) has given up on a request that took longer to arrive."""
     import time
 
-    from extender.app import ARRIVED_ENVIRON_KEY
-
-    client = create_app().test_client()
-    old = {ARRIVED_ENVIRON_KEY: time.monotonic() - 10}
-    r = client.post("/mutate", data=orjson.dumps(review()), environ_base=old)
+    app = create_app()
+    client = app.test_client()
+    app.arrival = lambda: time.monotonic() - 10
+    r = client.post("/mutate", data=orjson.dumps(review()))
     assert r.status_code == 200 and "patch" not in r.json["response"] and r.json["response"]["warnings"]
     names = orjson.dumps({"Pod": pod(), "NodeNames": ["a"]})
-    assert client.post("/prioritize", data=names, environ_base=old).json == []
-    assert client.post("/filter", data=names, environ_base=old).json["Error"]
+    assert client.post("/prioritize", data=names).json == []
+    assert client.post("/filter", data=names).json["Error"]
+    app.arrival = lambda: None
     assert "patch" in client.post("/mutate", data=orjson.dumps(review())).json["response"], "a fresh one is served"
 
 
@@ -127,12 +127,12 @@ def test_get_on_a_post_endpoint_is_405_with_a_message() -> None:
 
 
 def test_an_internal_error_still_admits_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
-    import extender.app as app_module
+    import extender.service as service_module
 
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(app_module, "build_response", boom)
+    monkeypatch.setattr(service_module, "build_response", boom)
     r = create_app().test_client().post("/mutate", data=orjson.dumps(review()))
     assert r.status_code == 200
     assert r.json["response"] == {
