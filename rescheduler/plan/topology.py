@@ -3,8 +3,7 @@
 Why not just :func:`shared.fit.fits`: its InterPodAffinity and PodTopologySpread checks do what
 kube-scheduler's PreFilter does, a scan of the whole cluster per pod, memoised per snapshot version.
 That is right for the scheduler (one pod, many nodes) and for the extender, and wrong for a planner,
-which asks about a different pod after every simulated move, so every check would rescan the cluster
-(bench/README.md has the figures and the command that measures them).
+which asks about a different pod after every simulated move, so every check would rescan the cluster.
 
 :class:`TopologyIndex` answers the same two questions from indexes kept current move by move:
 
