@@ -7,7 +7,6 @@ byte, counted in the same metrics.
 
 from __future__ import annotations
 
-import io
 import time
 from typing import Any
 
@@ -18,7 +17,7 @@ from prometheus_client import REGISTRY
 from extender import direct
 from extender.app import EXTENDER_DEADLINE, ExtenderApp, create_app
 from shared.config import Config
-from tests.unit.test_extender_api import CHUNKED_INPUT, CLUSTER, NAMES, BrokenCache, FakeCache, pod
+from tests.unit.test_extender_api import CLUSTER, NAMES, BrokenCache, FakeCache, pod, post_chunked
 
 BODY = orjson.dumps({"Pod": pod(), "Nodes": None, "NodeNames": NAMES})
 
@@ -144,13 +143,7 @@ def test_the_answer_is_the_flask_paths_byte_for_byte(path: str, keep_alive: bool
     assert (fields.get(b"Connection") == b"close") is not keep_alive
     client = app.test_client()
     sized = client.post(path, data=BODY, content_type="application/json")  # Flask's route, with a length
-    chunked = client.post(  # no length: Flask's route
-        path,
-        input_stream=io.BytesIO(BODY),
-        content_type="application/json",
-        headers={"Transfer-Encoding": "chunked"},
-        environ_overrides=CHUNKED_INPUT,
-    )
+    chunked = post_chunked(client, path, BODY)  # no length: Flask's route
     assert sized.status_code == chunked.status_code == 200
     assert body == sized.data == chunked.data
     if path == "/filter":

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
 
 from extender.app import create_app
 from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, PodPlacement, reduce_node
@@ -127,18 +128,23 @@ CHUNKED_INPUT = {"wsgi.input_terminated": True}
 """What gunicorn sets for a chunked body: the input ends where the body does (else Werkzeug reads nothing)."""
 
 
-@pytest.mark.parametrize("path", ["/filter", "/prioritize"])
-def test_a_names_call_is_answered_alike_with_and_without_a_content_length(client: FlaskClient, path: str) -> None:
-    """A chunked body (no length; gunicorn marks its input terminated) is read like one with a length."""
-    body = orjson.dumps({"Pod": pod(), "NodeNames": NAMES})
-    sized = client.post(path, data=body, content_type="application/json")
-    chunked = client.post(
+def post_chunked(client: FlaskClient, path: str, body: bytes) -> TestResponse:
+    """``body`` POSTed without a length (``Transfer-Encoding: chunked``), as gunicorn hands such a request on."""
+    return client.post(
         path,
         input_stream=io.BytesIO(body),
         content_type="application/json",
         headers={"Transfer-Encoding": "chunked"},
         environ_overrides=CHUNKED_INPUT,
     )
+
+
+@pytest.mark.parametrize("path", ["/filter", "/prioritize"])
+def test_a_names_call_is_answered_alike_with_and_without_a_content_length(client: FlaskClient, path: str) -> None:
+    """A chunked body (no length; gunicorn marks its input terminated) is read like one with a length."""
+    body = orjson.dumps({"Pod": pod(), "NodeNames": NAMES})
+    sized = client.post(path, data=body, content_type="application/json")
+    chunked = post_chunked(client, path, body)
     assert (sized.status_code, sized.mimetype) == (chunked.status_code, chunked.mimetype) == (200, "application/json")
     assert orjson.loads(sized.data) == orjson.loads(chunked.data)
 

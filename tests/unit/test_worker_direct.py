@@ -8,7 +8,6 @@ tests which path answered.
 
 from __future__ import annotations
 
-import io
 import socket
 import ssl
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import pytest
 from extender.app import create_app
 from shared.config import Config
 from tests.unit.servers import Server, start_server, stop_server
-from tests.unit.test_extender_api import CHUNKED_INPUT, pod
+from tests.unit.test_extender_api import pod, post_chunked
 
 NAMES = [f"node-{i}" for i in range(200)]
 BODY = orjson.dumps({"Pod": pod(), "Nodes": None, "NodeNames": NAMES})
@@ -84,14 +83,7 @@ class Reader:
 
 def expected(path: str, body: bytes = BODY) -> tuple[int, bytes]:
     """What Flask's own route answers for the same call (a chunked body: the direct door never reads it)."""
-    client = create_app(Config()).test_client()
-    r = client.post(
-        path,
-        input_stream=io.BytesIO(body),
-        content_type="application/json",
-        headers={"Transfer-Encoding": "chunked"},
-        environ_overrides=CHUNKED_INPUT,
-    )
+    r = post_chunked(create_app(Config()).test_client(), path, body)
     return r.status_code, r.data
 
 
