@@ -11,7 +11,7 @@
 json``, the objects the run loop watches; add ``namespaces`` for namespace selectors) or from the cluster of
 the kubeconfig (or the in-cluster service account). Nothing is changed in the cluster. ``--output html FILE`` writes a
 self-contained page that draws every node's CPU and memory before and after the plan
-(:mod:`rescheduler.plan_html`); any output goes to ``FILE`` instead of stdout when one is given. The node-label
+(:mod:`rescheduler.output.page`); any output goes to ``FILE`` instead of stdout when one is given. The node-label
 and ``--delete-non-replicated-pods`` flags are ``run``'s (:mod:`rescheduler.flags`), so a preview made with the
 same flags plans alike.
 ``--kubernetes-version`` names the release whose kube-scheduler rules to plan with (:mod:`shared.switches`);
@@ -37,12 +37,12 @@ import orjson
 
 from rescheduler.cluster.listing import load_cluster
 from rescheduler.flags import add_plan_config_arguments, config_from_args
+from rescheduler.parallel.packing import default_workers, passes
 from rescheduler.plan.capacity import CapacityNeed, capacity_needs
 from rescheduler.plan.planner import Plan, plan
 from rescheduler.plan.records import Summary
-from rescheduler.plan_workers import default_workers, passes
 from rescheduler.run import add_run_arguments, run_command
-from rescheduler.snapshot_io import Progress, SnapshotError, load_snapshot
+from rescheduler.snapshot.reader import Progress, SnapshotError, load_snapshot
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version, parse_version
@@ -241,7 +241,7 @@ def _render(
             ]
         return orjson.dumps(data).decode() + "\n"
     if args.output == "html":
-        from rescheduler.plan_html import render_html
+        from rescheduler.output.page import render_html
 
         return render_html(snapshot, result, config, source=_source(args), now=now)
     return render_table(result, needs)
