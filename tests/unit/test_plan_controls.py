@@ -8,7 +8,7 @@ import datetime
 from dataclasses import replace
 from typing import Any
 
-from rescheduler.cli import render_table
+from rescheduler.output.table import render_table
 from rescheduler.plan.cycle import decide, plan_nodes
 from rescheduler.plan.marks import STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.planner import plan
