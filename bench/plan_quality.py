@@ -55,7 +55,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rescheduler.plan.planner import plan
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT, PDB_RULES, Config
 from shared.fit import fits
 from shared.interpod import check_inter_pod_affinity, term_matches

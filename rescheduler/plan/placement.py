@@ -69,7 +69,7 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
     """One greedy pass; ``held`` are candidates not drained on purpose (the improvement step).
 
     The simulation is left as it was found, unless ``restore`` is false: then the drained nodes' moves stay
-    applied (for a forked process that exits after its last pass, :mod:`rescheduler.plan_workers`)."""
+    applied (for a forked process that exits after its last pass, :mod:`rescheduler.parallel.packing`)."""
     sim = planner.sim
     result = Result(strategy, held=held)
     ledger = planner.ledger()

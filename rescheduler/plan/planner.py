@@ -119,7 +119,7 @@ def plan(
     ages, drain windows, budgets: :mod:`rescheduler.plan.controls`); without it they are not applied, except
     those that need no time (scope and Jobs, which are movability rules).
     ``passes``, when given, runs all the strategies' passes at once and returns their results in order
-    (``spot-rescheduler plan`` hands :func:`rescheduler.plan_workers.passes`, which forks); it is used on
+    (``spot-rescheduler plan`` hands :func:`rescheduler.parallel.packing.passes`, which forks); it is used on
     clusters with more than :data:`PARALLEL_MIN_CANDIDATES` drainable candidates and without a ``time_budget``
     (which judges passes one after another). The plan is the same.
     """

@@ -4,6 +4,11 @@
   no API client, HTTP, logging, clock, thread, environment or process module, and nothing of the project
   but itself and ``shared/`` (in particular not ``rescheduler.cluster``, which acts on the cluster). That
   keeps plans reproducible and testable without a cluster (docs/architecture.md).
+* The rest of ``rescheduler/`` outside the loop and the commands, folder by folder (:data:`FOLDERS`): the
+  plan's renderings (``output/``) are pure as the plan is and read only the plan and ``shared/``; snapshot
+  reading (``snapshot/``) uses only ``shared/`` and the forked child of ``parallel/``, never the cluster, the
+  plan, the loop or the commands; the forked work (``parallel/``) runs plan passes and uses nothing that acts
+  on the cluster, reads snapshots or renders.
 * No import cycle among the project's modules (``shared``, ``extender``, ``rescheduler``): every module can
   be understood, and imported, after the ones it uses.
 * The product imports nothing from ``tests/`` or ``bench/``: the test and benchmark support (the cluster
@@ -14,13 +19,13 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("shared", "extender", "rescheduler")
-PLAN = ROOT / "rescheduler" / "plan"
-PLAN_FORBIDDEN = {
+PURE_FORBIDDEN = {
     "kubernetes": "a Kubernetes client",
     "requests": "an HTTP client",
     "urllib3": "an HTTP client",
@@ -35,8 +40,23 @@ PLAN_FORBIDDEN = {
     "flask": "a web framework",
     "prometheus_client": "metrics",
 }
-PLAN_MAY_IMPORT = ("rescheduler.plan", "shared")
-"""Of the project, the plan folder imports only itself and the predicate library."""
+"""What a pure folder does not import: it would reach the cluster, the clock, the environment or the process."""
+
+
+class Folder(NamedTuple):
+    path: str
+    may_import: tuple[str, ...]
+    """Of the project, the modules (and the packages under them) the folder may import."""
+    pure: bool
+    """Also imports none of :data:`PURE_FORBIDDEN`."""
+
+
+FOLDERS = (
+    Folder("rescheduler/plan", ("rescheduler.plan", "shared"), pure=True),
+    Folder("rescheduler/output", ("rescheduler.output", "rescheduler.plan", "shared"), pure=True),
+    Folder("rescheduler/snapshot", ("rescheduler.snapshot", "rescheduler.parallel.forked", "shared"), pure=False),
+    Folder("rescheduler/parallel", ("rescheduler.parallel", "rescheduler.plan", "shared"), pure=False),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -97,21 +117,59 @@ def test_the_project_has_modules() -> None:
     assert len([m for m in MODULES if m.startswith("rescheduler.plan.")]) >= 8
 
 
-PLAN_MODULES = sorted(PLAN.glob("*.py"))
+FOLDER_MODULES = [(folder, path) for folder in FOLDERS for path in sorted((ROOT / folder.path).glob("*.py"))]
 
 
-@pytest.mark.parametrize("path", PLAN_MODULES, ids=[p.name for p in PLAN_MODULES])
-def test_plan_module_imports_nothing_impure(path: Path) -> None:
+def _may_import(folder: Folder, name: str) -> bool:
+    """``name`` is one of the folder's allowed modules, under one, or a package holding one (its ``__init__``
+    runs first: ``from rescheduler.parallel import forked`` names ``rescheduler.parallel`` too)."""
+    return any(name == p or name.startswith(p + ".") or p.startswith(name + ".") for p in folder.may_import)
+
+
+def _boundary_problems(folder: Folder, names: list[str]) -> list[str]:
     bad = []
-    for name in _imports(path):
+    for name in names:
         top = name.split(".")[0]
-        if top in PLAN_FORBIDDEN:
-            bad.append(f"{name} ({PLAN_FORBIDDEN[top]})")
-        elif top in PRODUCT and not any(name == p or name.startswith(p + ".") for p in PLAN_MAY_IMPORT):
-            bad.append(f"{name} (outside the plan and shared/)")
+        if folder.pure and top in PURE_FORBIDDEN:
+            bad.append(f"{name} ({PURE_FORBIDDEN[top]})")
+        elif top in PRODUCT and not _may_import(folder, name):
+            bad.append(f"{name} (outside {', '.join(folder.may_import)})")
         elif top in ("tests", "bench"):
             bad.append(f"{name} (test or benchmark support)")
-    assert bad == [], f"rescheduler/plan/{path.name} imports {bad}"
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("folder", "path"), FOLDER_MODULES, ids=[path.relative_to(ROOT).as_posix() for _, path in FOLDER_MODULES]
+)
+def test_folder_module_imports_only_what_its_folder_may(folder: Folder, path: Path) -> None:
+    bad = _boundary_problems(folder, _imports(path))
+    assert bad == [], f"{folder.path}/{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.path for f in FOLDERS])
+def test_every_folder_rule_checks_modules(folder: Folder) -> None:
+    # Guards the test above against a renamed folder that it would silently stop checking.
+    assert len([p for f, p in FOLDER_MODULES if f == folder and p.name != "__init__.py"]) >= 2
+
+
+@pytest.mark.parametrize(
+    ("folder", "source"),
+    [
+        pytest.param(FOLDERS[0], "from rescheduler.cluster import drain", id="plan-acts-on-the-cluster"),
+        pytest.param(FOLDERS[0], "import time", id="plan-reads-the-clock"),
+        pytest.param(FOLDERS[1], "from rescheduler.cluster.kube import Kube", id="output-acts-on-the-cluster"),
+        pytest.param(FOLDERS[1], "import logging", id="output-logs"),
+        pytest.param(FOLDERS[2], "from rescheduler.cluster.kube import Kube", id="snapshot-acts-on-the-cluster"),
+        pytest.param(FOLDERS[2], "from rescheduler import run", id="snapshot-runs-the-loop"),
+        pytest.param(FOLDERS[2], "from rescheduler.parallel.packing import passes", id="snapshot-plans"),
+        pytest.param(FOLDERS[3], "from rescheduler.snapshot.reader import load_snapshot", id="parallel-reads-files"),
+        pytest.param(FOLDERS[3], "from rescheduler.cluster.state import ClusterState", id="parallel-acts"),
+    ],
+)
+def test_a_folder_rule_refuses_a_bad_import(folder: Folder, source: str) -> None:
+    names = _imports_of(source, folder.path.replace("/", ".") + ".probe")
+    assert _boundary_problems(folder, names) != []
 
 
 def test_the_import_reader_sees_lazy_and_relative_imports() -> None:

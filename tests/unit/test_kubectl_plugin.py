@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from rescheduler.kubectl_plugin import USAGE, main
-from tests.unit.test_plan_html import cluster
+from tests.unit.test_plan_page import cluster
 
 
 def test_plan_from_a_snapshot_is_spot_rescheduler_plan(tmp_path: Path) -> None:

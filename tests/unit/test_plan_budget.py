@@ -20,7 +20,7 @@ import pytest
 
 from rescheduler.plan.planner import PUSHER, plan
 from rescheduler.run import default_planner
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate

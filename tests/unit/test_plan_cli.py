@@ -103,7 +103,7 @@ def test_table_output_is_for_people(snapshot_file: Path) -> None:
 
 
 def test_table_names_the_budgets_that_pace_each_drain() -> None:
-    from rescheduler.cli import render_table
+    from rescheduler.output.table import render_table
     from rescheduler.plan.budgets import Pacing
     from rescheduler.plan.records import Move, Plan, Summary
 

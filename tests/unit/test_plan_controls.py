@@ -8,7 +8,7 @@ import datetime
 from dataclasses import replace
 from typing import Any
 
-from rescheduler.cli import render_table
+from rescheduler.output.table import render_table
 from rescheduler.plan.cycle import decide, plan_nodes
 from rescheduler.plan.marks import STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.planner import plan
@@ -208,7 +208,7 @@ def test_a_tainted_node_counts_as_draining_and_a_drained_one_does_not() -> None:
 
 
 def test_the_html_page_and_the_table_group_held_nodes_by_control() -> None:
-    from rescheduler.plan_html import reason_groups
+    from rescheduler.output.page import reason_groups
 
     result = planned(three_drainable(), config(budgets=[{"nodes": "1"}]))
     (group,) = reason_groups(result)

@@ -28,7 +28,7 @@ import pytest
 
 from rescheduler.plan.cycle import plan_nodes
 from rescheduler.plan.planner import plan
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT, Config
 from shared.snapshot import ClusterSnapshot
 from tests.support import cluster_gen

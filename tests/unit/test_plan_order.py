@@ -19,7 +19,7 @@ from rescheduler.plan.candidates import Candidate, Candidates, PlanCache
 from rescheduler.plan.placement import Planner
 from rescheduler.plan.planner import PUSHER, plan
 from rescheduler.plan.state import FullestFirst, Simulation, SortedFree
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.config import Config
 from shared.model import Pod
 from tests.support.cluster_gen import PDB_HEAVY, generate

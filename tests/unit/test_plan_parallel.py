@@ -1,4 +1,4 @@
-"""The portfolio's passes on several processes (:mod:`rescheduler.plan_workers`): the same results, the
+"""The portfolio's passes on several processes (:mod:`rescheduler.parallel.packing`): the same results, the
 parent's own pod objects in them, the simulation left as it was, and a failed child's passes run again by
 the parent. Real forked processes, no stand-ins."""
 
@@ -11,19 +11,19 @@ from collections.abc import Sequence
 import orjson
 import pytest
 
-from rescheduler import plan_workers as parallel
 from rescheduler.cli import main
+from rescheduler.parallel import packing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.planner import plan
 from rescheduler.plan.state import Simulation
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, PORTFOLIO, Strategy
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate
 
-pytestmark = pytest.mark.skipif(not parallel.can_fork(), reason="the platform cannot fork")
+pytestmark = pytest.mark.skipif(not packing.can_fork(), reason="the platform cannot fork")
 
 
 def _snapshot(seed: int, nodes: int, features: object = PDB_HEAVY) -> ClusterSnapshot:
@@ -50,7 +50,7 @@ def test_passes_on_several_processes_give_the_results_of_one_process(seed: int, 
         p = Planner(sim, Candidates(sim, cache), search_steps=0)
         start = _state(snap)
         alone = [run(p, s) for s in PORTFOLIO]
-        together = parallel.run_all(p, PORTFOLIO, workers)
+        together = packing.run_all(p, PORTFOLIO, workers)
         assert _state(snap) == start  # the parent's passes left the simulation as they found it
     finally:
         sim.restore()
@@ -83,7 +83,7 @@ def test_a_child_that_fails_costs_only_time(monkeypatch: pytest.MonkeyPatch) -> 
     cache = PlanCache()
     sim = Simulation(snap, Config(), verify=False, topology_memo=cache.topology)
     parent = os.getpid()
-    real_run = parallel.run
+    real_run = packing.run
 
     def run_failing_in_children(*args: object, **kwargs: object) -> Result:
         if os.getpid() != parent:
@@ -93,8 +93,8 @@ def test_a_child_that_fails_costs_only_time(monkeypatch: pytest.MonkeyPatch) -> 
     try:
         p = Planner(sim, Candidates(sim, cache), search_steps=0)
         alone = [run(p, s) for s in LARGE_PORTFOLIO]
-        monkeypatch.setattr(parallel, "run", run_failing_in_children)
-        together = parallel.run_all(p, LARGE_PORTFOLIO, 3)
+        monkeypatch.setattr(packing, "run", run_failing_in_children)
+        together = packing.run_all(p, LARGE_PORTFOLIO, 3)
     finally:
         sim.restore()
     assert [_sig(r) for r in together] == [_sig(r) for r in alone]
@@ -116,7 +116,7 @@ def test_an_answer_that_is_not_a_list_of_results_or_a_failed_exit_reads_as_a_fai
         os.write(w, data)
         os._exit(status)
     os.close(w)
-    assert parallel._collect((pid, r)) is None
+    assert packing._collect((pid, r)) is None
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
@@ -126,11 +126,11 @@ def test_default_workers_follows_the_cpus_this_process_may_use() -> None:
     allowed = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, {min(allowed)})
-        assert parallel.default_workers() == 1
-        assert parallel.passes(parallel.default_workers()) is None
+        assert packing.default_workers() == 1
+        assert packing.passes(packing.default_workers()) is None
         if len(allowed) > 1:
             os.sched_setaffinity(0, set(sorted(allowed)[:2]))
-            assert parallel.default_workers() == len(LARGE_PORTFOLIO)
+            assert packing.default_workers() == len(LARGE_PORTFOLIO)
     finally:
         os.sched_setaffinity(0, allowed)
 
@@ -143,15 +143,15 @@ def test_plan_on_a_large_cluster_is_the_same_with_workers() -> None:
 
     def counting(p: Planner, strategies: Sequence[Strategy]) -> list[Result]:
         calls.append(len(strategies))
-        return parallel.run_all(p, strategies, 3)
+        return packing.run_all(p, strategies, 3)
 
-    assert parallel.passes(1) is None
+    assert packing.passes(1) is None
     one = plan(snap, Config())
     three = plan(snap, Config(), passes=counting)
     assert calls == [len(LARGE_PORTFOLIO)]
     assert one.summary.strategies_tried == tuple(s.name for s in LARGE_PORTFOLIO)
     assert orjson.dumps(three.to_json()) == orjson.dumps(one.to_json())
-    assert orjson.dumps(plan(snap, Config(), passes=parallel.passes(3)).to_json()) == orjson.dumps(one.to_json())
+    assert orjson.dumps(plan(snap, Config(), passes=packing.passes(3)).to_json()) == orjson.dumps(one.to_json())
     # With a time budget the passes run one after another (the budget judges them in turn); on a small cluster
     # too (they take milliseconds).
     plan(snap, Config(), passes=counting, time_budget=60.0, clock=lambda: 0.0)

@@ -17,9 +17,9 @@ import msgspec
 import orjson
 import pytest
 
-from rescheduler import snapshot_pods
 from rescheduler.plan.planner import plan
 from rescheduler.plan.reasons import Kind
+from rescheduler.snapshot.pods import PodItem, PodReader
 from shared.config import Config
 from shared.model import ParseError, Pod, pod_requests, status_requests
 from shared.resources import check_resources
@@ -317,8 +317,8 @@ def test_the_planner_sees_a_spot_node_filled_by_a_pending_resize(allocated: str,
 # --- the snapshot fast path reads it alike ---------------------------------------------------------------------
 
 
-def _decode(reader: snapshot_pods.PodReader, raw: dict[str, Any]) -> Pod:
-    return reader.read(msgspec.json.decode(orjson.dumps(raw), type=snapshot_pods.PodItem))
+def _decode(reader: PodReader, raw: dict[str, Any]) -> Pod:
+    return reader.read(msgspec.json.decode(orjson.dumps(raw), type=PodItem))
 
 
 def test_the_fast_path_reads_status_requests_as_the_model_does_pod_by_pod() -> None:
@@ -346,7 +346,7 @@ def test_the_fast_path_reads_status_requests_as_the_model_does_pod_by_pod() -> N
     pod_level["spec"]["resources"] = {"requests": cpu("2")}
     pod_level["status"].update(allocatedResources=cpu("3"), resources={"requests": cpu("3")})
     raws.append(pod_level)
-    reader = snapshot_pods.PodReader()
+    reader = PodReader()
     fast = [_decode(reader, r) for r in raws]
     assert fast == [Pod.from_api(r) for r in raws]
     assert [p.node_requests["cpu"] for p in fast] == [2000, 1000, 3000, 500, 2000, 1000, 2000, 3000]

@@ -544,7 +544,7 @@ def test_without_a_usable_version_the_loop_plans_with_the_strictest_rules_and_sa
 
 def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
     from rescheduler.run import default_planner
-    from rescheduler.snapshot_io import load_bytes
+    from rescheduler.snapshot.reader import load_bytes
 
     server = over_committed(None)
     items = [*server.store["nodes"].values(), *server.store["pods"].values()]

@@ -1,4 +1,4 @@
-"""A snapshot file read by two processes (:mod:`rescheduler.snapshot_split`): the same parts as one process
+"""A snapshot file read by two processes (:mod:`rescheduler.snapshot.split`): the same parts as one process
 reads, in the same order; any other layout, or any problem in either half, falls back to the one-process read
 (which words the error as always). Real forked processes and real files."""
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from rescheduler import snapshot_io, snapshot_split
 from rescheduler.cli import main
-from rescheduler.snapshot_io import Progress, SnapshotError, SnapshotParts, load_snapshot, read_tagged
+from rescheduler.snapshot import reader, split
+from rescheduler.snapshot.reader import Progress, SnapshotError, SnapshotParts, load_snapshot, read_tagged
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate, write_list
-from tests.unit.test_snapshot_io import EXTRA_PODS
+from tests.unit.test_snapshot_reader import EXTRA_PODS
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the platform cannot fork")
 
@@ -46,7 +46,7 @@ def _file(tmp_path: Path, items: list[dict[str, Any]], indent: int = 4) -> Path:
 
 def _read(path: Path) -> SnapshotParts | None:
     with path.open("rb") as fh:
-        return snapshot_split.read_in_two(
+        return split.read_in_two(
             fh.fileno(), path.stat().st_size, lambda half, first: read_tagged(half, first_half=first), min_bytes=0
         )
 
@@ -74,8 +74,8 @@ def test_the_cut_is_between_two_items_after_the_share() -> None:
     buf = io.BytesIO()
     write_list(items, buf, 4)
     data = buf.getvalue()
-    end = snapshot_split.split_point(data, min_bytes=0)
-    assert end is not None and end >= len(data) * snapshot_split.FIRST_SHARE
+    end = split.split_point(data, min_bytes=0)
+    assert end is not None and end >= len(data) * split.FIRST_SHARE
     assert data[end : end + 2] == b"},"  # the last item of the first half ends here
     assert data[end + 1 : end + 12] == b",\n        {"
 
@@ -83,13 +83,13 @@ def test_the_cut_is_between_two_items_after_the_share() -> None:
 @pytest.mark.parametrize("indent", [2, 0], ids=["jq-2-spaces", "compact"])
 def test_another_layout_is_not_cut(tmp_path: Path, indent: int) -> None:
     path = _file(tmp_path, _items(23), indent)
-    assert snapshot_split.split_point(path.read_bytes(), min_bytes=0) is None
+    assert split.split_point(path.read_bytes(), min_bytes=0) is None
     assert _read(path) is None
 
 
 def test_a_small_file_is_not_cut(tmp_path: Path) -> None:
     path = _file(tmp_path, _items(24))
-    assert snapshot_split.split_point(path.read_bytes()) is None  # below MIN_BYTES
+    assert split.split_point(path.read_bytes()) is None  # below MIN_BYTES
 
 
 def test_a_cut_outside_the_items_array_is_refused(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_cut_outside_the_items_array_is_refused(tmp_path: Path) -> None:
     cut = tail + len(b"\n    ],")
     odd = text[:cut] + b'\n    "other": [\n' + padding + b"\n    ]," + text[cut:]
     path.write_bytes(odd)
-    end = snapshot_split.split_point(odd, min_bytes=0)
+    end = split.split_point(odd, min_bytes=0)
     assert end is not None and end > tail  # the bytes alone would be cut in "other"...
     assert _read(path) is None  # ...but the first half is not a list's beginning
 
@@ -131,7 +131,7 @@ def test_a_bad_item_in_either_half_falls_back_and_is_worded_as_always(tmp_path: 
 
 
 def _big_file(tmp_path: Path) -> Path:
-    """A file above :data:`~rescheduler.snapshot_split.MIN_BYTES`: a small cluster whose pods carry kubectl's
+    """A file above :data:`~rescheduler.snapshot.split.MIN_BYTES`: a small cluster whose pods carry kubectl's
     last-applied-configuration, as big as some do."""
     items = generate(27, 40, 900, PDB_HEAVY)
     for item in items:
@@ -141,7 +141,7 @@ def _big_file(tmp_path: Path) -> Path:
     path = tmp_path / "big.json"
     with path.open("wb") as fh:
         write_list(items, fh, 4)
-    assert path.stat().st_size >= snapshot_split.MIN_BYTES
+    assert path.stat().st_size >= split.MIN_BYTES
     return path
 
 
@@ -159,10 +159,10 @@ def test_only_the_reader_of_the_first_half_shows_progress(tmp_path: Path) -> Non
 def test_plan_reads_a_big_file_in_two_and_prints_the_same_plan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through the command, on a file above :data:`~rescheduler.snapshot_split.MIN_BYTES`."""
+    """Through the command, on a file above :data:`~rescheduler.snapshot.split.MIN_BYTES`."""
     path = _big_file(tmp_path)
     assert _read(path) is not None
-    read_in_two = snapshot_io.read_in_two
+    read_in_two = reader.read_in_two
     halves: list[bool] = []
 
     def watched(*args: Any, **kwargs: Any) -> SnapshotParts | None:
@@ -170,7 +170,7 @@ def test_plan_reads_a_big_file_in_two_and_prints_the_same_plan(
         halves.append(parts is not None)
         return parts
 
-    monkeypatch.setattr(snapshot_io, "read_in_two", watched)
+    monkeypatch.setattr(reader, "read_in_two", watched)
     outputs = []
     for workers in ("1", "2"):
         assert main(["plan", "--snapshot", str(path), "--output", "json", "--workers", workers]) == 0

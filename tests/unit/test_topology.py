@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from rescheduler.plan.topology import TopologyIndex
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.interpod import check_inter_pod_affinity
 from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.snapshot import ClusterSnapshot

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.model import Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import (
     ERR_UNBOUND_IMMEDIATE_CLAIMS,

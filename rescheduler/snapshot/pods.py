@@ -8,9 +8,9 @@ but the name, since every pod's service-account token volume has a unique name. 
 dict look-ups and one constructor call. The shared objects are immutable (``Pod`` is frozen), so sharing is
 safe and saves memory.
 
-Every part is parsed by ``Pod.from_api`` itself, and ``tests/unit/test_snapshot_io.py`` checks that the fast
+Every part is parsed by ``Pod.from_api`` itself, and ``tests/unit/test_snapshot_reader.py`` checks that the fast
 path builds pods equal to ``Pod.from_api`` on the same JSON, so it cannot drift from the library silently.
-:mod:`rescheduler.snapshot_io` (files) and :mod:`rescheduler.cluster.listing` (a live cluster) both use it.
+:mod:`rescheduler.snapshot.reader` (files) and :mod:`rescheduler.cluster.listing` (a live cluster) both use it.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from rescheduler import forked
-from rescheduler.forked import can_fork
+from rescheduler.parallel import forked
+from rescheduler.parallel.forked import can_fork
 from rescheduler.plan.placement import PlannedMove, Planner, Result, run
 from rescheduler.plan.planner import Passes
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, Strategy

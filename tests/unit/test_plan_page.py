@@ -19,10 +19,10 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.output.page import _json_for_script, page_data, render_html
 from rescheduler.plan.planner import plan
 from rescheduler.plan.reasons import Kind
-from rescheduler.plan_html import _json_for_script, page_data, render_html
-from rescheduler.snapshot_io import load_bytes
+from rescheduler.snapshot.reader import load_bytes
 from shared.config import Config, parse_config
 from shared.movable import BLOCK_NOT_SAFE_TO_EVICT
 from tests.builders import api_list, node_json, owner, pod_json

@@ -1,4 +1,4 @@
-"""rescheduler.snapshot_io: the fast loader equals the library's constructors, and refuses bad input in one line."""
+"""rescheduler.snapshot.reader: the fast loader equals the library's constructors, and refuses bad input in one line."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import msgspec
 import orjson
 import pytest
 
-from rescheduler import snapshot_pods
 from rescheduler.cluster.listing import NotFound, load_cluster
-from rescheduler.snapshot_io import Progress, SnapshotError, load_bytes, load_snapshot
+from rescheduler.snapshot.pods import FAST_PATH_COMPLETE, SPEC_KEYS, PodItem, PodReader
+from rescheduler.snapshot.reader import Progress, SnapshotError, load_bytes, load_snapshot
 from shared.model import PDB, Node, Pod
 from shared.storage import StorageClass
 from tests.support.cluster_gen import FULL, generate, write_list
@@ -155,12 +155,12 @@ EXTRA_PODS: list[dict[str, Any]] = [
 
 
 def _decode_pod(raw: dict[str, Any]) -> Pod:
-    item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_pods.PodItem)
-    return snapshot_pods.PodReader().read(item)
+    item = msgspec.json.decode(orjson.dumps(raw), type=PodItem)
+    return PodReader().read(item)
 
 
 def test_fast_path_covers_every_pod_field() -> None:
-    assert snapshot_pods.FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.snapshot_pods does not fill"
+    assert FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.snapshot.pods does not fill"
 
 
 def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
@@ -169,9 +169,7 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
     read -= {"taints", "unschedulable", "selector", "minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"}
     read -= {"nodeAffinity", "claimRef"}
     read -= {"volumeName", "storageClassName"}  # node, PDB, PV and PVC specs
-    assert read <= snapshot_pods.SPEC_KEYS, (
-        f"Pod.from_api reads spec keys the loader skips: {read - snapshot_pods.SPEC_KEYS}"
-    )
+    assert read <= SPEC_KEYS, f"Pod.from_api reads spec keys the loader skips: {read - SPEC_KEYS}"
 
 
 @pytest.mark.parametrize(
@@ -185,12 +183,12 @@ def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
 
 def test_fast_path_equals_from_api_on_a_generated_cluster() -> None:
     items = generate(3, 30, 900, FULL)
-    reader = snapshot_pods.PodReader()
+    reader = PodReader()
     n = 0
     for raw in items:
         if raw["kind"] != "Pod":
             continue
-        item = msgspec.json.decode(orjson.dumps(raw), type=snapshot_pods.PodItem)
+        item = msgspec.json.decode(orjson.dumps(raw), type=PodItem)
         assert reader.read(item) == Pod.from_api(raw), raw["metadata"]["name"]
         n += 1
     assert n == 900
@@ -244,8 +242,8 @@ def test_pods_of_one_owner_with_different_specs_are_each_read_as_their_own() -> 
         _owned("f", tolerations=[]),
         _owned("g"),
     ]
-    reader = snapshot_pods.PodReader()
-    pods = [reader.read(msgspec.json.decode(orjson.dumps(r), type=snapshot_pods.PodItem)) for r in raws]
+    reader = PodReader()
+    pods = [reader.read(msgspec.json.decode(orjson.dumps(r), type=PodItem)) for r in raws]
     assert pods == [Pod.from_api(r) for r in raws]
     assert pods[1].requests["cpu"] == 2000 and pods[0].requests["cpu"] == 500
     assert pods[3].required_affinity is not None and pods[0].required_affinity is None
@@ -267,8 +265,8 @@ def test_pods_differing_only_in_their_node_affinity_share_the_rest_of_their_temp
             }
         }
         raws.append(_owned(f"ds-{node}", nodeName=node, affinity=pin))
-    reader = snapshot_pods.PodReader()
-    pods = [reader.read(msgspec.json.decode(orjson.dumps(r), type=snapshot_pods.PodItem)) for r in raws]
+    reader = PodReader()
+    pods = [reader.read(msgspec.json.decode(orjson.dumps(r), type=PodItem)) for r in raws]
     assert pods == [Pod.from_api(r) for r in raws]
     assert len({id(p.tolerations) for p in pods}) == 1 and len({id(p.requests) for p in pods}) == 1
     assert len({p.required_affinity for p in pods}) == 3
@@ -278,13 +276,13 @@ def test_the_reader_keeps_no_slice_of_the_input_alive() -> None:
     """A live listing decodes page after page: what the reader keeps between pods must not pin a page's bytes
     (a resizable buffer cannot grow while anything still points into it)."""
     page = bytearray(orjson.dumps(_owned("a")))
-    reader = snapshot_pods.PodReader()
-    item = msgspec.json.decode(page, type=snapshot_pods.PodItem)
+    reader = PodReader()
+    item = msgspec.json.decode(page, type=PodItem)
     pod = reader.read(item)
     del item
     page.extend(b" ")  # raises BufferError if the reader still holds a slice of ``page``
     assert pod == Pod.from_api(_owned("a"))
-    again = reader.read(msgspec.json.decode(orjson.dumps(_owned("b")), type=snapshot_pods.PodItem))
+    again = reader.read(msgspec.json.decode(orjson.dumps(_owned("b")), type=PodItem))
     assert again.requests is pod.requests  # and the template is still found
 
 
