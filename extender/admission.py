@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 
-from extender.errors import BadRequest
+from extender.errors import InvalidRequest
 from extender.patches import Op, Patch
 from extender.podcheck import LIMITS, SKIP_MALFORMED, SKIP_OVER_LIMITS, PodLimits, pod_problem
 from extender.reviews import ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, AdmissionReview
@@ -212,43 +212,43 @@ def _describe(value: Any) -> str:
 
 
 def parse_review(body: bytes) -> AdmissionReview:
-    """Decode and validate an AdmissionReview carrying a Pod; anything else is a :class:`BadRequest`."""
+    """Decode and validate an AdmissionReview carrying a Pod; anything else is an :class:`InvalidRequest`."""
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
+        raise InvalidRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(review, dict):
-        raise BadRequest("request body must be a JSON object (an AdmissionReview)")
+        raise InvalidRequest("request body must be a JSON object (an AdmissionReview)")
     kind = review.get("kind")
     if kind != "AdmissionReview":
-        raise BadRequest(f"kind must be AdmissionReview, got {_describe(kind)}")
+        raise InvalidRequest(f"kind must be AdmissionReview, got {_describe(kind)}")
     api_version = review.get("apiVersion")
     if not isinstance(api_version, str) or api_version not in ACCEPTED_API_VERSIONS:
-        raise BadRequest(f"apiVersion must be {ADMISSION_API_VERSION}, got {_describe(api_version)}")
+        raise InvalidRequest(f"apiVersion must be {ADMISSION_API_VERSION}, got {_describe(api_version)}")
     request = review.get("request")
     if not isinstance(request, dict):
-        raise BadRequest("AdmissionReview has no request object")
+        raise InvalidRequest("AdmissionReview has no request object")
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
-        raise BadRequest("request.uid is missing: the API server could not match the answer to its request")
+        raise InvalidRequest("request.uid is missing: the API server could not match the answer to its request")
     gvk = request.get("kind")
     if not isinstance(gvk, dict) or gvk.get("kind") != "Pod" or gvk.get("group", "") != "":
-        raise BadRequest(f"request.kind must be the core Pod kind, got {_describe(gvk)}")
+        raise InvalidRequest(f"request.kind must be the core Pod kind, got {_describe(gvk)}")
     operation = request.get("operation")
     if not isinstance(operation, str) or operation not in OPERATIONS:
-        raise BadRequest(f"request.operation must be one of {', '.join(OPERATIONS)}, got {_describe(operation)}")
+        raise InvalidRequest(f"request.operation must be one of {', '.join(OPERATIONS)}, got {_describe(operation)}")
     namespace = request.get("namespace")
     if namespace is not None and not isinstance(namespace, str):
-        raise BadRequest(f"request.namespace must be a string, got {_describe(namespace)}")
+        raise InvalidRequest(f"request.namespace must be a string, got {_describe(namespace)}")
     obj = request.get("object")
     if operation in ("CREATE", "UPDATE"):
         if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
-            raise BadRequest("request.object must be a Pod object")
+            raise InvalidRequest("request.object must be a Pod object")
         if not isinstance(obj.get("spec"), dict) or not isinstance(obj.get("metadata", {}), dict):
-            raise BadRequest("request.object is not a Pod: it has no spec object")
+            raise InvalidRequest("request.object is not a Pod: it has no spec object")
         obj_namespace = obj.get("metadata", {}).get("namespace")
         if obj_namespace is not None and not isinstance(obj_namespace, str):
-            raise BadRequest(f"request.object.metadata.namespace must be a string, got {_describe(obj_namespace)}")
+            raise InvalidRequest(f"request.object.metadata.namespace must be a string, got {_describe(obj_namespace)}")
     return review  # type: ignore[return-value]
 
 

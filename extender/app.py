@@ -32,7 +32,7 @@ from werkzeug.exceptions import HTTPException
 from extender import metrics
 from extender.admission import parse_review
 from extender.direct import DirectDoor
-from extender.errors import BadRequest, ExtenderError, PayloadTooLarge, RequestTimeout
+from extender.errors import ExtenderError, InvalidRequest, PayloadTooLarge, RequestTimeout
 from extender.service import (
     DEFAULT_MAX_NODES,
     EXTENDER_DEADLINE,
@@ -113,13 +113,13 @@ def _read_body(limit: int) -> bytes:
         raise RequestTimeout("the request body stopped arriving before it was complete") from None
     except Exception as e:  # a malformed chunked body, a client gone mid-body: the stream cannot go on
         g.close_connection = True
-        raise BadRequest(f"the request body could not be read: {type(e).__name__}") from None
+        raise InvalidRequest(f"the request body could not be read: {type(e).__name__}") from None
     if len(data) > limit:
         g.close_connection = True
         raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
     if length is not None and len(data) < length:
         g.close_connection = True
-        raise BadRequest(f"the request body ended after {len(data)} of its {length} bytes")
+        raise InvalidRequest(f"the request body ended after {len(data)} of its {length} bytes")
     g.body_read = True
     return data
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from extender.errors import ExtenderError
 from extender.service import Handoff, Service, decode_extender_args, error_answer
 
-__all__ = ["MAX_HEAD", "DirectRequest", "DirectDoor", "parse", "render", "answer"]
+__all__ = ["MAX_HEAD", "DirectRequest", "DirectDoor", "parse", "http_response", "answer"]
 
 # A scheduler call's head is ~150 bytes; a longer one is not the form read here.
 MAX_HEAD = 4096
@@ -111,7 +111,7 @@ def _http_date() -> bytes:
     return _date
 
 
-def render(body: bytes, keep_alive: bool) -> bytes:
+def http_response(body: bytes, keep_alive: bool) -> bytes:
     """The whole HTTP/1.1 200 response carrying the JSON ``body``; ``Connection: close`` unless ``keep_alive``."""
     return b"HTTP/1.1 200 OK\r\nDate: %b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%b\r\n%b" % (
         _http_date(),
@@ -144,7 +144,7 @@ def answer(
     if body is None:
         return None
     keep_alive = may_keep_alive and not request.close
-    return render(body, keep_alive), request.end, keep_alive
+    return http_response(body, keep_alive), request.end, keep_alive
 
 
 _ENDPOINTS = {"/filter": "filter", "/prioritize": "prioritize"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = [
     "ExtenderError",
     "RequestError",
-    "BadRequest",
+    "InvalidRequest",
     "PayloadTooLarge",
     "RequestTimeout",
     "UnsupportedMediaType",
@@ -35,7 +35,7 @@ class RequestError(ExtenderError):
     status = 400
 
 
-class BadRequest(RequestError):
+class InvalidRequest(RequestError):
     """Malformed JSON, a wrong ``kind``, a missing ``uid``, an object that is not a Pod..."""
 
     status = 400

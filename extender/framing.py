@@ -3,7 +3,7 @@
 :class:`Framing` reads the head once (path, ``Content-Length`` or ``Transfer-Encoding: chunked``) and then
 walks chunk-size lines only as far as bytes have arrived, so a body trickling in costs work in proportion
 to its new bytes. What it cannot frame is left to gunicorn's parser (a malformed head is answered with 400
-from the buffered bytes); what must not reach the app is a :class:`Refusal`: a head over 64 KiB, malformed
+from the buffered bytes); what must not reach the app is an :class:`UnreadableRequest`: a head over 64 KiB, malformed
 chunking, a chunked body over the path's limit or in more than :data:`MAX_CHUNKS` chunks.
 """
 
@@ -13,7 +13,7 @@ import io
 import json
 from collections.abc import Callable
 
-__all__ = ["COMPLETE", "PARTIAL", "DEFAULT_BODY_LIMIT", "MAX_CHUNKS", "Refusal", "Framing"]
+__all__ = ["COMPLETE", "PARTIAL", "DEFAULT_BODY_LIMIT", "MAX_CHUNKS", "UnreadableRequest", "Framing"]
 
 # Used when the application does not say (``ExtenderApp.body_limit``): the extender's largest body.
 DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
@@ -24,7 +24,7 @@ _HEAD_LIMIT = 64 * 1024  # gunicorn refuses larger request heads anyway
 _HEX = b"0123456789abcdefABCDEF"
 
 
-class Refusal(Exception):
+class UnreadableRequest(Exception):
     """A request the worker answers itself, without the app, and then closes: its body cannot be read."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:
@@ -73,7 +73,7 @@ class Framing:
         end = head.find(b"\r\n\r\n")
         if end < 0:
             if len(head) > _HEAD_LIMIT:
-                raise Refusal(431, "Request Header Fields Too Large", "the request head is over 64 KiB")
+                raise UnreadableRequest(431, "Request Header Fields Too Large", "the request head is over 64 KiB")
             return PARTIAL
         lines = head[:end].split(b"\r\n")
         target = lines[0].split(b" ")
@@ -107,12 +107,14 @@ class Framing:
             while True:
                 if self.need:
                     if bytes(view[self.need - 2 : self.need]) != b"\r\n":
-                        raise Refusal(400, "Bad Request", "a chunk of the request body is not followed by CRLF")
+                        raise UnreadableRequest(
+                            400, "Bad Request", "a chunk of the request body is not followed by CRLF"
+                        )
                     self.pos, self.need = self.need, 0
                 line_end = bytes(view[self.pos : self.pos + 1024]).find(b"\r\n")
                 if line_end < 0:
                     if size - self.pos >= 1024:
-                        raise Refusal(400, "Bad Request", "a chunk-size line of the request body is too long")
+                        raise UnreadableRequest(400, "Bad Request", "a chunk-size line of the request body is too long")
                     return PARTIAL
                 line = bytes(view[self.pos : self.pos + line_end])
                 after = self.pos + line_end + 2
@@ -124,7 +126,7 @@ class Framing:
                     continue
                 digits = line.split(b";", 1)[0].rstrip(b" \t")
                 if not digits or len(digits) > 16 or digits.translate(None, _HEX):
-                    raise Refusal(400, "Bad Request", "the request body has a malformed chunk size")
+                    raise UnreadableRequest(400, "Bad Request", "the request body has a malformed chunk size")
                 chunk = int(digits, 16)
                 if chunk == 0:
                     self.trailers, self.pos = True, after
@@ -132,9 +134,11 @@ class Framing:
                 self.decoded += chunk
                 self.chunks += 1
                 if self.decoded > self.limit:
-                    raise Refusal(413, "Content Too Large", f"request body is over the limit of {self.limit} bytes")
+                    raise UnreadableRequest(
+                        413, "Content Too Large", f"request body is over the limit of {self.limit} bytes"
+                    )
                 if self.chunks > MAX_CHUNKS:
-                    raise Refusal(400, "Bad Request", f"the request body has over {MAX_CHUNKS} chunks")
+                    raise UnreadableRequest(400, "Bad Request", f"the request body has over {MAX_CHUNKS} chunks")
                 self.need = after + chunk + 2
                 if size < self.need:
                     return PARTIAL

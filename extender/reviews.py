@@ -16,7 +16,7 @@ __all__ = [
     "AdmissionRequest",
     "AdmissionResponse",
     "AdmissionReview",
-    "ExtenderArgs",
+    "FoldedExtenderArgs",
     "ExtenderFilterResult",
     "HostPriority",
     "MAX_EXTENDER_PRIORITY",
@@ -71,7 +71,7 @@ class AdmissionReview(TypedDict):
     response: NotRequired[AdmissionResponse]
 
 
-class ExtenderArgs(TypedDict):
+class FoldedExtenderArgs(TypedDict):
     """``ExtenderArgs`` after :func:`fold_keys`: exactly one of ``Nodes``/``NodeNames`` is set."""
 
     Pod: Mapping[str, Any]

@@ -45,7 +45,7 @@ __all__ = [
     "workload_key",
     "spot_allowed",
     "node_problem",
-    "pod_problem",
+    "pod_metadata_problem",
     "filter_names",
     "filter_nodes",
     "prioritize_names",
@@ -289,7 +289,7 @@ def node_problem(raw: Any) -> str | None:
     return None
 
 
-def pod_problem(raw: Any) -> str | None:
+def pod_metadata_problem(raw: Any) -> str | None:
     """Why ``raw`` is not a Pod whose metadata (ceilings, workload) this module can read, else None."""
     if not isinstance(raw, dict):
         return "is not an object"

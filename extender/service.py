@@ -26,7 +26,7 @@ import orjson
 
 from extender import metrics
 from extender.admission import MutationMemo, MutationPolicy, allow_unchanged, build_response
-from extender.errors import BadRequest, ExtenderError
+from extender.errors import ExtenderError, InvalidRequest
 from extender.reviews import AdmissionReview, ExtenderFilterResult, fold_keys
 from extender.scheduling import (
     ExtenderPolicy,
@@ -37,7 +37,7 @@ from extender.scheduling import (
     filter_names,
     filter_nodes,
     node_problem,
-    pod_problem,
+    pod_metadata_problem,
     prioritize_names,
     prioritize_nodes,
     share_of,
@@ -132,39 +132,39 @@ def _decode_object(body: bytes) -> dict[str, Any]:
     try:
         value = _DECODER.decode(body)
     except (msgspec.DecodeError, RecursionError) as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
+        raise InvalidRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(value, dict):
-        raise BadRequest("request body must be a JSON object")
+        raise InvalidRequest("request body must be a JSON object")
     return value
 
 
 def decode_extender_args(body: bytes, max_nodes: int = DEFAULT_MAX_NODES) -> ExtenderArgs:
-    """Decode ``ExtenderArgs``; :class:`BadRequest` says what is wrong with it."""
+    """Decode ``ExtenderArgs``; :class:`InvalidRequest` says what is wrong with it."""
     args = fold_keys(_decode_object(body))
     pod: Any = args.get("Pod")
-    problem = pod_problem(pod)
+    problem = pod_metadata_problem(pod)
     if problem is not None or not isinstance(pod, dict):
-        raise BadRequest(f"ExtenderArgs.Pod {problem or 'must be an object'}")
+        raise InvalidRequest(f"ExtenderArgs.Pod {problem or 'must be an object'}")
     names, nodes = args.get("NodeNames"), args.get("Nodes")
     if names is not None:
         # set(map(type, ...)): one C-level pass, where a generator of isinstance() calls cost ~0.5 µs a name
         if not isinstance(names, list) or not {str}.issuperset(map(type, names)):
-            raise BadRequest("ExtenderArgs.NodeNames must be a list of node names")
+            raise InvalidRequest("ExtenderArgs.NodeNames must be a list of node names")
         if len(names) > max_nodes:
-            raise BadRequest(f"ExtenderArgs.NodeNames has {len(names)} names, over the limit of {max_nodes}")
+            raise InvalidRequest(f"ExtenderArgs.NodeNames has {len(names)} names, over the limit of {max_nodes}")
         return ExtenderArgs(pod, names, None)
     if nodes is not None:
         items = nodes.get("items") if isinstance(nodes, dict) else None
         if not isinstance(nodes, dict) or not isinstance(items or [], list):
-            raise BadRequest("ExtenderArgs.Nodes must be a NodeList object")
+            raise InvalidRequest("ExtenderArgs.Nodes must be a NodeList object")
         if len(items or ()) > max_nodes:
-            raise BadRequest(f"ExtenderArgs.Nodes has {len(items or ())} items, over the limit of {max_nodes}")
+            raise InvalidRequest(f"ExtenderArgs.Nodes has {len(items or ())} items, over the limit of {max_nodes}")
         for i, item in enumerate(items or ()):
             problem = node_problem(item)
             if problem is not None:
-                raise BadRequest(f"ExtenderArgs.Nodes.items[{i}] {problem}")
+                raise InvalidRequest(f"ExtenderArgs.Nodes.items[{i}] {problem}")
         return ExtenderArgs(pod, None, nodes)
-    raise BadRequest("ExtenderArgs has neither NodeNames nor Nodes")
+    raise InvalidRequest("ExtenderArgs has neither NodeNames nor Nodes")
 
 
 def _filter_error(message: str) -> Answer:
@@ -254,7 +254,7 @@ class ExtenderService:
         return Answer(200, orjson.dumps(answer))
 
     def filter(self, args: ExtenderArgs, arrived: float | None) -> Answer:
-        """The filter result; :class:`BadRequest` for Nodes that cannot be echoed back (no real Node)."""
+        """The filter result; :class:`InvalidRequest` for Nodes that cannot be echoed back (no real Node)."""
         if _late(arrived, EXTENDER_DEADLINE):
             return _filter_error(_TOO_LATE)
         try:
@@ -275,7 +275,7 @@ class ExtenderService:
         try:
             return Answer(200, orjson.dumps(result))
         except orjson.JSONEncodeError as e:  # nested past 254 levels, an integer past 64 bits: no real Node
-            raise BadRequest(f"ExtenderArgs.Nodes items cannot be echoed back: {e}") from None
+            raise InvalidRequest(f"ExtenderArgs.Nodes items cannot be echoed back: {e}") from None
 
     def prioritize(self, args: ExtenderArgs, arrived: float | None) -> Answer:
         if _late(arrived, EXTENDER_DEADLINE):

@@ -75,7 +75,7 @@ from extender.connections import (
     TimedSocket,
     TimedSSLSocket,
 )
-from extender.framing import COMPLETE, PARTIAL, Framing, Refusal
+from extender.framing import COMPLETE, PARTIAL, Framing, UnreadableRequest
 from extender.spreading import SpreadConnections, shared_spreader
 
 __all__ = [
@@ -212,7 +212,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         """
         try:
             state = self._read_ahead(conn)
-        except Refusal as refusal:
+        except UnreadableRequest as refusal:
             self._forget_reading(conn)
             self._refuse(conn, refusal)
             return
@@ -326,7 +326,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         pieces = [b"".join(chunks)] if sum(map(len, chunks)) <= WRITE_CHUNK else chunks
         self._write(conn, deque(memoryview(c) for c in pieces if c), keepalive)
 
-    def _refuse(self, conn: Any, refusal: Refusal) -> None:
+    def _refuse(self, conn: Any, refusal: UnreadableRequest) -> None:
         """Answer a request the worker cannot hand to the app (its body cannot be read), then close."""
         self.log.info("Refusing a request from %s: %d %s", conn.client, refusal.status, refusal.message)
         conn.framing = None
@@ -567,7 +567,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
                 self.poller.unregister(conn.sock)
             self._forget_reading(conn)
             why = f"the request did not arrive within {IO_TIMEOUT:g} s of its first bytes"
-            self._refuse(conn, Refusal(408, "Request Timeout", why))
+            self._refuse(conn, UnreadableRequest(408, "Request Timeout", why))
         self._expire(self.writing, "write_deadline", now, f"its answer was not taken within {IO_TIMEOUT:g} s")
         self._expire(self.closing, "close_deadline", now, None)
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rescheduler.cluster.capacity import CapacityRequester
-from rescheduler.cluster.drain import Drain, Drainer, DrainResult, Outcome
+from rescheduler.cluster.drain import Drain, Drainer, DrainOutcome, DrainResult
 from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
@@ -477,7 +477,7 @@ class Rescheduler:
                 started += 1
                 continue
             self.results.append(drain)
-            if drain.outcome == Outcome.SKIPPED:
+            if drain.outcome == DrainOutcome.SKIPPED:
                 self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{drain.reason}: {drain.message}")
             elif drain.started:  # the mark failed: the drain is over
                 started += 1

@@ -62,7 +62,7 @@ from rescheduler.plan.capacity import (
     MovabilityMemo,
     Seen,
     capacity_needs,
-    choose,
+    choose_needs,
     judge,
 )
 from rescheduler.plan.placeholder_pods import placeholder_pod
@@ -304,7 +304,7 @@ class CapacityRequester:
         self.collect_orphans()
         ended = self._judge({n.node for n in self.needs} | set(planned))
         skip = set(self.requests) | ended  # a node whose request just ended is not asked for again at once
-        fresh = [] if hold else choose(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip)
+        fresh = [] if hold else choose_needs(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip)
         for need in fresh:
             self._ask(need)
         self._count()

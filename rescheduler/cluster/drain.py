@@ -72,7 +72,7 @@ from rescheduler.cluster.events import (
     EventRecorder,
     Ref,
 )
-from rescheduler.cluster.evictor import EvictionTry, Evictor, Result
+from rescheduler.cluster.evictor import EvictionResult, EvictionTry, Evictor
 from rescheduler.cluster.kube import ApiError, Kube, NotFound, Retry, pod_path
 from rescheduler.cluster.marks import NodeMarker, iso
 from rescheduler.cluster.state import ClusterState
@@ -90,7 +90,7 @@ from shared.movable import is_job_pod, movability
 from shared.placeholders import is_placeholder
 
 __all__ = [
-    "Outcome",
+    "DrainOutcome",
     "Phase",
     "Drain",
     "DrainResult",
@@ -114,7 +114,7 @@ FreeRoom = Callable[[str, Sequence[Pod]], None]
 (the run loop's :meth:`~rescheduler.cluster.capacity.CapacityRequester.give_room`)."""
 
 
-class Outcome:
+class DrainOutcome:
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -144,7 +144,7 @@ class DrainResult:
 
     @property
     def started(self) -> bool:
-        return self.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+        return self.outcome in (DrainOutcome.SUCCEEDED, DrainOutcome.FAILED)
 
 
 @dataclass(slots=True)
@@ -280,7 +280,7 @@ class Drainer:
             message,
             extra=fields(node=node_name, reason=label.value, dry_run=self.dry_run),
         )
-        return DrainResult(node_name, Outcome.SKIPPED, label.value, message, refusals=refusals)
+        return DrainResult(node_name, DrainOutcome.SKIPPED, label.value, message, refusals=refusals)
 
     # ---- start ----------------------------------------------------------------------------------------------
 
@@ -329,7 +329,7 @@ class Drainer:
         )
         for p in pods:
             self.evictor.evict(p, why=f"dry-run: would move from on-demand node {node_name} to spot")
-        return DrainResult(node_name, Outcome.DRY_RUN, message=moves)
+        return DrainResult(node_name, DrainOutcome.DRY_RUN, message=moves)
 
     def _wait_for_jobs(self, drain: Drain) -> None:
         """Enter :attr:`Phase.JOBS` when the node runs Job pods (``disruption.jobs: wait``), with an Event."""
@@ -457,7 +457,11 @@ class Drainer:
                 continue
             drain.tries.remove(t)
             if not result.result.ok:
-                label = DrainLabel.EVICTION_REFUSED if result.result is Result.REFUSED else DrainLabel.EVICTION_FAILED
+                label = (
+                    DrainLabel.EVICTION_REFUSED
+                    if result.result is EvictionResult.REFUSED
+                    else DrainLabel.EVICTION_FAILED
+                )
                 msg = f"eviction of {t.pod.key}: {result.message}"
                 return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True)
             drain.evicted.append(t.pod)
@@ -557,7 +561,7 @@ class Drainer:
             extra=fields(node=node_name, evicted=[p.key for p in drain.evicted], replacements=dict(placed)),
         )
         evicted = tuple(p.key for p in drain.evicted)
-        return DrainResult(node_name, Outcome.SUCCEEDED, message=msg, evicted=evicted, replacements=placed)
+        return DrainResult(node_name, DrainOutcome.SUCCEEDED, message=msg, evicted=evicted, replacements=placed)
 
     def interrupt(self, drain: Drain) -> DrainResult:
         """Stop ``drain`` now (shutdown or lost leadership): no further eviction, the mark removed."""
@@ -575,7 +579,9 @@ class Drainer:
             msg,
             extra=fields(node=drain.node, reason=DrainLabel.INTERRUPTED.value),
         )
-        return DrainResult(drain.node, Outcome.FAILED, DrainLabel.INTERRUPTED.value, msg, tuple(p.key for p in evicted))
+        return DrainResult(
+            drain.node, DrainOutcome.FAILED, DrainLabel.INTERRUPTED.value, msg, tuple(p.key for p in evicted)
+        )
 
     def drain(self, node_name: str, planned: Sequence[str], targets: dict[str, str] | None = None) -> DrainResult:
         """:meth:`start` and :meth:`advance` until the drain is over, waiting for the watch between steps: one
@@ -646,4 +652,4 @@ class Drainer:
             extra=fields(node=node_name, reason=label.value, evicted=[p.key for p in evicted]),
         )
         evicted_keys = tuple(p.key for p in evicted)
-        return DrainResult(node_name, Outcome.FAILED, label.value, message, evicted_keys, replacements=placed)
+        return DrainResult(node_name, DrainOutcome.FAILED, label.value, message, evicted_keys, replacements=placed)

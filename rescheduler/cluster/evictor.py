@@ -45,7 +45,7 @@ from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
 from shared.model import Pod
 
-__all__ = ["Result", "Eviction", "EvictionTry", "Evictor", "DEFAULT_GRACE_SECONDS"]
+__all__ = ["EvictionResult", "Eviction", "EvictionTry", "Evictor", "DEFAULT_GRACE_SECONDS"]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.evictor")
 
@@ -53,7 +53,7 @@ DEFAULT_GRACE_SECONDS = 30
 """``terminationGracePeriodSeconds`` when a pod does not set it (the API server's default)."""
 
 
-class Result(enum.Enum):
+class EvictionResult(enum.Enum):
     EVICTED = "evicted"
     GONE = "gone"
     """The pod (that UID) no longer exists: nothing to evict."""
@@ -66,13 +66,13 @@ class Result(enum.Enum):
 
     @property
     def ok(self) -> bool:
-        return self in (Result.EVICTED, Result.GONE, Result.DRY_RUN)
+        return self in (EvictionResult.EVICTED, EvictionResult.GONE, EvictionResult.DRY_RUN)
 
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
     pod: str
-    result: Result
+    result: EvictionResult
     message: str = ""
     attempts: int = 0
 
@@ -152,7 +152,7 @@ class Evictor:
                 return self._aborted(t)
 
     def _aborted(self, t: EvictionTry) -> Eviction:
-        result = Eviction(t.pod.key, Result.ABORTED, t.last, t.attempts)
+        result = Eviction(t.pod.key, EvictionResult.ABORTED, t.last, t.attempts)
         self._finished(t.pod, result, t.why)
         return result
 
@@ -162,7 +162,7 @@ class Evictor:
         log.log(
             level,
             "%s pod %s: %s",
-            "would evict" if result.result is Result.DRY_RUN else "eviction of",
+            "would evict" if result.result is EvictionResult.DRY_RUN else "eviction of",
             pod.key,
             result.result.value + (f" ({result.message})" if result.message else ""),
             extra=fields(
@@ -173,22 +173,22 @@ class Evictor:
     def _attempt(self, t: EvictionTry) -> Eviction | None:
         pod = t.pod
         if self.dry_run:
-            return Eviction(pod.key, Result.DRY_RUN, t.why)
+            return Eviction(pod.key, EvictionResult.DRY_RUN, t.why)
         path = pod_path(pod.namespace, pod.name)
         try:
             live = self.kube.get(path)
             version = self.kube.eviction_version()
         except NotFound:
-            return Eviction(pod.key, Result.GONE, "not found", t.attempts)
+            return Eviction(pod.key, EvictionResult.GONE, "not found", t.attempts)
         except ApiError as e:
             if is_transient(e):
                 return self._again(t, f"cannot read the pod: {e}", e.retry_after, read=True)
-            return Eviction(pod.key, Result.FAILED, f"cannot read the pod: {e}", t.attempts)
+            return Eviction(pod.key, EvictionResult.FAILED, f"cannot read the pod: {e}", t.attempts)
         meta = live.get("metadata") or {}
         if pod.uid and meta.get("uid") != pod.uid:
-            return Eviction(pod.key, Result.GONE, "replaced by a new pod of the same name", t.attempts)
+            return Eviction(pod.key, EvictionResult.GONE, "replaced by a new pod of the same name", t.attempts)
         if meta.get("deletionTimestamp"):
-            return Eviction(pod.key, Result.EVICTED, "already terminating", t.attempts)
+            return Eviction(pod.key, EvictionResult.EVICTED, "already terminating", t.attempts)
         grace = (live.get("spec") or {}).get("terminationGracePeriodSeconds")
         grace = DEFAULT_GRACE_SECONDS if grace is None else int(grace)
         grace = max(0, min(grace, int(self.max_grace)))
@@ -215,27 +215,27 @@ class Evictor:
         pod = t.pod
         try:
             self.kube.post(path + "/eviction", body)
-            return Eviction(pod.key, Result.EVICTED, f"grace period {grace}s", t.attempts)
+            return Eviction(pod.key, EvictionResult.EVICTED, f"grace period {grace}s", t.attempts)
         except NotFound:
-            return Eviction(pod.key, Result.GONE, "deleted meanwhile", t.attempts)
+            return Eviction(pod.key, EvictionResult.GONE, "deleted meanwhile", t.attempts)
         except Conflict as e:
             # The UID precondition failed: the pod we meant is gone and another took its name.
-            return Eviction(pod.key, Result.GONE, f"precondition failed: {e.message}", t.attempts)
+            return Eviction(pod.key, EvictionResult.GONE, f"precondition failed: {e.message}", t.attempts)
         except TooManyRequests as e:
             return self._again(t, e.message, e.retry_after)
         except ServerError as e:
             if "more than one" in e.message.lower() and "disruption" in e.message.lower():
                 self._refused(pod, e.message)
-                return Eviction(pod.key, Result.REFUSED, e.message, t.attempts)
+                return Eviction(pod.key, EvictionResult.REFUSED, e.message, t.attempts)
             return self._again(t, str(e), None)
         except Unavailable as e:
             return self._again(t, str(e), None)
         except Forbidden as e:
             return Eviction(
-                pod.key, Result.FAILED, f"forbidden (RBAC needs pods/eviction create): {e.message}", t.attempts
+                pod.key, EvictionResult.FAILED, f"forbidden (RBAC needs pods/eviction create): {e.message}", t.attempts
             )
         except ApiError as e:
-            return Eviction(pod.key, Result.FAILED, str(e), t.attempts)
+            return Eviction(pod.key, EvictionResult.FAILED, str(e), t.attempts)
 
     def _again(self, t: EvictionTry, message: str, retry_after: float | None, *, read: bool = False) -> Eviction | None:
         """Schedule the next attempt (``None``), or the final answer once ``pod_eviction_timeout`` has passed: a
@@ -244,11 +244,11 @@ class Evictor:
         now = self.clock()
         left = t.deadline - now
         if left <= 0 and read:
-            return Eviction(t.pod.key, Result.FAILED, message, t.attempts)
+            return Eviction(t.pod.key, EvictionResult.FAILED, message, t.attempts)
         if left <= 0:
             self._refused(t.pod, message)
             return Eviction(
-                t.pod.key, Result.REFUSED, f"still refused after {self.timeout:.0f}s: {message}", t.attempts
+                t.pod.key, EvictionResult.REFUSED, f"still refused after {self.timeout:.0f}s: {message}", t.attempts
             )
         t.next_at = now + min(max(retry_after or 0.0, t.delay), self.max_backoff, left)
         t.delay = min(t.delay * 2, self.max_backoff)

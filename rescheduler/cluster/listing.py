@@ -23,7 +23,7 @@ from shared.kube.informer import Page, list_pages
 from shared.model import ParseError
 from shared.snapshot import ClusterSnapshot
 
-__all__ = ["NotFound", "Fetch", "list_kind", "load_cluster"]
+__all__ = ["NotServed", "Fetch", "list_kind", "load_cluster"]
 
 
 class _ListMeta(Struct):
@@ -52,10 +52,10 @@ _RESOURCES = (
 _PDB_V1BETA1 = "/apis/policy/v1beta1/poddisruptionbudgets"
 
 Fetch = Callable[[str, list[tuple[str, Any]]], bytes]
-"""``fetch(path, query) -> raw response body``; raises :class:`NotFound` for HTTP 404."""
+"""``fetch(path, query) -> raw response body``; raises :class:`NotServed` for HTTP 404."""
 
 
-class NotFound(Exception):
+class NotServed(Exception):
     """The API server does not serve this path (HTTP 404)."""
 
 
@@ -118,11 +118,11 @@ def load_cluster(
                 query = [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed")]
             try:
                 list_kind(fetch, kind, path, reader, page_size=page_size, query=query, api_version=api_version)
-            except NotFound:
+            except NotServed:
                 if kind != "PodDisruptionBudget":
                     raise
                 list_kind(fetch, kind, _PDB_V1BETA1, reader, page_size=page_size, api_version="policy/v1beta1")
-    except NotFound as e:
+    except NotServed as e:
         raise SnapshotError(f"cluster: {e} is not served by the API server") from None
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise SnapshotError(f"cluster: unexpected response: {json_problem(e)}") from None
@@ -148,7 +148,7 @@ def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
         try:
             return kube.get_raw(path, query)
         except ApiNotFound:
-            raise NotFound(path) from None
+            raise NotServed(path) from None
         except ApiError as e:
             raise SnapshotError(f"cluster: GET {path}: {' '.join(str(e).split())}") from None
 

@@ -45,7 +45,7 @@ from shared.storage import StorageClass
 __all__ = [
     "ClusterState",
     "Informer",
-    "Kind",
+    "WatchedKind",
     "KINDS",
     "NODES",
     "PODS",
@@ -64,22 +64,22 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class WatchedKind:
     """One watched kind: its name in logs and the store, and whether its objects are namespaced."""
 
     name: str
     namespaced: bool
 
 
-NODES = Kind("nodes", False)
-PODS = Kind("pods", True)
-PDBS = Kind("poddisruptionbudgets", True)
-NAMESPACES = Kind("namespaces", False)
-PVS = Kind("persistentvolumes", False)
-PVCS = Kind("persistentvolumeclaims", True)
-STORAGE_CLASSES = Kind("storageclasses", False)
+NODES = WatchedKind("nodes", False)
+PODS = WatchedKind("pods", True)
+PDBS = WatchedKind("poddisruptionbudgets", True)
+NAMESPACES = WatchedKind("namespaces", False)
+PVS = WatchedKind("persistentvolumes", False)
+PVCS = WatchedKind("persistentvolumeclaims", True)
+STORAGE_CLASSES = WatchedKind("storageclasses", False)
 KINDS = (NODES, PODS, PDBS, NAMESPACES, PVS, PVCS, STORAGE_CLASSES)
-WATCHES: tuple[tuple[Kind, str, tuple[tuple[str, str], ...]], ...] = (
+WATCHES: tuple[tuple[WatchedKind, str, tuple[tuple[str, str], ...]], ...] = (
     (NODES, "/api/v1/nodes", ()),
     (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
     (NAMESPACES, "/api/v1/namespaces", ()),
@@ -91,7 +91,7 @@ WATCHES: tuple[tuple[Kind, str, tuple[tuple[str, str], ...]], ...] = (
 whose path depends on the API versions the server serves (``policy/v1`` or ``v1beta1``)."""
 
 
-def _key(kind: Kind, meta: Mapping[str, Any]) -> str:
+def _key(kind: WatchedKind, meta: Mapping[str, Any]) -> str:
     name = meta.get("name") or ""
     return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
 
@@ -135,7 +135,7 @@ class ClusterState:
 
     # ---- writers (informer threads, tests, the benchmark) ---------------------------------------------------
 
-    def replace(self, kind: Kind, items: Iterable[Mapping[str, Any]]) -> None:
+    def replace(self, kind: WatchedKind, items: Iterable[Mapping[str, Any]]) -> None:
         """Set the whole content of ``kind`` from a fresh list (the initial list, or a relist after 410)."""
         parsed: dict[str, Any] = {}
         broken: dict[str, str] = {}
@@ -168,7 +168,7 @@ class ClusterState:
             self.version += 1
             self.cond.notify_all()
 
-    def apply(self, kind: Kind, event_type: str, raw: Mapping[str, Any]) -> None:
+    def apply(self, kind: WatchedKind, event_type: str, raw: Mapping[str, Any]) -> None:
         """Apply one watch event (``ADDED``, ``MODIFIED`` or ``DELETED``) carrying the object ``raw``."""
         if event_type == "DELETED":
             key = _key(kind, raw.get("metadata") or {})
@@ -221,7 +221,7 @@ class ClusterState:
         if self._infos.pop(name, None) is not None:
             self._unknown.update(self.by_node.get(name, {}))
 
-    def _parse(self, kind: Kind, raw: Mapping[str, Any]) -> tuple[str, Any]:
+    def _parse(self, kind: WatchedKind, raw: Mapping[str, Any]) -> tuple[str, Any]:
         key = _key(kind, raw.get("metadata") or {})
         try:
             if kind is PODS:
@@ -386,7 +386,7 @@ class _Collection:
 class _Handler:
     """Raw objects of one kind into a :class:`ClusterState` (it parses them under its own rules)."""
 
-    def __init__(self, state: ClusterState, kind: Kind) -> None:
+    def __init__(self, state: ClusterState, kind: WatchedKind) -> None:
         self.state = state
         self.kind = kind
 
@@ -410,7 +410,7 @@ class Informer(SharedInformer[dict[str, Any]]):
         self,
         kube: Kube,
         state: ClusterState,
-        kind: Kind,
+        kind: WatchedKind,
         path: str,
         stop: threading.Event,
         *,

@@ -1,4 +1,4 @@
-"""One piece of work in a forked child, its answer read back as bytes: :func:`fork` and :func:`answer`.
+"""One piece of work in a forked child, its answer read back as bytes: :func:`fork` and :func:`read_back`.
 
 What :mod:`rescheduler.snapshot.split` (half a snapshot file) and :mod:`rescheduler.parallel.packing` (packing
 passes) share. The child sees this process's memory as it was at the fork (copy-on-write), runs ``work`` and
@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["fork", "answer", "can_fork"]
+__all__ = ["fork", "read_back", "can_fork"]
 
 
 def can_fork() -> bool:
@@ -51,7 +51,7 @@ def fork(work: Callable[[], bytes]) -> tuple[int, int] | None:
     return pid, r
 
 
-def answer(child: tuple[int, int]) -> bytes | None:
+def read_back(child: tuple[int, int]) -> bytes | None:
     """What the child wrote, once it has ended; ``None`` when it failed (killed, or an exception)."""
     pid, fd = child
     with os.fdopen(fd, "rb") as src:

@@ -107,7 +107,7 @@ def _fork(planner: Planner, strategies: list[Strategy]) -> tuple[int, int] | Non
 
 def _collect(child: tuple[int, int]) -> list[_Packed] | None:
     """A child's answer, or ``None`` when it failed."""
-    data = forked.answer(child)
+    data = forked.read_back(child)
     if data is None:
         return None
     try:

@@ -44,7 +44,7 @@ __all__ = [
     "is_room_reason",
     "capacity_needs",
     "MovabilityMemo",
-    "choose",
+    "choose_needs",
     "judge",
     "in_the_way",
     "REQUESTED",
@@ -159,7 +159,7 @@ def capacity_needs(
     memo: MovabilityMemo | None = None,
 ) -> list[CapacityNeed]:
     """The nodes of ``reasons`` (a plan's :attr:`~rescheduler.plan.records.Plan.undrainable`) that stay only
-    for lack of spot room, smallest need first (so the caps of :func:`choose` let the most nodes through),
+    for lack of spot room, smallest need first (so the caps of :func:`choose_needs` let the most nodes through),
     then by name. ``memo``: the run loop's, kept across its cycles (one is made otherwise)."""
     pdbs = list(snapshot.pdbs)
     memo = memo or MovabilityMemo()
@@ -198,7 +198,7 @@ class Caps:
         return cls(config.max_pods, resource_value("cpu", config.max_cpu), resource_value("memory", config.max_memory))
 
 
-def choose(
+def choose_needs(
     needs: Iterable[CapacityNeed], caps: Caps, *, in_use: tuple[int, int, int], skip: Collection[str] = ()
 ) -> list[CapacityNeed]:
     """The needs to ask for now, in order: each whole (a node drains all or nothing, so half its room is

@@ -101,7 +101,7 @@ def _read_in_two(view: mmap.mmap, read: Reader, min_bytes: int) -> Any | None:
         first = read(memoryview(view)[: end + 1 + len(_CLOSE)], True)
     except Exception:
         first = None
-    answer = forked.answer(child)
+    answer = forked.read_back(child)
     if first is None or answer is None:
         return None
     try:

@@ -19,7 +19,7 @@ from extender.admission import (
     mutate_pod,
     parse_review,
 )
-from extender.errors import BadRequest
+from extender.errors import InvalidRequest
 from tests.builders import Json, expr, override
 from tests.unit.admission_builders import AKS_TOLERATION, DEFAULT, NOT_READY, make_pod, policy, review, term
 
@@ -57,7 +57,7 @@ from tests.unit.admission_builders import AKS_TOLERATION, DEFAULT, NOT_READY, ma
     ],
 )
 def test_parse_review_rejects_hostile_envelopes_with_a_sentence(body: bytes, message: str) -> None:
-    with pytest.raises(BadRequest, match=message) as caught:
+    with pytest.raises(InvalidRequest, match=message) as caught:
         parse_review(body)
     assert len(caught.value.message) < 300
 
@@ -68,7 +68,7 @@ def test_a_review_without_spec_never_poisons_the_memo() -> None:
     memo = MutationMemo()
     forged = review({"metadata": {"labels": {"app": "web"}}})
     del forged["request"]["operation"]
-    with pytest.raises(BadRequest):
+    with pytest.raises(InvalidRequest):
         parse_review(orjson.dumps(forged))
     real = make_pod(tolerations=None, scheduler=None)
     answer, _ = build_response(review(real), DEFAULT, memo)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from extender.admission import SKIP_EXCLUDED_NAMESPACE, MutationMemo, MutationPolicy, build_response, parse_review
-from extender.errors import BadRequest
+from extender.errors import InvalidRequest
 from tests.builders import expr
 from tests.unit.admission_builders import (
     AKS,
@@ -112,7 +112,7 @@ def test_require_warning_reaches_the_response() -> None:
     ],
 )
 def test_parse_review_rejects_what_is_not_a_pod_review(body: bytes, message: str) -> None:
-    with pytest.raises(BadRequest, match=message):
+    with pytest.raises(InvalidRequest, match=message):
         parse_review(body)
 
 

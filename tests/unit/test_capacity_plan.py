@@ -17,7 +17,7 @@ from rescheduler.plan.capacity import (
     Caps,
     Seen,
     capacity_needs,
-    choose,
+    choose_needs,
     format_need,
     in_the_way,
     judge,
@@ -143,9 +143,9 @@ def _need(name: str, pods: int, cpu: int, memory: int = 2**30) -> CapacityNeed:
 def test_choose_takes_whole_nodes_within_every_cap() -> None:
     items = [_need("a", 2, 1000), _need("b", 3, 1000), _need("c", 1, 500), _need("d", 1, 4000)]
     caps = Caps(pods=5, cpu=3000, memory=10 * 2**30)
-    assert [n.node for n in choose(items, caps, in_use=(0, 0, 0))] == ["a", "b"]
-    assert [n.node for n in choose(items, caps, in_use=(1, 0, 0), skip={"a"})] == ["b", "c"]
-    assert [n.node for n in choose(items, Caps(pods=10, cpu=10**6, memory=2 * 2**30), in_use=(0, 0, 0))] == [
+    assert [n.node for n in choose_needs(items, caps, in_use=(0, 0, 0))] == ["a", "b"]
+    assert [n.node for n in choose_needs(items, caps, in_use=(1, 0, 0), skip={"a"})] == ["b", "c"]
+    assert [n.node for n in choose_needs(items, Caps(pods=10, cpu=10**6, memory=2 * 2**30), in_use=(0, 0, 0))] == [
         "a",
         "b",
     ]

@@ -13,7 +13,7 @@ import pytest
 
 from rescheduler.cluster.drain import (
     Drainer,
-    Outcome,
+    DrainOutcome,
 )
 from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
@@ -150,7 +150,7 @@ def test_a_drainable_node_is_tainted_evicted_and_left_marked_drained(cluster: Cl
 
     result = cluster.drainer.drain("od-1", keys)
 
-    assert result.outcome == Outcome.SUCCEEDED, result.message
+    assert result.outcome == DrainOutcome.SUCCEEDED, result.message
     assert sorted(result.evicted) == keys
     assert {n for _, n in result.replacements} == {"spot-1"}
     od = cluster.node_obj("od-1")
@@ -169,7 +169,7 @@ def test_the_taint_is_applied_before_the_first_eviction(cluster: Cluster) -> Non
         return "spot-1"
 
     cluster.replicate_to(target)
-    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+    assert cluster.drainer.drain("od-1", keys).outcome == DrainOutcome.SUCCEEDED
     assert seen and any(t["key"] == KEY for t in seen[0])
 
 
@@ -179,7 +179,7 @@ def test_keep_drained_tainted_false_makes_the_empty_node_schedulable_again() -> 
     try:
         keys = populate(c)
         c.replicate_to(lambda p: "spot-1")
-        assert c.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+        assert c.drainer.drain("od-1", keys).outcome == DrainOutcome.SUCCEEDED
         assert taints(c, "od-1") == []
         assert STATE_ANNOTATION not in (c.node_obj("od-1")["metadata"].get("annotations") or {})
     finally:
@@ -209,7 +209,7 @@ def test_a_node_whose_pdb_forbids_an_eviction_is_never_touched(cluster: Cluster)
 
     result = cluster.drainer.drain("od-1", keys)
 
-    assert result.outcome == Outcome.SKIPPED
+    assert result.outcome == DrainOutcome.SKIPPED
     assert result.reason == DrainLabel.PDB_PRECHECK
     assert cluster.server.evictions == []
     assert [m for m, p, _ in cluster.server.requests if m in ("PATCH", "POST") and "/events" not in p] == []
@@ -227,7 +227,7 @@ def test_all_at_once_two_pods_of_one_budget_that_allows_one_disruption_skip_the_
         c.server.put("pdbs", pdb("web", "web", allowed=1))
         c.start()
         result = c.drainer.drain("od-1", ["default/web-0", "default/web-1"])
-        assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PDB_PRECHECK)
+        assert (result.outcome, result.reason) == (DrainOutcome.SKIPPED, DrainLabel.PDB_PRECHECK)
         assert "needs 2" in result.message
         assert c.server.evictions == []
     finally:
@@ -267,7 +267,7 @@ def test_three_pods_of_one_budget_allowing_one_are_evicted_one_at_a_time_as_repl
 
     cluster.server.on_evict = on_evict
     result = cluster.drainer.drain("od-1", keys)
-    assert result.outcome is Outcome.SUCCEEDED, result.message
+    assert result.outcome is DrainOutcome.SUCCEEDED, result.message
     assert sorted(result.evicted) == keys
     assert allowed_at_eviction == [0, 0, 0]  # each eviction used the one disruption the budget allowed
     posts = [p for m, p, _ in cluster.server.requests if m == "POST" and p.endswith("/eviction")]
@@ -279,7 +279,7 @@ def test_a_plan_that_no_longer_matches_the_node_is_not_started(cluster: Cluster)
     cluster.server.put("pods", pod("late", "od-1", app="late", owner="rs-late"))
     assert cluster.state.wait_until(lambda: "default/late" in cluster.state.pods, 5)
     result = cluster.drainer.drain("od-1", keys)
-    assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PLAN_STALE)
+    assert (result.outcome, result.reason) == (DrainOutcome.SKIPPED, DrainLabel.PLAN_STALE)
     assert cluster.server.evictions == []
 
 
@@ -340,7 +340,7 @@ def test_dry_run_performs_no_write() -> None:
     try:
         keys = populate(c)
         result = c.drainer.drain("od-1", keys)
-        assert result.outcome == Outcome.DRY_RUN
+        assert result.outcome == DrainOutcome.DRY_RUN
         assert [m for m, _, _ in c.server.requests if m != "GET"] == []
         assert c.server.evictions == []
     finally:
@@ -407,14 +407,14 @@ def test_a_transient_error_on_the_mark_is_retried(cluster: Cluster) -> None:
     keys = populate(cluster)
     cluster.replicate_to(lambda p: "spot-1")
     cluster.server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)
-    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+    assert cluster.drainer.drain("od-1", keys).outcome == DrainOutcome.SUCCEEDED
 
 
 def test_a_transient_error_listing_the_budgets_is_retried(cluster: Cluster) -> None:
     keys = populate(cluster)
     cluster.replicate_to(lambda p: "spot-1")
     cluster.server.fail("GET", r"poddisruptionbudgets$", 500)
-    assert cluster.drainer.drain("od-1", keys).outcome == Outcome.SUCCEEDED
+    assert cluster.drainer.drain("od-1", keys).outcome == DrainOutcome.SUCCEEDED
 
 
 def test_a_transient_error_on_a_pod_read_mid_drain_does_not_fail_the_drain(cluster: Cluster) -> None:
@@ -422,7 +422,7 @@ def test_a_transient_error_on_a_pod_read_mid_drain_does_not_fail_the_drain(clust
     cluster.replicate_to(lambda p: "spot-1")
     cluster.server.fail("GET", r"/pods/web-1$", 500)  # "transport is closing" while etcd restarts
     result = cluster.drainer.drain("od-1", keys)
-    assert result.outcome == Outcome.SUCCEEDED, result.message
+    assert result.outcome == DrainOutcome.SUCCEEDED, result.message
     assert BACKOFF_UNTIL_ANNOTATION not in cluster.node_obj("od-1")["metadata"]["annotations"]
 
 
@@ -508,11 +508,11 @@ def test_the_live_check_lets_a_not_ready_pod_go_when_the_eviction_api_does(
     result = cluster.drainer.drain("od-1", ["default/web-0"])
 
     if starts:
-        assert result.outcome is Outcome.SUCCEEDED, result.message
+        assert result.outcome is DrainOutcome.SUCCEEDED, result.message
         assert [key for key, _ in cluster.server.evictions] == ["default/web-0"]
         assert cluster.server.get_obj("pdbs", "default/web")["status"]["disruptionsAllowed"] == 0
     else:
-        assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PDB_PRECHECK)
+        assert (result.outcome, result.reason) == (DrainOutcome.SKIPPED, DrainLabel.PDB_PRECHECK)
         assert cluster.server.evictions == []
 
 
@@ -549,7 +549,7 @@ def test_a_stale_budget_whose_pods_allow_a_disruption_lets_the_drain_start_and_p
     controller.start()
     result = cluster.drainer.drain("od-1", ["default/web-0"])
     controller.join(5)
-    assert result.outcome is Outcome.SUCCEEDED, result.message
+    assert result.outcome is DrainOutcome.SUCCEEDED, result.message
     assert [key for key, _ in cluster.server.evictions] == ["default/web-0"]
     posts = [p for m, p, _ in cluster.server.requests if m == "POST" and p.endswith("/eviction")]
     assert len(posts) > 1, "the stale budget's 429s were retried"
@@ -564,6 +564,6 @@ def test_a_stale_budget_whose_pods_allow_no_disruption_skips_the_node(cluster: C
     cluster.server.put("pdbs", stale_budget("web", allowed=1))
     cluster.start()
     result = cluster.drainer.drain("od-1", ["default/web-0"])
-    assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PDB_PRECHECK)
+    assert (result.outcome, result.reason) == (DrainOutcome.SKIPPED, DrainLabel.PDB_PRECHECK)
     assert "computed from its pods" in result.message
     assert cluster.server.evictions == []

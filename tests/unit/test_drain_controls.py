@@ -7,7 +7,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from rescheduler.cluster.drain import Outcome
+from rescheduler.cluster.drain import DrainOutcome
 from rescheduler.plan.cycle import Decision
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION
@@ -66,7 +66,7 @@ def test_under_wait_the_node_is_marked_the_job_finishes_then_the_rest_is_evicted
         result = c.drainer.drain("od-1", keys)
         helper.join(10)
         assert finished.is_set()
-        assert result.outcome == Outcome.SUCCEEDED, result.message
+        assert result.outcome == DrainOutcome.SUCCEEDED, result.message
         assert [k for k, _ in c.server.evictions] == keys  # the Job pod was never evicted
     finally:
         c.close()
@@ -76,7 +76,7 @@ def test_under_wait_a_job_that_outlives_the_timeout_rolls_back_and_backs_off() -
     c, keys = with_job("wait", timeout="1s")
     try:
         result = c.drainer.drain("od-1", keys)
-        assert (result.outcome, result.reason) == (Outcome.FAILED, DrainLabel.JOB_TIMEOUT)
+        assert (result.outcome, result.reason) == (DrainOutcome.FAILED, DrainLabel.JOB_TIMEOUT)
         assert "default/report-abc" in result.message
         assert c.server.evictions == []
         assert taints(c, "od-1") == []
@@ -92,7 +92,7 @@ def test_under_the_default_a_running_job_pod_keeps_the_drain_from_starting() -> 
     c, keys = with_job("block")
     try:
         result = c.drainer.drain("od-1", keys)
-        assert (result.outcome, result.reason) == (Outcome.SKIPPED, DrainLabel.PLAN_STALE)
+        assert (result.outcome, result.reason) == (DrainOutcome.SKIPPED, DrainLabel.PLAN_STALE)
         assert c.server.evictions == [] and taints(c, "od-1") == []
     finally:
         c.close()

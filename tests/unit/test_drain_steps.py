@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rescheduler.cluster.drain import FREE_AGAIN, Drain, DrainResult, Outcome, Phase
+from rescheduler.cluster.drain import FREE_AGAIN, Drain, DrainOutcome, DrainResult, Phase
 from rescheduler.cluster.state import NODES, PODS, ClusterState
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION
@@ -86,7 +86,7 @@ def test_advance_goes_as_far_as_it_can_and_waits_for_the_replacements(cluster: C
     make_ready(cluster, made)
     seen(cluster, lambda: all(cluster.state.pods[k].ready for k in made))
     result = cluster.drainer.advance(drain)
-    assert isinstance(result, DrainResult) and result.outcome == Outcome.SUCCEEDED
+    assert isinstance(result, DrainResult) and result.outcome == DrainOutcome.SUCCEEDED
     assert cluster.node_obj("od-1")["metadata"]["annotations"][STATE_ANNOTATION] == "drained"
 
 
@@ -130,7 +130,7 @@ def test_interrupt_removes_the_mark_and_says_how_far_it_got(cluster: Cluster) ->
     cluster.drainer.advance(drain)
 
     result = cluster.drainer.interrupt(drain)
-    assert (result.outcome, result.reason) == (Outcome.FAILED, "interrupted")
+    assert (result.outcome, result.reason) == (DrainOutcome.FAILED, "interrupted")
     assert sorted(result.evicted) == keys
     assert STATE_ANNOTATION not in (cluster.node_obj("od-1")["metadata"].get("annotations") or {})
     assert not cluster.node_obj("od-1")["spec"].get("taints")
@@ -260,7 +260,7 @@ def test_placeholders_that_never_go_end_the_drain_with_nothing_evicted(cluster: 
     assert cluster.drainer.advance(drain) is None
     now[0] += 0.1
     result = cluster.drainer.advance(drain)
-    assert isinstance(result, DrainResult) and result.outcome == Outcome.FAILED
+    assert isinstance(result, DrainResult) and result.outcome == DrainOutcome.FAILED
     assert result.reason == DrainLabel.ROOM_NOT_FREED == "room-not-freed" and result.evicted == ()
     assert "3 placeholder pod(s) still hold or could take the spot room" in result.message, result.message
     assert cluster.server.evictions == []
@@ -399,7 +399,7 @@ def test_a_budget_of_half_the_nodes_keeps_that_many_drains_in_flight(loops: Loop
     assert len(loop.r.drains) == 2, "the budget is full: nothing more starts"
     loop.ready_all()
     loop.r.advance_drains()
-    assert [res.outcome for res in loop.r.results] == [Outcome.SUCCEEDED] * 2 and loop.r.drains == {}
+    assert [res.outcome for res in loop.r.results] == [DrainOutcome.SUCCEEDED] * 2 and loop.r.drains == {}
     loop.settle()
     loop.r.step_cycle()
     assert set(loop.r.drains) == {"od-2", "od-3"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rescheduler.cluster.events import EventRecorder
-from rescheduler.cluster.evictor import Evictor, Result
+from rescheduler.cluster.evictor import EvictionResult, Evictor
 from rescheduler.cluster.kube import Kube
 from rescheduler.metrics import Metrics
 from shared.model import Pod
@@ -66,7 +66,7 @@ def test_eviction_uses_the_discovered_version_with_a_uid_precondition(server_ver
     target = view(server, "default/web-0")
     evictor, metrics, _ = make(server)
 
-    assert evictor.evict(target, why="test").result is Result.EVICTED
+    assert evictor.evict(target, why="test").result is EvictionResult.EVICTED
 
     ((key, body),) = server.evictions
     assert key == "default/web-0"
@@ -95,7 +95,7 @@ def test_a_pdb_429_is_retried_with_backoff_until_the_budget_allows() -> None:
 
     result = evictor.evict(view(server, "default/web-0"), why="test")
 
-    assert result.result is Result.EVICTED
+    assert result.result is EvictionResult.EVICTED
     assert result.attempts == 4
     assert clock.waits == [1.0, 2.0, 4.0]
     assert count(metrics, "evicted") == 1
@@ -109,7 +109,7 @@ def test_a_budget_that_never_allows_ends_as_refused_at_the_timeout() -> None:
 
     result = evictor.evict(view(server, "default/web-0"), why="test")
 
-    assert result.result is Result.REFUSED
+    assert result.result is EvictionResult.REFUSED
     assert clock.now >= 20
     assert server.evictions == []
     assert server.get_obj("pods", "default/web-0") is not None
@@ -124,7 +124,7 @@ def test_a_pod_with_two_budgets_is_refused_at_once() -> None:
     server.put("pdbs", pdb("b", "web", allowed=1))
     evictor, _, clock = make(server)
     result = evictor.evict(view(server, "default/web-0"), why="test")
-    assert result.result is Result.REFUSED
+    assert result.result is EvictionResult.REFUSED
     assert clock.waits == []
 
 
@@ -136,7 +136,7 @@ def test_a_pod_replaced_under_the_same_name_is_never_evicted() -> None:
     server.put("pods", pod("db-0", "spot-1"))  # a StatefulSet's new pod: same name, new UID
     evictor, metrics, _ = make(server)
 
-    assert evictor.evict(old, why="test").result is Result.GONE
+    assert evictor.evict(old, why="test").result is EvictionResult.GONE
     assert server.evictions == []
     assert count(metrics, "gone") == 1
 
@@ -147,14 +147,14 @@ def test_a_pod_already_gone_counts_as_done() -> None:
     target = view(server, "default/web-0")
     server.remove("pods", "default/web-0")
     evictor, _, _ = make(server)
-    assert evictor.evict(target, why="test").result is Result.GONE
+    assert evictor.evict(target, why="test").result is EvictionResult.GONE
 
 
 def test_dry_run_evicts_nothing_and_writes_nothing() -> None:
     server = FakeApiServer()
     server.put("pods", pod("web-0", "od-1"))
     evictor, metrics, _ = make(server, dry_run=True)
-    assert evictor.evict(view(server, "default/web-0"), why="test").result is Result.DRY_RUN
+    assert evictor.evict(view(server, "default/web-0"), why="test").result is EvictionResult.DRY_RUN
     assert [m for m, _, _ in server.requests if m != "GET"] == []
     assert count(metrics, "dry-run") == 1
 
@@ -170,7 +170,7 @@ def test_shutdown_while_retrying_aborts_without_evicting() -> None:
         return len(calls) > 2
 
     evictor, _, _ = make(server, abort=abort)
-    assert evictor.evict(view(server, "default/web-0"), why="test").result is Result.ABORTED
+    assert evictor.evict(view(server, "default/web-0"), why="test").result is EvictionResult.ABORTED
     assert server.evictions == []
 
 
@@ -180,7 +180,7 @@ def test_forbidden_fails_with_the_missing_permission_named() -> None:
     server.fail("POST", r"/eviction$", 403)
     evictor, _, _ = make(server)
     result = evictor.evict(view(server, "default/web-0"), why="test")
-    assert result.result is Result.FAILED
+    assert result.result is EvictionResult.FAILED
     assert "pods/eviction" in result.message
 
 
@@ -201,7 +201,7 @@ def test_a_transient_error_on_the_read_before_the_eviction_is_retried(status: in
 
     result = evictor.evict(view(server, "default/web-0"), why="test")
 
-    assert result.result is Result.EVICTED, result.message
+    assert result.result is EvictionResult.EVICTED, result.message
     assert len(clock.waits) == 2
     assert len(server.evictions) == 1
 
@@ -214,7 +214,7 @@ def test_a_read_that_keeps_failing_ends_at_the_eviction_timeout() -> None:
 
     result = evictor.evict(view(server, "default/web-0"), why="test")
 
-    assert result.result is Result.FAILED
+    assert result.result is EvictionResult.FAILED
     assert 20 <= clock.now < 30
     assert server.evictions == []
 
@@ -224,5 +224,5 @@ def test_a_definite_answer_on_the_read_is_not_retried() -> None:
     server.put("pods", pod("web-0", "od-1"))
     server.fail("GET", r"/pods/web-0$", 403)
     evictor, _, clock = make(server)
-    assert evictor.evict(view(server, "default/web-0"), why="test").result is Result.FAILED
+    assert evictor.evict(view(server, "default/web-0"), why="test").result is EvictionResult.FAILED
     assert clock.waits == []

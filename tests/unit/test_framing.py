@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from extender.framing import COMPLETE, MAX_CHUNKS, PARTIAL, Framing, Refusal
+from extender.framing import COMPLETE, MAX_CHUNKS, PARTIAL, Framing, UnreadableRequest
 
 
 def head(path: str = "/mutate", *, length: int | None = None, chunked: bool = False) -> bytes:
@@ -50,7 +50,7 @@ def test_a_chunked_body_is_followed_chunk_by_chunk_byte_by_byte() -> None:
     ],
 )
 def test_chunking_the_app_cannot_read_is_refused_by_the_worker(body: bytes, status: int) -> None:
-    with pytest.raises(Refusal) as refused:
+    with pytest.raises(UnreadableRequest) as refused:
         feed([head(chunked=True) + body], limit=10**9)
     assert refused.value.status == status
     assert refused.value.response().startswith(b"HTTP/1.1 %d " % status)
@@ -58,6 +58,6 @@ def test_chunking_the_app_cannot_read_is_refused_by_the_worker(body: bytes, stat
 
 
 def test_a_head_over_64_kib_is_refused() -> None:
-    with pytest.raises(Refusal) as refused:
+    with pytest.raises(UnreadableRequest) as refused:
         feed([b"POST /mutate HTTP/1.1\r\nX: " + b"a" * 70_000])
     assert refused.value.status == 431

@@ -11,7 +11,7 @@ import msgspec
 import orjson
 import pytest
 
-from rescheduler.cluster.listing import NotFound, load_cluster
+from rescheduler.cluster.listing import NotServed, load_cluster
 from rescheduler.snapshot.pods import FAST_PATH_COMPLETE, SPEC_KEYS, PodItem, PodReader
 from rescheduler.snapshot.reader import Progress, SnapshotError, load_bytes, load_snapshot
 from shared.model import PDB, Node, Pod
@@ -475,7 +475,7 @@ class FakeApi:
         q = dict(query)
         self.calls.append((path, q))
         if path not in self.by_path:
-            raise NotFound(path)
+            raise NotServed(path)
         items = self.by_path[path]
         if path == "/api/v1/pods":
             assert q["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
