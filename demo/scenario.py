@@ -301,6 +301,7 @@ class Demo:
         )
         for ns in (SPOTSHIFT_NAMESPACE, NAMESPACE):
             plane.create_namespace(ns)
+        self.stack.create_placeholder_priority_class()
         self.stack.start_extender()
         self.say("extender", f"spot-extender serving /mutate, /filter, /prioritize on {self.stack.extender_url}")
         self.stack.register_webhook(NAMESPACE)

@@ -151,6 +151,12 @@ class Stack:
         self.plane.start()
         return self.plane
 
+    def create_placeholder_priority_class(self) -> None:
+        """The placeholders' PriorityClass as deploy/base/rescheduler ships it (capacity mode is on by default)."""
+        assert self.plane is not None
+        body = yaml.safe_load((ROOT / "deploy/base/rescheduler/capacity-priorityclass.yaml").read_text())
+        self.plane.api.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+
     @property
     def kubeconfig(self) -> Path:
         assert self.plane is not None

@@ -30,6 +30,7 @@ creates and deletes nothing: it logs what it would ask for.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -139,6 +140,8 @@ class CapacityRequester:
         """What the last :meth:`step` found the nodes need (dry-run included)."""
         self._said: set[str] = set()
         self._movability = MovabilityMemo()
+        self.paused_until = -math.inf
+        """No request is made before this time (``clock``): the API server refused a placeholder."""
         self._deleted: set[str] = set()
         """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
 
@@ -208,7 +211,7 @@ class CapacityRequester:
             message += f" (could not delete {len(errors)}: {errors[0]}; retried as orphans next cycle)"
         warning = outcome not in (DRAINED, DELETED)
         self._record(node, outcome, message, warning=warning)
-        if outcome in BACKS_OFF or outcome == CREATE_FAILED:
+        if outcome in BACKS_OFF:
             self.back_off(node, f"spot capacity {outcome}")
         return True
 
@@ -304,9 +307,13 @@ class CapacityRequester:
         self.collect_orphans()
         ended = self._judge({n.node for n in self.needs} | set(planned))
         skip = set(self.requests) | ended  # a node whose request just ended is not asked for again at once
-        fresh = [] if hold else choose_needs(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip)
+        asking = not hold and self.clock() >= self.paused_until
+        fresh = (
+            choose_needs(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip) if asking else []
+        )
         for need in fresh:
-            self._ask(need)
+            if not self._ask(need):
+                break
         self._count()
 
     def tend(self) -> None:
@@ -356,7 +363,10 @@ class CapacityRequester:
                 ended.add(node)
         return ended
 
-    def _ask(self, need: CapacityNeed) -> None:
+    def _ask(self, need: CapacityNeed) -> bool:
+        """Create the placeholders of ``need``; False when the API server refused one: the request is undone and
+        none is made for ``rescheduler.node_backoff``. The cause (a missing PriorityClass or Role, a quota) is the
+        deployment's, not the node's, so the node is not backed off and still drains onto room that is free."""
         req = Request(
             uuid.uuid4().hex[:12], need.node, tuple(p.key for p in need.pods), need.cpu, need.memory, self.clock()
         )
@@ -371,10 +381,23 @@ class CapacityRequester:
                 req.names.append(created["metadata"]["name"])
         except ApiError as e:
             self.release(need.node, CREATE_FAILED, f"a placeholder pod could not be created: {e}")
-            return
+            pause = self.config.rescheduler.node_backoff
+            self.paused_until = self.clock() + pause
+            log.error(
+                "capacity mode cannot create placeholder pods in namespace %s (%s): no spot capacity is asked for "
+                "in the next %.0fs; check that PriorityClass %s and the rescheduler's Role to create pods there "
+                "exist (deploy/base/rescheduler), or turn the mode off (capacity.enabled: false)",
+                self.config.namespace,
+                e,
+                pause,
+                self.config.capacity.priority_class_name,
+                extra=fields(outcome=CREATE_FAILED, node=need.node),
+            )
+            return False
         self._record(
             need.node,
             REQUESTED,
             f"{len(req.names)} placeholder pod(s) in {self.config.namespace}: the node {need.text} "
             f"(stays because: {need.reason.message})",
         )
+        return True

@@ -129,13 +129,20 @@ def runs() -> Iterator[list[Any]]:
         print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
 
 
-@pytest.fixture(scope="session")
-def capacity_priority_class(control_plane: ControlPlane) -> None:
-    """The PriorityClass deploy/base/rescheduler ships (cluster-scoped: created once if missing), for the tests
-    whose rescheduler asks for spot capacity."""
+@pytest.fixture(scope="module")
+def capacity_priority_class(control_plane: ControlPlane) -> Iterator[None]:
+    """The PriorityClass deploy/base/rescheduler ships, for the tests of one module whose rescheduler asks for spot
+    capacity; deleted after them if this fixture made it (cluster-scoped, and the Helm test's release must
+    create its own)."""
     body = yaml.safe_load((_ROOT / "deploy/base/rescheduler/capacity-priorityclass.yaml").read_text())
+    path = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    made = True
     try:
-        control_plane.api.post("/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        control_plane.api.post(path, body)
     except ApiError as error:
         if error.status != 409:
             raise
+        made = False
+    yield
+    if made:
+        control_plane.api.delete_if_exists(f"{path}/{body['metadata']['name']}")

@@ -4,9 +4,12 @@ tests/e2e/test_capacity_e2e.py."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from rescheduler.cluster.capacity import CapacityRequester
 from rescheduler.cluster.events import EventRecorder
@@ -135,13 +138,24 @@ def test_placeholders_no_request_owns_are_deleted_with_the_mode_on_or_off() -> N
         assert server.get_obj("pods", "spotshift/spotshift-placeholder-old") is None
 
 
-def test_a_placeholder_the_api_refuses_undoes_the_request_and_backs_the_node_off() -> None:
+def test_a_placeholder_the_api_refuses_undoes_the_request_and_pauses_the_mode_not_the_node(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refusal (here 403: no PriorityClass, no Role) is the deployment's problem: said loudly, no request for
+    ``node_backoff``, and the node is not backed off, so it still drains once spot has free room."""
     server = no_room()
+    server.put("nodes", node("od-2", cpu="4"))
+    server.put("pods", pod("api-0", "od-2", app="api", owner="rs-api", cpu="500m"))
     server.fail("POST", r"/namespaces/spotshift/pods$", 403)
-    r = run_once(server, env={"SPOTSHIFT_CAPACITY_ENABLED": "true"})
-    assert sample(r, "create-failed") == 1
-    assert BACKOFF in server.get_obj("nodes", "od-1")["metadata"]["annotations"]
+    with caplog.at_level(logging.ERROR, logger="spotshift.rescheduler.cluster.capacity"):
+        r = run_once(server, env={"SPOTSHIFT_CAPACITY_ENABLED": "true"})
+    assert sample(r, "create-failed") == 1, "one refusal, then no other node is asked for"
+    assert sample(r, "requested") is None
+    for name in ("od-1", "od-2"):
+        assert BACKOFF not in (server.get_obj("nodes", name)["metadata"].get("annotations") or {})
     assert not [k for k in server.store["pods"] if k.startswith("spotshift/")]
+    assert r.capacity.paused_until > r.capacity.clock()
+    assert any("capacity mode cannot create placeholder pods" in m for m in caplog.messages), caplog.messages
 
 
 def closed_window_env() -> dict[str, str]:
