@@ -55,6 +55,7 @@ from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
+from rescheduler.plan.controls import reads_clock
 from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, budget_claims, decide, gate, plan_nodes
 from rescheduler.plan.reasons import CONTROLS, Kind
 from rescheduler.plan.records import Plan
@@ -168,6 +169,8 @@ class Rescheduler:
         self.next_cycle = 0.0
         """When (``clock``) the next cycle is due."""
         self.last_planned: PlannedCycle | None = None
+        self.planned_from: tuple[Any, ...] | None = None
+        """What :attr:`last_planned` was made from (:meth:`_plan_inputs`): equal inputs give an equal plan."""
         self.last_decision: Decision | None = None
         self._held_reported: dict[str, str] = {}
         """Node → the control last reported (an Event) as holding it back; a change is reported again."""
@@ -444,7 +447,8 @@ class Rescheduler:
             # Placeholders left from when capacity mode was on: they have no purpose now.
             self.capacity.collect_orphans()
             self._orphans_checked = True
-        snapshot = self.state.snapshot()
+        with self.state.cond:
+            version, snapshot = self.state.version, self.state.snapshot()
         count_in_flight(snapshot, self.drains.values(), self.state)
         now, cooling = self.wall(), self.cooling()
         g = gate(
@@ -456,7 +460,7 @@ class Rescheduler:
             in_flight=len(self.drains),
             cooling=cooling,
         )
-        decision = self._plan_and_decide(snapshot, g)
+        decision = self._plan_and_decide(snapshot, g, version)
         self._start_drains(decision, g)
         if cfg.capacity.enabled:
             # No new placeholder while a drain is in flight: it could take the room the drain frees.
@@ -496,13 +500,28 @@ class Rescheduler:
         waiting_turn = tuple(n for n, why in plan.reasons.items() if why.kind is Kind.DISRUPTION_BUDGET)
         self.capacity.step(snapshot, plan.reasons, plan.drained + waiting_turn, hold=hold)
 
-    def _plan_and_decide(self, snapshot: ClusterSnapshot, g: Gate) -> Decision:
+    def _plan_inputs(self, version: int, g: Gate) -> tuple[Any, ...] | None:
+        """Everything a plan is made from, or None when it also depends on the time (:func:`reads_clock`) or on the
+        drains in flight (their pods are counted where they go): the state's version (every watch event that
+        changes it counts), the nodes left out, the configuration and the scheduler rules."""
+        if self.drains or reads_clock(self.config):
+            return None
+        return (version, tuple(sorted(g.excluded.items())), self.config, self.switches)
+
+    def _plan_and_decide(self, snapshot: ClusterSnapshot, g: Gate, version: int) -> Decision:
         cfg = self.config
         t0 = time.perf_counter()
-        self.last_planned = None
-        planned = self.plan_fn(snapshot, cfg, g.excluded)
-        self.last_planned = planned
-        self.metrics.plan_duration.observe(time.perf_counter() - t0)
+        inputs = self._plan_inputs(version, g)
+        planned = self.last_planned
+        # Nothing in the cluster changed since the last plan (no watch event), nor anything else it is made from:
+        # the same plan again, without the planner's CPU (a quiet big cluster's cycle is then cheap).
+        reused = planned is not None and inputs is not None and inputs == self.planned_from
+        if not reused:
+            self.last_planned = self.planned_from = None
+            planned = self.plan_fn(snapshot, cfg, g.excluded)
+            self.last_planned, self.planned_from = planned, inputs
+            self.metrics.plan_duration.observe(time.perf_counter() - t0)
+        assert planned is not None
         claimed = budget_claims((p for d in self.drains.values() for p in d.to_evict), PdbIndex(snapshot.pdbs))
         decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.options.node_name, claimed=claimed)
         self.last_decision = decision
@@ -517,6 +536,7 @@ class Rescheduler:
                 in_flight=sorted(self.drains)[:20],
                 may_start=g.starts,
                 plan_seconds=round(time.perf_counter() - t0, 3),
+                plan_reused=reused,
                 dry_run=self.dry_run,
             ),
         )

@@ -40,7 +40,7 @@ class _Held(Protocol):
     def movable(self) -> tuple[Pod, ...]: ...
 
 
-__all__ = ["RULE_KINDS", "hold_candidates", "draining", "budget_cut", "window_text"]
+__all__ = ["RULE_KINDS", "hold_candidates", "draining", "budget_cut", "window_text", "reads_clock"]
 
 RULE_KINDS: dict[str, Kind] = {
     BLOCK_NAMESPACE_SCOPE: Kind.OUT_OF_SCOPE,
@@ -48,6 +48,14 @@ RULE_KINDS: dict[str, Kind] = {
     BLOCK_JOB: Kind.JOB_RUNNING,
 }
 """Movability rules that are operator controls, and the kind of reason their BLOCK becomes."""
+
+
+def reads_clock(config: Config) -> bool:
+    """Whether a plan depends on the time it is made at, and not only on the cluster, the configuration and the
+    exclusions: pod or target ages are judged (``min_pod_age``, ``min_target_age``), or a budget opens and closes
+    on a schedule. Nothing else the planner reads is a clock."""
+    d = config.disruption
+    return d.min_pod_age > 0 or d.min_target_age > 0 or any(b.schedule is not None for b in d.budgets)
 
 
 def hold_candidates(work: Iterable[_Held], snapshot: ClusterSnapshot, config: Config, now: float) -> None:

@@ -214,6 +214,72 @@ def test_a_waiting_pod_is_planned_for_not_a_pause(extra: dict[str, Any], pending
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == pending
 
 
+def counting_planner(calls: list[int]) -> Any:
+    def plan(snapshot: ClusterSnapshot, config: Config, exclude: Any) -> PlannedCycle:
+        calls.append(1)
+        return nothing_planned(snapshot, config, exclude)
+
+    return plan
+
+
+def synced(config: Config, calls: list[int]) -> tuple[FakeApiServer, Rescheduler]:
+    server = cluster()
+    r = Rescheduler(server, config, RunOptions(identity="me", sync_timeout=5), plan=counting_planner(calls))
+    r.start_informers()
+    assert r.state.wait_synced(5)
+    return server, r
+
+
+def test_a_cluster_that_did_not_change_is_not_planned_again_until_a_watch_event_changes_it() -> None:
+    calls: list[int] = []
+    server, r = synced(fast(), calls)
+    try:
+        r._cycle()
+        r._cycle()
+        assert calls == [1], "nothing changed between the cycles: the plan is the last one"
+        assert r.last_planned is not None and r.planned_from is not None
+        before = r.state.version
+        obj = server.get_obj("nodes", "spot-1")
+        assert obj is not None
+        obj["metadata"]["labels"]["touched"] = "yes"
+        server.put("nodes", obj)
+        assert r.state.wait_until(lambda: r.state.version > before, 5)
+        r._cycle()
+        assert calls == [1, 1], "a watch event changed the cluster: planned again"
+    finally:
+        r.stop_informers()
+        server.close()
+
+
+def test_a_plan_that_judges_ages_is_made_again_every_cycle(tmp_path: Path) -> None:
+    """Pod ages change with the clock alone: an unchanged cluster may plan differently a minute later."""
+    path = tmp_path / "c.yaml"
+    path.write_text("disruption:\n  min_pod_age: 10m\n")
+    calls: list[int] = []
+    server, r = synced(fast((f"--config={path}",)), calls)
+    try:
+        r._cycle()
+        r._cycle()
+        assert calls == [1, 1]
+        assert r.planned_from is None
+    finally:
+        r.stop_informers()
+        server.close()
+
+
+def test_a_change_in_the_nodes_left_out_plans_again() -> None:
+    calls: list[int] = []
+    server, r = synced(fast(), calls)
+    try:
+        r._cycle()
+        r.drainer.memory_backoff["od-1"] = r.wall() + 600  # the node is now backing off: left out of the plan
+        r._cycle()
+        assert calls == [1, 1]
+    finally:
+        r.stop_informers()
+        server.close()
+
+
 def test_once_without_the_lease_does_nothing_and_says_so() -> None:
     server = cluster()
     server.put(
