@@ -91,6 +91,10 @@ WATCHES: tuple[tuple[WatchedKind, str, tuple[tuple[str, str], ...]], ...] = (
 whose path depends on the API versions the server serves (``policy/v1`` or ``v1beta1``)."""
 
 
+Parsed = tuple[str, Any, str]
+"""A listed object parsed: key, view (None if it could not be parsed) and, for such a pod, its node's name."""
+
+
 def _key(kind: WatchedKind, meta: Mapping[str, Any]) -> str:
     name = meta.get("name") or ""
     return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
@@ -137,12 +141,22 @@ class ClusterState:
 
     def replace(self, kind: WatchedKind, items: Iterable[Mapping[str, Any]]) -> None:
         """Set the whole content of ``kind`` from a fresh list (the initial list, or a relist after 410)."""
+        self.replace_parsed(kind, [self.parse(kind, raw) for raw in items])
+
+    def parse(self, kind: WatchedKind, raw: Mapping[str, Any]) -> Parsed:
+        """One listed object as :meth:`replace_parsed` takes it: its key and view (None: it could not be parsed,
+        and then the node it is bound to). The informer parses each page as it arrives, so a big list is never
+        held as API dicts (30,000 pods would take about 20 KB each)."""
+        key, view = self._parse(kind, raw)
+        return key, view, ((raw.get("spec") or {}).get("nodeName") or "") if view is None else ""
+
+    def replace_parsed(self, kind: WatchedKind, items: Iterable[Parsed]) -> None:
+        """:meth:`replace` with objects already parsed (:meth:`parse`)."""
         parsed: dict[str, Any] = {}
         broken: dict[str, str] = {}
-        for raw in items:
-            key, view = self._parse(kind, raw)
+        for key, view, node_name in items:
             if view is None:
-                broken[key] = ((raw.get("spec") or {}).get("nodeName")) or ""
+                broken[key] = node_name
             else:
                 parsed[key] = view
         with self.cond:
@@ -390,17 +404,17 @@ class _Handler:
         self.state = state
         self.kind = kind
 
-    def convert(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return obj
+    def convert(self, obj: dict[str, Any]) -> Parsed:
+        return self.state.parse(self.kind, obj)
 
-    def replace(self, items: list[dict[str, Any]]) -> None:
-        self.state.replace(self.kind, items)
+    def replace(self, items: list[Parsed]) -> None:
+        self.state.replace_parsed(self.kind, items)
 
     def apply(self, event_type: str, obj: dict[str, Any]) -> None:
         self.state.apply(self.kind, event_type, obj)
 
 
-class Informer(SharedInformer[dict[str, Any]]):
+class Informer(SharedInformer[Parsed]):
     """List then watch one kind into a :class:`ClusterState` (:mod:`shared.kube.informer`), until closed.
 
     ``path`` is the collection (``/api/v1/pods``), ``query`` extra selectors for both list and watch.
