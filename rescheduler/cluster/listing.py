@@ -23,7 +23,7 @@ from shared.kube.informer import Page, list_pages
 from shared.model import ParseError
 from shared.snapshot import ClusterSnapshot
 
-__all__ = ["NotServed", "Fetch", "list_kind", "load_cluster"]
+__all__ = ["NotServed", "Fetch", "list_kind", "load_cluster", "raw_page"]
 
 
 class _ListMeta(Struct):
@@ -59,7 +59,7 @@ class NotServed(Exception):
     """The API server does not serve this path (HTTP 404)."""
 
 
-def _raw_page(body: bytes) -> Page[Raw]:
+def raw_page(body: bytes) -> Page[Raw]:
     """A page with its items left as raw bytes, for the kind's typed decoder."""
     page = _PAGE.decode(body)
     meta = page.metadata or _ListMeta()
@@ -79,7 +79,7 @@ def list_kind(
     """List one resource page by page, adding each item to ``reader``; returns the item count."""
     count = 0
     decoder = LIST_DECODERS[kind]
-    for page in list_pages(lambda q: fetch(path, list(q)), _raw_page, page_size=page_size, query=query):
+    for page in list_pages(lambda q: fetch(path, list(q)), raw_page, page_size=page_size, query=query):
         items = decoder.decode(page.items) if bytes(page.items) not in (b"", b"null") else []
         for item in items:
             try:

@@ -35,9 +35,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+import orjson
+
 from rescheduler.cluster.kube import Kube, LineStream
+from rescheduler.cluster.listing import raw_page
+from rescheduler.snapshot.pods import PodReader
+from rescheduler.snapshot.reader import LIST_DECODERS
 from shared.disruption import with_computed_status
 from shared.kube.informer import Informer as SharedInformer
+from shared.kube.informer import Page
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.storage import StorageClass
@@ -414,6 +421,33 @@ class _Handler:
         self.state.apply(self.kind, event_type, obj)
 
 
+class PodPages:
+    """Pod list pages read by the typed decoder of snapshot files and live ``plan`` (:mod:`rescheduler.snapshot`):
+    about three times faster than a dict per pod and ``Pod.from_api``, and the parts replicas share (containers,
+    tolerations, affinity) are held once. The pods are equal to ``Pod.from_api``'s (a test of the snapshot reader
+    checks it). A page that decoder refuses is read the dict way, object by object, so a pod that cannot be
+    parsed is counted as broken as a watch event's would be, and the rest of its page is kept."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.reader = PodReader()
+
+    def __call__(self, body: bytes) -> Page[list[Parsed]]:
+        page = raw_page(body)
+        items = bytes(page.items)
+        try:
+            pods = LIST_DECODERS["Pod"].decode(items) if items not in (b"", b"null") else []
+            parsed: list[Parsed] = []
+            for item in pods:
+                pod = self.reader.read(item)
+                parsed.append((f"{pod.namespace}/{pod.name}", pod, ""))
+        except (msgspec.ValidationError, msgspec.DecodeError, ParseError, TypeError, ValueError, KeyError):
+            parsed = [self.state.parse(PODS, raw) for raw in orjson.loads(items) or ()]
+        if not page.continue_token:
+            self.reader = PodReader()  # the list is complete: its caches go with it
+        return Page(parsed, page.continue_token, page.resource_version)
+
+
 class Informer(SharedInformer[Parsed]):
     """List then watch one kind into a :class:`ClusterState` (:mod:`shared.kube.informer`), until closed.
 
@@ -442,6 +476,7 @@ class Informer(SharedInformer[Parsed]):
             page_size=page_size,
             watch_timeout=watch_timeout,
             backoff=backoff,
+            decode_page=PodPages(state) if kind is PODS else None,
         )
         self.kube = kube
         self.state = state

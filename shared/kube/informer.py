@@ -200,8 +200,12 @@ class Informer(threading.Thread, Generic[T]):
         page_size: int = 500,
         watch_timeout: float = 300.0,
         backoff: float = 1.0,
+        decode_page: Callable[[bytes], Page[list[T]]] | None = None,
     ) -> None:
         super().__init__(name=f"informer-{name}", daemon=True)
+        self.decode_page = decode_page
+        """Reads a list page straight into the handler's form (a faster decoder than ``json_page`` and
+        ``convert`` per object), if the handler has one."""
         self.kind_name = name
         self.source = source
         self.handler = handler
@@ -256,14 +260,23 @@ class Informer(threading.Thread, Generic[T]):
                 )
                 self.stop_event.wait(delay)
 
+    def _pages(self) -> Iterator[Page[list[T]]]:
+        """The pages of one list, in the handler's form."""
+        fetch, size, query = self.source.list, self.page_size, self.query
+        if self.decode_page is not None:
+            yield from list_pages(fetch, self.decode_page, page_size=size, query=query)
+            return
+        convert = self.handler.convert
+        for raw in list_pages(fetch, json_page, page_size=size, query=query):
+            yield Page([convert(obj) for obj in raw.items], raw.continue_token, raw.resource_version)
+
     def _list(self) -> str:
         while True:
             items: list[T] = []
-            convert = self.handler.convert
             version = ""
             try:
-                for page in list_pages(self.source.list, json_page, page_size=self.page_size, query=self.query):
-                    items.extend(convert(obj) for obj in page.items)
+                for page in self._pages():
+                    items.extend(page.items)
                     version = page.resource_version
             except Exception as e:
                 if is_gone(e) and items:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
 from rescheduler.cluster.kube import Kube
-from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer, PodPages
+from tests.support import cluster_gen
 from tests.unit.fake_api import FakeApiServer, node, pdb, pod
 
 
@@ -175,3 +177,29 @@ def test_the_maintained_snapshot_equals_one_built_from_scratch_after_random_even
     state.replace(NODES, [state.nodes[n] and node(n) for n in sorted(state.nodes)])
     fresh = ClusterSnapshot([state.nodes[n] for n in sorted(state.nodes)], list(state.pods.values()))
     assert _fingerprint(state.snapshot()) == _fingerprint(fresh)
+
+
+def _page(items: list[dict[str, object]], token: str = "") -> bytes:
+    return orjson.dumps({"metadata": {"continue": token, "resourceVersion": "7"}, "items": items})
+
+
+def test_a_listed_pod_page_is_read_by_the_snapshot_decoder_into_the_pods_a_watch_event_would_give() -> None:
+    raws = [i for i in cluster_gen.generate(3, 12, 300) if i["kind"] == "Pod"]
+    state = ClusterState()
+    page = PodPages(state)(_page(raws, "more"))
+    assert (page.continue_token, page.resource_version) == ("more", "7")
+    assert page.items == [state.parse(PODS, raw) for raw in raws]
+    assert len(page.items) == len(raws) and all(view is not None for _, view, _ in page.items)
+
+
+def test_a_pod_page_the_decoder_refuses_is_read_pod_by_pod_and_the_bad_pod_is_broken() -> None:
+    raws = [pod("web-0", "od-1"), pod("bad", "od-1", cpu="lots"), pod("web-1", "od-1")]
+    state = ClusterState()
+    page = PodPages(state)(_page(raws))
+    assert [(key, view is None) for key, view, _ in page.items] == [
+        ("default/web-0", False),
+        ("default/bad", True),
+        ("default/web-1", False),
+    ]
+    state.replace_parsed(PODS, page.items)
+    assert set(state.pods) == {"default/web-0", "default/web-1"} and set(state.broken) == {"default/bad"}
