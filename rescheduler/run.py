@@ -171,6 +171,8 @@ class Rescheduler:
         self.last_planned: PlannedCycle | None = None
         self.planned_from: tuple[Any, ...] | None = None
         """What :attr:`last_planned` was made from (:meth:`_plan_inputs`): equal inputs give an equal plan."""
+        self.plan_reused = False
+        """Whether the last cycle reused the plan before it."""
         self.last_decision: Decision | None = None
         self._held_reported: dict[str, str] = {}
         """Node → the control last reported (an Event) as holding it back; a change is reported again."""
@@ -461,7 +463,10 @@ class Rescheduler:
             cooling=cooling,
         )
         decision = self._plan_and_decide(snapshot, g, version)
-        self._start_drains(decision, g)
+        if not (self.dry_run and self.plan_reused):
+            # A dry run starts nothing, so a reused plan's drains were checked and logged by an earlier cycle
+            # already: checking them again would only repeat their log lines and their budgets' lists.
+            self._start_drains(decision, g)
         if cfg.capacity.enabled:
             # No new placeholder while a drain is in flight: it could take the room the drain frees.
             self._ask_capacity(snapshot, hold=bool(self.drains))
@@ -516,6 +521,7 @@ class Rescheduler:
         # Nothing in the cluster changed since the last plan (no watch event), nor anything else it is made from:
         # the same plan again, without the planner's CPU (a quiet big cluster's cycle is then cheap).
         reused = planned is not None and inputs is not None and inputs == self.planned_from
+        self.plan_reused = reused
         if not reused:
             self.last_planned = self.planned_from = None
             planned = self.plan_fn(snapshot, cfg, g.excluded)

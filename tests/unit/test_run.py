@@ -251,6 +251,33 @@ def test_a_cluster_that_did_not_change_is_not_planned_again_until_a_watch_event_
         server.close()
 
 
+def test_a_dry_run_checks_and_logs_a_drain_once_while_the_plan_is_reused() -> None:
+    server = cluster()
+    r = Rescheduler(server, fast(("--dry-run", "--leader-elect=false")), RunOptions(identity="me", sync_timeout=5))
+    r.start_informers()
+    try:
+        assert r.state.wait_synced(5)
+
+        def budget_lists() -> int:
+            return sum(1 for m, path, _ in server.requests if m == "GET" and path.endswith("/poddisruptionbudgets"))
+
+        r._cycle()
+        assert [res.node for res in r.results] == ["od-1"] and not r.plan_reused
+        lists = budget_lists()
+        assert lists > 0, "the would-be drain read its budgets live"
+        r._cycle()
+        assert r.plan_reused and [res.node for res in r.results] == ["od-1"], "not checked and logged again"
+        assert budget_lists() == lists
+        before = r.state.version
+        server.put("pods", pod("web-9", "od-1", app="web9", owner="rs-9"))
+        assert r.state.wait_until(lambda: r.state.version > before, 5)
+        r._cycle()
+        assert not r.plan_reused and [res.node for res in r.results] == ["od-1", "od-1"], "a new plan: checked again"
+    finally:
+        r.stop_informers()
+        server.close()
+
+
 def test_a_plan_that_judges_ages_is_made_again_every_cycle(tmp_path: Path) -> None:
     """Pod ages change with the clock alone: an unchanged cluster may plan differently a minute later."""
     path = tmp_path / "c.yaml"
