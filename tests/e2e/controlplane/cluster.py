@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,15 @@ class ControlPlane:
         run_dir: Path | None = None,
         scheduler_config: Mapping[str, Any] | Path | None = None,
         verbosity: int = 1,
+        controllers: Sequence[str] = CONTROLLERS,
+        users: Sequence[str] = (),
+        audit_users: Sequence[str] = (),
+        kubelet: bool = True,
     ) -> None:
+        """``controllers`` are kube-controller-manager's; ``users`` more admins (system:masters), each with its
+        own kubeconfig (:meth:`kubeconfig_of`); the API server writes an audit log (:attr:`audit_log`, one JSON
+        event per line, level Metadata) of the requests of ``audit_users`` and of no one else; ``kubelet``
+        False runs no kubelet stand-in (nodes and pods then keep the status their creator writes)."""
         self.binaries = binaries
         self.run_dir = run_dir or Path(tempfile.mkdtemp(prefix="spotshift-e2e-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +97,13 @@ class ControlPlane:
             "admin": secrets.token_hex(16),
             "system:kube-controller-manager": secrets.token_hex(16),
             "system:kube-scheduler": secrets.token_hex(16),
+            **{user: secrets.token_hex(16) for user in users},
         }
+        self.admins = {"admin", *users}
+        self.controllers = tuple(controllers)
+        self.audit_users = tuple(audit_users)
+        self.audit_log = self.logs_dir / "audit.log"
+        self.with_kubelet = kubelet
         self.ca_path = self.pki_dir / "ca.crt"
         self.kubeconfig = self.run_dir / "admin.kubeconfig"
         self._api: Api | None = None
@@ -128,8 +142,9 @@ class ControlPlane:
             self._start_apiserver(timeout)
             self._start_controller_manager(timeout)
             self.restart_scheduler(self._initial_scheduler_config, timeout=timeout)
-            self.kubelet = KubeletStandIn(self.new_api, log_path=self.logs_dir / "kubelet-stand-in.log")
-            self.kubelet.start()
+            if self.with_kubelet:
+                self.kubelet = KubeletStandIn(self.new_api, log_path=self.logs_dir / "kubelet-stand-in.log")
+                self.kubelet.start()
             wait_for(
                 lambda: self._default_service_account_ready("default"),
                 timeout=timeout,
@@ -488,7 +503,7 @@ class ControlPlane:
         (self.pki_dir / "sa.key").write_bytes(private)
         (self.pki_dir / "sa.pub").write_bytes(public)
         lines = [
-            f'{token},{user},{user},"system:masters"' if user == "admin" else f"{token},{user},{user}"
+            f'{token},{user},{user},"system:masters"' if user in self.admins else f"{token},{user},{user}"
             for user, token in self.tokens.items()
         ]
         (self.pki_dir / "tokens.csv").write_text("\n".join(lines) + "\n")
@@ -496,8 +511,30 @@ class ControlPlane:
             (self.kubeconfig, "admin"),
             (self.run_dir / "kube-controller-manager.kubeconfig", "system:kube-controller-manager"),
             (self.run_dir / "kube-scheduler.kubeconfig", "system:kube-scheduler"),
+            *((self.kubeconfig_of(user), user) for user in self.admins - {"admin"}),
         ):
             path.write_text(json.dumps(self._kubeconfig(user), indent=2))
+        if self.audit_users:
+            policy = {
+                "apiVersion": "audit.k8s.io/v1",
+                "kind": "Policy",
+                "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata", "users": list(self.audit_users)}, {"level": "None"}],
+            }
+            (self.pki_dir / "audit-policy.json").write_text(json.dumps(policy))
+
+    def kubeconfig_of(self, user: str) -> Path:
+        """The kubeconfig of one of the ``users`` given at construction (``admin``: :attr:`kubeconfig`)."""
+        return self.kubeconfig if user == "admin" else self.run_dir / f"{user}.kubeconfig"
+
+    def _audit_flags(self) -> list[str]:
+        if not self.audit_users:
+            return []
+        return [
+            f"--audit-policy-file={self.pki_dir / 'audit-policy.json'}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+        ]
 
     def _kubeconfig(self, user: str) -> dict[str, Any]:
         return {
@@ -574,6 +611,7 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
+                *self._audit_flags(),
                 f"--v={self.verbosity}",
             ],
         )
@@ -586,7 +624,7 @@ class ControlPlane:
             [
                 str(self.binaries.kube_controller_manager),
                 f"--kubeconfig={self.run_dir / 'kube-controller-manager.kubeconfig'}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self.controllers)}",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
