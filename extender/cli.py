@@ -98,19 +98,21 @@ class ReloadingSSLContext:
 
 
 def build_cache(config: Config, kubeconfig: str | None, *, watch_pods: bool = True) -> Any:
-    """The watch-backed node cache (and pod index for spot ceilings) of one worker, started."""
-    from extender.cache import ClusterCache, Reflector, kube_lister
+    """The watch-backed node cache (and pod index for spot ceilings) of one worker, started.
+
+    Called in the worker, after gunicorn forked it: the worker's API transport, and its connection pool, are
+    made here and used by this process only."""
+    from extender.cache import ClusterCache, Reflector, node_collection, pod_collection, worker_kube
     from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, reduce_node, reduce_pod
 
     policy = ExtenderPolicy.from_config(config)
-    nodes = Reflector(
-        "nodes", kube_lister("nodes", kubeconfig=kubeconfig), lambda o: reduce_node(o, policy), NodeIndex()
-    )
+    kube = worker_kube(kubeconfig)
+    nodes = Reflector("nodes", node_collection(kube), lambda o: reduce_node(o, policy), NodeIndex())
     pods = None
     if watch_pods:
         pods = Reflector(
             "pods",
-            kube_lister("pods", kubeconfig=kubeconfig),
+            pod_collection(kube),
             lambda o: reduce_pod(o, config.spot_ceiling),
             PodIndex(),
             key=lambda o: o["metadata"].get("uid") or f"{o['metadata'].get('namespace')}/{o['metadata']['name']}",

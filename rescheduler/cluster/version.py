@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from rescheduler.cluster.kube import ApiError, Kube
 from rescheduler.logs import fields
+from shared.kube.api import ApiError, Kube
 from shared.switches import STRICTEST, Switches, for_version_info
 
 __all__ = ["Discovered", "read_switches", "discover_switches"]

@@ -13,6 +13,8 @@
   be understood, and imported, after the ones it uses.
 * The product imports nothing from ``tests/`` or ``bench/``: the test and benchmark support (the cluster
   generator, the pusher baseline) is not shipped.
+* The folders above that may not act on the cluster may not import ``shared.kube`` (the API transport and the
+  informer) either.
 """
 
 from __future__ import annotations
@@ -130,7 +132,9 @@ def _boundary_problems(folder: Folder, names: list[str]) -> list[str]:
     bad = []
     for name in names:
         top = name.split(".")[0]
-        if folder.pure and top in PURE_FORBIDDEN:
+        if name == "shared.kube" or name.startswith("shared.kube."):
+            bad.append(f"{name} (talks to the API server)")
+        elif folder.pure and top in PURE_FORBIDDEN:
             bad.append(f"{name} ({PURE_FORBIDDEN[top]})")
         elif top in PRODUCT and not _may_import(folder, name):
             bad.append(f"{name} (outside {', '.join(folder.may_import)})")
@@ -158,9 +162,15 @@ def test_every_folder_rule_checks_modules(folder: Folder) -> None:
     [
         pytest.param(FOLDERS[0], "from rescheduler.cluster import drain", id="plan-acts-on-the-cluster"),
         pytest.param(FOLDERS[0], "import time", id="plan-reads-the-clock"),
-        pytest.param(FOLDERS[1], "from rescheduler.cluster.kube import Kube", id="output-acts-on-the-cluster"),
+        pytest.param(FOLDERS[1], "from rescheduler.cluster.marks import NodeMarker", id="output-acts-on-the-cluster"),
+        pytest.param(FOLDERS[1], "from shared.kube.api import Kube", id="output-talks-to-the-api-server"),
         pytest.param(FOLDERS[1], "import logging", id="output-logs"),
-        pytest.param(FOLDERS[2], "from rescheduler.cluster.kube import Kube", id="snapshot-acts-on-the-cluster"),
+        pytest.param(
+            FOLDERS[2], "from rescheduler.cluster.state import ClusterState", id="snapshot-acts-on-the-cluster"
+        ),
+        pytest.param(FOLDERS[2], "from shared.kube import api", id="snapshot-talks-to-the-api-server"),
+        pytest.param(FOLDERS[0], "from shared.kube.version import read_switches", id="plan-asks-the-api-server"),
+        pytest.param(FOLDERS[3], "import shared.kube.informer", id="parallel-watches"),
         pytest.param(FOLDERS[2], "from rescheduler import run", id="snapshot-runs-the-loop"),
         pytest.param(FOLDERS[2], "from rescheduler.parallel.packing import passes", id="snapshot-plans"),
         pytest.param(FOLDERS[3], "from rescheduler.snapshot.reader import load_snapshot", id="parallel-reads-files"),

@@ -23,11 +23,8 @@ ALLOWED = {
         "rescheduler/run.py",
         "rescheduler/kubectl_plugin.py",
     },
-    # The extender reaches the API server through the kubernetes client (shared/kube/informer.py), the
-    # rescheduler through its own transport (rescheduler/cluster/kube.py, cluster/state.py, cluster/version.py):
-    # each has its informer, its watch-line reader and its release reader until both use one transport.
-    "Informer": {"shared/kube/informer.py", "rescheduler/cluster/state.py"},
-    "LineStream": {"shared/kube/informer.py", "rescheduler/cluster/kube.py"},
+    # The extender reads the cluster's release through the kubernetes client, the rescheduler through the one
+    # transport (shared/kube/api.py): each has its release reader until both read it through the transport.
     "read_switches": {"extender/version.py", "rescheduler/cluster/version.py"},
 }
 

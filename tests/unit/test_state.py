@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rescheduler.cluster.kube import Kube
-from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer
+from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, StateInformer
+from shared.kube.api import Kube
 from tests.unit.fake_api import FakeApiServer, node, pdb, pod
 
 
@@ -19,8 +19,8 @@ def server() -> Iterator[FakeApiServer]:
     s.close()
 
 
-def start(server: FakeApiServer, state: ClusterState, kind, path: str, **kwargs) -> Informer:
-    informer = Informer(Kube(server), state, kind, path, threading.Event(), backoff=0.01, **kwargs)
+def start(server: FakeApiServer, state: ClusterState, kind, path: str, **kwargs) -> StateInformer:
+    informer = StateInformer(Kube(server), state, kind, path, threading.Event(), backoff=0.01, **kwargs)
     informer.start()
     return informer
 
