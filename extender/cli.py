@@ -252,10 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = _check_kubeconfig(args.kubeconfig)
         if problem:
             return fail(problem)
-        from extender.version import read_switches
+        from extender.version import read_release, release_sentence
 
-        _, said, warning = read_switches(args.kubeconfig)
-        print(f"spot-extender: {'warning: ' if warning else ''}{said}", file=sys.stderr, flush=True)
+        found = read_release(args.kubeconfig)  # its transport is closed before gunicorn forks the workers
+        said = release_sentence(found)
+        print(f"spot-extender: {'warning: ' if found.warning else ''}{said}", file=sys.stderr, flush=True)
     owns_metrics_dir = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     metrics_dir = _prepare_metrics_dir()
     master_pid = os.getpid()

@@ -6,7 +6,7 @@ What runs, in one process:
 * a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
 * at start-up, the API server's ``/version`` picks the kube-scheduler rules the planner follows
-  (:mod:`rescheduler.cluster.version`; the strictest rules, with a warning, if it cannot be read);
+  (:mod:`shared.kube.version`; the strictest rules, with a warning, if it cannot be read);
 * the main thread runs the loop. Every ``housekeeping_interval``, and as soon as a drain ends, a cycle: the gate
   (who may drain now, how many may start), the plan with the drains in flight counted where their pods go and
   the pods waiting for a node placed first (pure: :mod:`rescheduler.plan.cycle`, :mod:`rescheduler.plan.planner`),

@@ -10,6 +10,7 @@ here once, apart, rather than written twice:
   everything the rescheduler reads or does go through it.
 * :mod:`shared.kube.informer`: list with pagination, then watch from the list's resourceVersion; relist on
   410 Gone; backoff on errors.
+* :mod:`shared.kube.version`: the cluster's kube-scheduler release from ``/version``, and the rules it selects.
 * :mod:`shared.kube.credentials`: a kubeconfig or the in-cluster service account into a
   ``kubernetes.client.Configuration``.
 

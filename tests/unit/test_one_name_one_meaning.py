@@ -23,9 +23,6 @@ ALLOWED = {
         "rescheduler/run.py",
         "rescheduler/kubectl_plugin.py",
     },
-    # The extender reads the cluster's release through the kubernetes client, the rescheduler through the one
-    # transport (shared/kube/api.py): each has its release reader until both read it through the transport.
-    "read_switches": {"extender/version.py", "rescheduler/cluster/version.py"},
 }
 
 
