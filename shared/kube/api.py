@@ -1,7 +1,7 @@
 """The one door to the API server of every spotshift process: raw JSON over HTTPS and a small exception hierarchy.
 
-The extender's node and pod caches and everything the rescheduler reads or does reach the API server through
-this module. Why not the Kubernetes client's API classes: turning
+The extender's node and pod caches, its ``spot-certs`` and probe commands, and everything the rescheduler
+reads or does reach the API server through this module. Why not the Kubernetes client's API classes: turning
 150,000 pods into model objects is far too slow, the client no longer models ``policy/v1beta1`` (all that
 Kubernetes 1.20 serves for evictions and PDBs), and its calling conventions change between major versions.
 The client is still used for what it does well: reading a kubeconfig or the in-cluster service account (auth
