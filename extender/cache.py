@@ -1,8 +1,9 @@
 """Watch-backed in-memory caches of nodes and pods, so no request ever waits on the API server.
 
 Each gunicorn worker runs one :class:`Reflector` per resource, on the project's one list+watch loop
-(:mod:`shared.kube.informer`): list (paginated, raw JSON parsed with orjson rather than the client's model
-classes, which cost far more), then watch from the list's resourceVersion with bookmarks, relisting on
+(:mod:`shared.kube.informer`) over the one API transport (:mod:`shared.kube.api`), which the worker builds for
+itself after gunicorn forks it (:func:`worker_kube`): list (paginated, raw JSON parsed with orjson rather than
+model classes, which cost far more), then watch from the list's resourceVersion with bookmarks, relisting on
 ``410 Gone`` and retrying other errors after a short backoff. Every object is reduced at once by a
 caller-supplied function to the small immutable value the request path needs (a node's class and its
 pre-serialised score fragments; a pod's workload and node), so the cache holds no raw JSON.
@@ -14,18 +15,25 @@ under the GIL a lookup never sees a half-applied change, and readers take no loc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from shared.kube.credentials import load_client_configuration
-from shared.kube.informer import Informer, ResponseLines
+from extender import USER_AGENT
+from shared.kube.api import Collection, Kube, transport_from_kubeconfig
+from shared.kube.informer import Informer, ListWatch
 
-__all__ = ["Lister", "Store", "DictStore", "Reflector", "kube_lister", "wait_synced"]
+__all__ = [
+    "Store",
+    "DictStore",
+    "Reflector",
+    "ClusterCache",
+    "worker_kube",
+    "node_collection",
+    "pod_collection",
+    "wait_synced",
+]
 
 T = TypeVar("T")
-
-Lister = Callable[..., Any]
-"""``lister(**params)`` performs a GET of the collection and returns a urllib3 response (unread)."""
 
 
 class Store(Protocol[T]):
@@ -54,47 +62,11 @@ class DictStore(Generic[T]):
         self.items.pop(key, None)
 
 
-# kubernetes client keyword → API query parameter, for the informer's queries.
-_CLIENT_PARAMS = {
-    "limit": "limit",
-    "continue": "_continue",
-    "resourceVersion": "resource_version",
-    "allowWatchBookmarks": "allow_watch_bookmarks",
-    "timeoutSeconds": "timeout_seconds",
-    "watch": "watch",
-    "fieldSelector": "field_selector",
-    "labelSelector": "label_selector",
-}
-_CLIENT_BOOLEANS = frozenset({"watch", "allowWatchBookmarks"})
-
-
-def _client_params(query: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    params: dict[str, Any] = {"_preload_content": False}
-    for name, value in query:
-        params[_CLIENT_PARAMS[name]] = value == "true" if name in _CLIENT_BOOLEANS else value
-    return params
-
-
-class _ClientCollection:
-    """A collection through the kubernetes client's generated list call (raw responses, not model objects)."""
-
-    def __init__(self, lister: Lister) -> None:
-        self._lister = lister
-
-    def list(self, query: Sequence[tuple[str, Any]]) -> bytes:
-        resp = self._lister(**_client_params(query))
-        try:
-            return bytes(resp.data)
-        finally:
-            resp.release_conn()
-
-    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> ResponseLines:
-        return ResponseLines(self._lister(**_client_params(query), _request_timeout=(10, timeout)))
-
-
 class Reflector(Generic[T]):
     """List-then-watch one collection into ``store``, on the project's one informer (:mod:`shared.kube.informer`).
 
+    ``source`` is the collection (:func:`node_collection`, :func:`pod_collection`: the one transport of
+    :mod:`shared.kube.api`).
     ``reduce(obj)`` maps an API object to the cached value, or ``None`` to leave it out (a pod the extender
     does not care about); the value goes into ``store``. ``key(obj)`` names it (``metadata.name`` for nodes,
     ``metadata.uid`` for pods). Listed objects are reduced page by page, so no raw list is held.
@@ -104,7 +76,7 @@ class Reflector(Generic[T]):
     def __init__(
         self,
         name: str,
-        lister: Lister,
+        source: ListWatch,
         reduce: Callable[[Mapping[str, Any]], T | None],
         store: Store[T],
         *,
@@ -121,7 +93,7 @@ class Reflector(Generic[T]):
         self._on_change = on_change
         self._informer: Informer[tuple[str, T | None]] = Informer(
             name,
-            _ClientCollection(lister),
+            source,
             self,
             page_size=page_size,
             watch_timeout=watch_timeout,
@@ -201,20 +173,22 @@ class ClusterCache:
         return self.node_reflector.synced.is_set()
 
 
-def kube_lister(kind: str, *, kubeconfig: str | None = None, context: str | None = None) -> Lister:
-    """A raw GET of ``nodes`` or ``pods`` (all namespaces) through the kubernetes client's auth and TLS.
-
-    Credentials as every spotshift command finds them (:func:`shared.kube.credentials.load_client_configuration`);
-    raises its one-line ``KubeconfigError``.
+def worker_kube(kubeconfig: str | None = None, context: str | None = None) -> Kube:
+    """JSON over a new :class:`~shared.kube.api.HttpTransport` named :data:`extender.USER_AGENT`, with credentials as
+    every spotshift command finds them (:func:`shared.kube.credentials.load_client_configuration`); raises its
+    one-line ``KubeconfigError``. Call it in the worker that uses it: its connection pool must not cross a fork.
     """
-    from kubernetes import client
+    return Kube(transport_from_kubeconfig(kubeconfig, context, user_agent=USER_AGENT))
 
-    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig, context)))
-    if kind == "nodes":
-        return api.list_node
-    if kind == "pods":
-        return api.list_pod_for_all_namespaces
-    raise ValueError(f"unknown kind {kind!r}")
+
+def node_collection(kube: Kube) -> Collection:
+    """Every node: what the node cache lists and watches."""
+    return Collection(kube, "/api/v1/nodes")
+
+
+def pod_collection(kube: Kube) -> Collection:
+    """Every pod of every namespace: what the pod index lists and watches."""
+    return Collection(kube, "/api/v1/pods")
 
 
 def wait_synced(*reflectors: Reflector[Any], timeout: float) -> bool:

@@ -32,12 +32,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from extender import USER_AGENT
+from shared.kube.api import PATCH_JSON, Conflict, Kube, NotFound, transport_from_kubeconfig
 
 __all__ = [
     "CertError",
@@ -275,46 +279,49 @@ def write_bundle(
     return ca, serving
 
 
-def patch_webhook_ca_bundle(name: str, ca_pem: bytes, *, kubeconfig: str | None = None) -> int:
+def _kube(kubeconfig: str | None) -> Kube:
+    return Kube(transport_from_kubeconfig(kubeconfig, user_agent=USER_AGENT))
+
+
+def _secret_path(namespace: str, name: str | None = None) -> str:
+    path = f"/api/v1/namespaces/{quote(namespace)}/secrets"
+    return path if name is None else f"{path}/{quote(name)}"
+
+
+def patch_webhook_ca_bundle(
+    name: str, ca_pem: bytes, *, kubeconfig: str | None = None, kube: Kube | None = None
+) -> int:
     """Set ``caBundle`` on every webhook of the MutatingWebhookConfiguration ``name``; returns how many."""
-    from kubernetes import client
-
-    from shared.kube.credentials import load_client_configuration
-
-    api = client.AdmissionregistrationV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
-    current = api.read_mutating_webhook_configuration(name)
+    kube = kube or _kube(kubeconfig)
+    path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{quote(name)}"
+    current = kube.get(path)
     bundle = _b64(ca_pem)
     ops = [
         {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
-        for i in range(len(current.webhooks or []))
+        for i in range(len(current.get("webhooks") or []))
     ]
     if ops:
         # A JSON patch (a list body) touches only caBundle, keeping whatever else an operator changed.
-        api.patch_mutating_webhook_configuration(name, ops)
+        kube.patch(path, ops, PATCH_JSON)
     return len(ops)
 
 
-def apply_secret(manifest: dict[str, Any], *, kubeconfig: str | None = None) -> tuple[bytes, bool]:
+def apply_secret(
+    manifest: dict[str, Any], *, kubeconfig: str | None = None, kube: Kube | None = None
+) -> tuple[bytes, bool]:
     """Create the Secret ``manifest`` unless it exists; returns ``(the CA in the cluster's Secret, created)``.
 
     An existing Secret is never changed: it may be one an operator rotated, and its CA is what every
     ``caBundle`` trusts. One that lacks a key the servers mount is an error, named in the message.
     """
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    from shared.kube.credentials import load_client_configuration
-
-    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
+    api = kube or _kube(kubeconfig)
     meta = manifest["metadata"]
     name, namespace = meta["name"], meta["namespace"]
 
     def existing() -> dict[str, Any] | None:
         try:
-            return dict(api.read_namespaced_secret(name, namespace).data or {})
-        except ApiException as e:
-            if e.status != 404:
-                raise
+            return dict(api.get(_secret_path(namespace, name)).get("data") or {})
+        except NotFound:
             return None
 
     # Read first: a caller that may only read (the chart's post-install hook) never needs `create`.
@@ -322,11 +329,9 @@ def apply_secret(manifest: dict[str, Any], *, kubeconfig: str | None = None) -> 
     created = data is None
     if data is None:
         try:
-            api.create_namespaced_secret(namespace, manifest)  # type: ignore[arg-type]  # a dict is sent as it is
+            api.post(_secret_path(namespace), manifest)
             data = manifest["data"]
-        except ApiException as e:
-            if e.status != 409:  # made meanwhile by another run: that one is kept
-                raise
+        except Conflict:  # made meanwhile by another run: that one is kept
             created, data = False, existing() or {}
     missing = [k for k in (CA_CERT, TLS_CERT, TLS_KEY) if not data.get(k)]
     if missing:
@@ -334,19 +339,11 @@ def apply_secret(manifest: dict[str, Any], *, kubeconfig: str | None = None) -> 
     return base64.b64decode(data[CA_CERT]), created
 
 
-def delete_secret(name: str, namespace: str, *, kubeconfig: str | None = None) -> bool:
+def delete_secret(name: str, namespace: str, *, kubeconfig: str | None = None, kube: Kube | None = None) -> bool:
     """Delete the Secret ``namespace/name``; False if there was none."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    from shared.kube.credentials import load_client_configuration
-
-    api = client.CoreV1Api(client.ApiClient(load_client_configuration(kubeconfig)))
     try:
-        api.delete_namespaced_secret(name, namespace)
-    except ApiException as e:
-        if e.status != 404:
-            raise
+        (kube or _kube(kubeconfig)).delete(_secret_path(namespace, name))
+    except NotFound:
         return False
     return True
 
@@ -385,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{args.namespace}/{args.secret_name}"
         try:
             deleted = delete_secret(args.secret_name, args.namespace, kubeconfig=args.kubeconfig)
-        except Exception as e:  # the client's errors are many; one line is what the operator needs
+        except Exception as e:  # API errors, credentials, the network: one line is what the operator needs
             print(f"spot-certs: could not delete Secret {where}: {e}", file=sys.stderr)
             return 1
         print(f"deleted Secret {where}" if deleted else f"no Secret {where} to delete")
@@ -414,14 +411,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             manifest = yaml.safe_load((args.out / SECRET).read_text())
             ca_pem, created = apply_secret(manifest, kubeconfig=args.kubeconfig)
-        except Exception as e:  # the client's errors are many; one line is what the operator needs
+        except Exception as e:  # API errors, credentials, the network: one line is what the operator needs
             print(f"spot-certs: could not apply Secret {where}: {e}", file=sys.stderr)
             return 1
         print(f"created Secret {where}" if created else f"kept the existing Secret {where} (its CA is used)")
     if args.patch_webhook:
         try:
             n = patch_webhook_ca_bundle(args.patch_webhook, ca_pem, kubeconfig=args.kubeconfig)
-        except Exception as e:  # the client's errors are many; one line is what the operator needs
+        except Exception as e:  # API errors, credentials, the network: one line is what the operator needs
             print(f"spot-certs: could not patch {args.patch_webhook}: {e}", file=sys.stderr)
             return 1
         print(f"set caBundle on {n} webhook(s) of mutatingwebhookconfiguration/{args.patch_webhook}")

@@ -98,19 +98,21 @@ class ReloadingSSLContext:
 
 
 def build_cache(config: Config, kubeconfig: str | None, *, watch_pods: bool = True) -> Any:
-    """The watch-backed node cache (and pod index for spot ceilings) of one worker, started."""
-    from extender.cache import ClusterCache, Reflector, kube_lister
+    """The watch-backed node cache (and pod index for spot ceilings) of one worker, started.
+
+    Called in the worker, after gunicorn forked it: the worker's API transport, and its connection pool, are
+    made here and used by this process only."""
+    from extender.cache import ClusterCache, Reflector, node_collection, pod_collection, worker_kube
     from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, reduce_node, reduce_pod
 
     policy = ExtenderPolicy.from_config(config)
-    nodes = Reflector(
-        "nodes", kube_lister("nodes", kubeconfig=kubeconfig), lambda o: reduce_node(o, policy), NodeIndex()
-    )
+    kube = worker_kube(kubeconfig)
+    nodes = Reflector("nodes", node_collection(kube), lambda o: reduce_node(o, policy), NodeIndex())
     pods = None
     if watch_pods:
         pods = Reflector(
             "pods",
-            kube_lister("pods", kubeconfig=kubeconfig),
+            pod_collection(kube),
             lambda o: reduce_pod(o, config.spot_ceiling),
             PodIndex(),
             key=lambda o: o["metadata"].get("uid") or f"{o['metadata'].get('namespace')}/{o['metadata']['name']}",
@@ -250,10 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = _check_kubeconfig(args.kubeconfig)
         if problem:
             return fail(problem)
-        from extender.version import read_switches
+        from extender.version import read_release, release_sentence
 
-        _, said, warning = read_switches(args.kubeconfig)
-        print(f"spot-extender: {'warning: ' if warning else ''}{said}", file=sys.stderr, flush=True)
+        found = read_release(args.kubeconfig)  # its transport is closed before gunicorn forks the workers
+        said = release_sentence(found)
+        print(f"spot-extender: {'warning: ' if found.warning else ''}{said}", file=sys.stderr, flush=True)
     owns_metrics_dir = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     metrics_dir = _prepare_metrics_dir()
     master_pid = os.getpid()

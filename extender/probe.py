@@ -13,8 +13,12 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
-__all__ = ["PROBE_POD", "added_by_webhook", "main"]
+from extender import USER_AGENT
+from shared.kube.api import Kube, transport_from_kubeconfig
+
+__all__ = ["PROBE_POD", "added_by_webhook", "dry_run_create", "report", "main"]
 
 # Pod Security "restricted" as it is, so a namespace enforcing it admits the probe too; the image is never pulled.
 PROBE_POD: Mapping[str, Any] = {
@@ -68,23 +72,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--namespace", default="default", help="a namespace the webhook mutates (default: default)")
     parser.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube)")
     args = parser.parse_args(argv)
-    from kubernetes import client
-
-    from shared.kube.credentials import load_client_configuration
-
     try:
-        api = client.ApiClient(load_client_configuration(args.kubeconfig))
-        # The client sends a dict as it is (its stubs ask for a V1Pod).
-        answer = client.CoreV1Api(api).create_namespaced_pod(args.namespace, dict(PROBE_POD), dry_run="All")  # type: ignore[arg-type]
-        pod = api.sanitize_for_serialization(answer)
-    except Exception as e:  # the client's errors are many; one line is what the operator needs
+        pod = dry_run_create(Kube(transport_from_kubeconfig(args.kubeconfig, user_agent=USER_AGENT)), args.namespace)
+    except Exception as e:  # API errors, credentials, the network: one line is what the operator needs
         print(f"probe: the dry-run pod create in {args.namespace} failed: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
+    return report(pod, args.namespace)
+
+
+def dry_run_create(kube: Kube, namespace: str) -> dict[str, Any]:
+    """:data:`PROBE_POD` created in ``namespace`` as a server-side dry run: the pod as it would have been stored."""
+    return kube.post(f"/api/v1/namespaces/{quote(namespace)}/pods", dict(PROBE_POD), query=[("dryRun", "All")])
+
+
+def report(pod: Mapping[str, Any], namespace: str) -> int:
+    """Print whether ``pod`` (the dry run's answer) carries the webhook's marks; the exit code."""
     added = added_by_webhook(pod)
     if not added:
-        print(f"probe: FAIL: a pod created in {args.namespace} came back unchanged by the spotshift webhook")
+        print(f"probe: FAIL: a pod created in {namespace} came back unchanged by the spotshift webhook")
         return 1
-    print(f"probe: PASS: the spotshift webhook mutated a pod created in {args.namespace}: " + "; ".join(added))
+    print(f"probe: PASS: the spotshift webhook mutated a pod created in {namespace}: " + "; ".join(added))
     return 0
 
 

@@ -2,47 +2,45 @@
 
 The extender's answers (``/filter`` drops nodes being reclaimed, ``/prioritize`` scores spot) run no
 predicate whose rules changed between releases, so nothing it serves depends on the version. It reports the
-rules (:mod:`shared.switches`) at start-up next to the rescheduler's, so one look at both logs tells which
-kube-scheduler behaviour the cluster has; a version that cannot be read is said to be unknown, as the
-rescheduler then plans with the strictest rules.
+rules (:func:`shared.kube.version.read_switches`) at start-up next to the rescheduler's, so one look at both
+logs tells which kube-scheduler behaviour the cluster has; a version that cannot be read is said to be
+unknown, as the rescheduler then plans with the strictest rules. Any failure (credentials, network, an HTTP
+status, an answer that is not JSON) means just that: version unknown, with a warning.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from extender import USER_AGENT
+from shared.kube.api import Kube, transport_from_kubeconfig
+from shared.kube.version import Discovered, read_switches, version_unknown
 
-from shared.kube.credentials import load_client_configuration
-from shared.switches import STRICTEST, Switches, for_version_info
-
-__all__ = ["read_switches"]
+__all__ = ["release_sentence", "read_release", "read_release_over"]
 
 
-def read_switches(kubeconfig: str | None, *, timeout: float = 10.0) -> tuple[Switches, str, bool]:
-    """``(switches, one sentence, is_warning)`` for the API server of ``kubeconfig`` (else in-cluster, then
-    ``~/.kube/config``: :func:`shared.kube.credentials.load_client_configuration`)."""
-    from kubernetes import client
+def release_sentence(found: Discovered) -> str:
+    """What was found and what it means for the cluster's scheduler, in one sentence."""
+    if found.warning:
+        return f"{found.message}: the scheduler's release is unknown"
+    return f"{found.message}: the cluster schedules with the {found.switches.describe()}"
 
+
+def read_release_over(kube: Kube, *, timeout: float = 10.0) -> Discovered:
+    """:func:`~shared.kube.version.read_switches` through ``kube``; any failure is :func:`version_unknown`."""
     try:
-        configuration = load_client_configuration(kubeconfig)
-        configuration.retries = 0
-        with client.ApiClient(configuration) as api:
-            # Raw JSON: the client's VersionInfo model refuses an answer that leaves out any of its fields.
-            response: Any = client.VersionApi(api).get_code(_preload_content=False, _request_timeout=timeout)
-            status = int(getattr(response, "status", 200))
-            if not 200 <= status < 300:
-                raise ValueError(f"HTTP {status}")
-            info: Any = json.loads(response.data)
-    except Exception as e:  # any failure (credentials, network, HTTP status) means the same: version unknown
-        code = getattr(e, "status", None)  # ApiException: its str() carries every response header
-        reason = f"HTTP {code} {getattr(e, 'reason', '')}".strip() if code else " ".join(str(e).split())
-        said = (
-            f"cannot read the API server's version ({reason or type(e).__name__}): the scheduler's release is unknown"
-        )
-        return STRICTEST, said, True
-    switches = for_version_info(info if isinstance(info, dict) else None)
-    git_version = info.get("gitVersion") if isinstance(info, dict) else None
-    if switches.kubernetes_version is None:
-        return switches, f"the API server's version {git_version!r} is not a Kubernetes 1.x version", True
-    shown = git_version or switches.kubernetes_version
-    return switches, f"API server version {shown}: the cluster schedules with the {switches.describe()}", False
+        return read_switches(kube, timeout=timeout)
+    except Exception as e:  # any failure means the same: version unknown
+        return version_unknown(" ".join(str(e).split()) or type(e).__name__)
+
+
+def read_release(kubeconfig: str | None, *, timeout: float = 10.0) -> Discovered:
+    """The release of the API server of ``kubeconfig`` (else in-cluster, then ``~/.kube/config``:
+    :func:`shared.kube.credentials.load_client_configuration`), read by the gunicorn master before it forks
+    its workers: the transport is closed again here, and no worker uses it."""
+    try:
+        transport = transport_from_kubeconfig(kubeconfig, user_agent=USER_AGENT)
+    except Exception as e:  # credentials that cannot be read: version unknown too
+        return version_unknown(" ".join(str(e).split()) or type(e).__name__)
+    try:
+        return read_release_over(Kube(transport), timeout=timeout)
+    finally:
+        transport.close()

@@ -267,14 +267,16 @@ def _switches_from_flag(args: argparse.Namespace) -> Switches | None:
 
 def _discover(args: argparse.Namespace, stderr: IO[str]) -> Switches:
     """The live cluster's ``/version``: its release's rules, said on stderr (a warning when not usable)."""
-    from rescheduler.cluster.kube import Kube, KubeconfigError, transport_from_kubeconfig
-    from rescheduler.cluster.version import read_switches
+    from rescheduler.cluster import USER_AGENT
+    from rescheduler.cluster.version import planning_sentence
+    from shared.kube.api import Kube, KubeconfigError, transport_from_kubeconfig
+    from shared.kube.version import read_switches
 
     try:
-        found = read_switches(Kube(transport_from_kubeconfig(args.kubeconfig, args.context)))
+        found = read_switches(Kube(transport_from_kubeconfig(args.kubeconfig, args.context, user_agent=USER_AGENT)))
     except KubeconfigError as e:
         raise SnapshotError(f"cluster: {e}") from None
-    stderr.write(f"{'warning: ' if found.warning else ''}{found.message}\n")
+    stderr.write(f"{'warning: ' if found.warning else ''}{planning_sentence(found)}\n")
     return found.switches
 
 

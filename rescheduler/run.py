@@ -6,7 +6,7 @@ What runs, in one process:
 * a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
 * at start-up, the API server's ``/version`` picks the kube-scheduler rules the planner follows
-  (:mod:`rescheduler.cluster.version`; the strictest rules, with a warning, if it cannot be read);
+  (:mod:`shared.kube.version`; the strictest rules, with a warning, if it cannot be read);
 * the main thread runs the loop. Every ``housekeeping_interval``, and as soon as a drain ends, a cycle: the gate
   (who may drain now, how many may start), the plan with the drains in flight counted where their pods go and
   the pods waiting for a node placed first (pure: :mod:`rescheduler.plan.cycle`, :mod:`rescheduler.plan.planner`),
@@ -43,14 +43,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rescheduler.cluster import USER_AGENT
 from rescheduler.cluster.capacity import CapacityRequester
 from rescheduler.cluster.drain import Drain, Drainer, DrainOutcome, DrainResult
 from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
-from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.marks import MarkReconciler, NodeMarker
-from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, Informer
+from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, StateInformer
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
@@ -60,6 +60,7 @@ from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, budget_claims, 
 from rescheduler.plan.reasons import CONTROLS, Kind
 from rescheduler.plan.records import Plan
 from shared.config import Config, ConfigError
+from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.model import Pod
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
@@ -161,7 +162,7 @@ class Rescheduler:
     def _bookkeeping(self) -> None:
         """What the loop remembers from one pass to the next."""
         self._orphans_checked = False
-        self.informers: list[Informer] = []
+        self.informers: list[StateInformer] = []
         self.drains: dict[str, Drain] = {}
         """The drains in flight, by node: each pass of the loop advances them (:meth:`advance_drains`)."""
         self.finished: list[float] = []
@@ -279,7 +280,7 @@ class Rescheduler:
         ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
         self.state.pdb_api_version = f"policy/{self.kube.pdb_version()}"
         for kind, path, query in ((PDBS, self.kube.pdb_path(), ()), *WATCHES):
-            informer = Informer(
+            informer = StateInformer(
                 self.kube,
                 self.state,
                 kind,
@@ -687,7 +688,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
         print(f"spot-rescheduler: kubeconfig {args.kubeconfig}: does not exist.", file=sys.stderr)
         return 2
     try:
-        transport = transport_from_kubeconfig(args.kubeconfig, args.context)
+        transport = transport_from_kubeconfig(args.kubeconfig, args.context, user_agent=USER_AGENT)
     except KubeconfigError as e:
         print(f"spot-rescheduler: {e}", file=sys.stderr)
         return 2

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.churnlab.world import Setup, World, sync_state
-from rescheduler.cluster.kube import ApiError
 from rescheduler.run import Rescheduler, RunOptions, default_planner
 from shared.config import Config, parse_config
 from shared.fit import fits
+from shared.kube.api import ApiError
 from shared.model import Pod
 from shared.movable import is_daemonset_pod, is_mirror_pod
 from shared.snapshot import ClusterSnapshot, NodeInfo

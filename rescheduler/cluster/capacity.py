@@ -47,7 +47,6 @@ from rescheduler.cluster.events import (
     EventRecorder,
     Ref,
 )
-from rescheduler.cluster.kube import ApiError, Kube, NotFound, pod_path
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
@@ -70,6 +69,7 @@ from rescheduler.plan.placeholder_pods import placeholder_pod
 from rescheduler.plan.reasons import StayReason
 from shared.classes import node_class
 from shared.config import Config
+from shared.kube.api import ApiError, Kube, NotFound, pod_path
 from shared.model import Pod
 from shared.placeholders import NODE_ANNOTATION, REQUEST_LABEL, is_placeholder
 from shared.snapshot import ClusterSnapshot

@@ -73,7 +73,6 @@ from rescheduler.cluster.events import (
     Ref,
 )
 from rescheduler.cluster.evictor import EvictionResult, EvictionTry, Evictor
-from rescheduler.cluster.kube import ApiError, Kube, NotFound, Retry, pod_path
 from rescheduler.cluster.marks import NodeMarker, iso
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
@@ -85,6 +84,7 @@ from shared.classes import node_class
 from shared.config import JOBS_WAIT, Config
 from shared.disruption import with_computed_status
 from shared.eviction import USES, budget_use
+from shared.kube.api import ApiError, Kube, NotFound, Retry, pod_path
 from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import is_job_pod, movability
 from shared.placeholders import is_placeholder

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from rescheduler.cluster.kube import ApiError, Kube, NotFound
 from rescheduler.logs import fields
+from shared.kube.api import ApiError, Kube, NotFound
 
 __all__ = [
     "Ref",

@@ -29,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rescheduler.cluster.events import EVICTING, EVICTION_REFUSED, NORMAL, WARNING, EventRecorder, Ref
-from rescheduler.cluster.kube import (
+from rescheduler.logs import fields
+from rescheduler.metrics import Metrics
+from shared.kube.api import (
     ApiError,
     Conflict,
     Forbidden,
@@ -41,8 +43,6 @@ from rescheduler.cluster.kube import (
     is_transient,
     pod_path,
 )
-from rescheduler.logs import fields
-from rescheduler.metrics import Metrics
 from shared.model import Pod
 
 __all__ = ["EvictionResult", "Eviction", "EvictionTry", "Evictor", "DEFAULT_GRACE_SECONDS"]

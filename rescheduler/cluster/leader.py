@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from rescheduler.cluster.kube import ApiError, Conflict, Forbidden, Kube, NotFound
 from rescheduler.logs import fields
+from shared.kube.api import ApiError, Conflict, Forbidden, Kube, NotFound
 
 __all__ = ["LeaseConfig", "LeaderElector", "micro_time", "lease_problem", "PROBLEM_WARNING_EVERY"]
 

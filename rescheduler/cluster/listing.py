@@ -135,12 +135,13 @@ def load_cluster(
 
 
 def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
-    """Raw GETs through :mod:`rescheduler.cluster.kube`, the rescheduler's one door to the API server."""
-    from rescheduler.cluster.kube import ApiError, Kube, KubeconfigError, transport_from_kubeconfig
-    from rescheduler.cluster.kube import NotFound as ApiNotFound
+    """Raw GETs through :mod:`shared.kube.api`, spotshift's one door to the API server."""
+    from rescheduler.cluster import USER_AGENT
+    from shared.kube.api import ApiError, Kube, KubeconfigError, transport_from_kubeconfig
+    from shared.kube.api import NotFound as ApiNotFound
 
     try:
-        kube = Kube(transport_from_kubeconfig(kubeconfig, context))
+        kube = Kube(transport_from_kubeconfig(kubeconfig, context, user_agent=USER_AGENT))
     except KubeconfigError as e:
         raise SnapshotError(f"cluster: {e}") from None
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from rescheduler.cluster.events import NORMAL, TAINT_CLEANED, EventRecorder, Ref
-from rescheduler.cluster.kube import ApiError, Conflict, Kube, NotFound, Retry, node_path
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE, backoff_until, is_marked
 from shared.config import Config
+from shared.kube.api import ApiError, Conflict, Kube, NotFound, Retry, node_path
 from shared.model import PDB, PREFER_NO_SCHEDULE, Node, Taint
 from shared.movable import is_job_pod, movability
 

@@ -8,7 +8,7 @@ whose unbound claim's class provisions only in such a zone, would be moved where
 
 Why not list everything each housekeeping interval: a 150,000-pod cluster is about a gigabyte of JSON, so a
 relist every 10 seconds would load the API server and this process far more than the planning itself. Each kind
-is kept by an :class:`Informer`, the project's one list+watch loop (:mod:`shared.kube.informer`): listed once
+is kept by a :class:`StateInformer` on the project's one list+watch loop (:mod:`shared.kube.informer`): listed once
 (paginated, raw JSON, the lean views of :mod:`shared.model`), then watched from the list's ``resourceVersion``
 with bookmarks; ``410 Gone`` means list again, any other failure means watch again after a short backoff.
 
@@ -31,27 +31,28 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import orjson
 
-from rescheduler.cluster.kube import Kube, LineStream
 from rescheduler.cluster.listing import raw_page
 from rescheduler.snapshot.pods import PodReader
 from rescheduler.snapshot.reader import LIST_DECODERS
 from shared.disruption import with_computed_status
-from shared.kube.informer import Informer as SharedInformer
-from shared.kube.informer import Page
+from shared.kube.api import Collection, Kube
+from shared.kube.informer import Informer, Page
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.storage import StorageClass
 
 __all__ = [
     "ClusterState",
-    "Informer",
+    "StateInformer",
+    "PodPages",
+    "Parsed",
     "WatchedKind",
     "KINDS",
     "NODES",
@@ -390,20 +391,6 @@ def _discard(index: dict[str, dict[str, Pod]], bucket: str, key: str) -> None:
             del index[bucket]
 
 
-class _Collection:
-    """One collection through :class:`~rescheduler.cluster.kube.Kube`: the informer's view of the API."""
-
-    def __init__(self, kube: Kube, path: str) -> None:
-        self.kube = kube
-        self.path = path
-
-    def list(self, query: Sequence[tuple[str, Any]]) -> bytes:
-        return self.kube.get_raw(self.path, query)
-
-    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> LineStream:
-        return self.kube.watch(self.path, query, timeout)
-
-
 class _Handler:
     """Raw objects of one kind into a :class:`ClusterState` (it parses them under its own rules)."""
 
@@ -448,7 +435,7 @@ class PodPages:
         return Page(parsed, page.continue_token, page.resource_version)
 
 
-class Informer(SharedInformer[Parsed]):
+class StateInformer(Informer[Parsed]):
     """List then watch one kind into a :class:`ClusterState` (:mod:`shared.kube.informer`), until closed.
 
     ``path`` is the collection (``/api/v1/pods``), ``query`` extra selectors for both list and watch.
@@ -469,7 +456,7 @@ class Informer(SharedInformer[Parsed]):
     ) -> None:
         super().__init__(
             kind.name,
-            _Collection(kube, path),
+            Collection(kube, path),
             _Handler(state, kind),
             stop=stop,
             query=query,

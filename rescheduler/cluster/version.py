@@ -1,7 +1,7 @@
 """Which kube-scheduler rules to plan with: the API server's ``/version``, read once at start-up.
 
-The rescheduler's run loop and live ``plan`` read it here; what they get goes to
-:func:`rescheduler.plan.planner.plan`. A version that cannot be read or parsed gives
+The rescheduler's run loop and live ``plan`` read it through :func:`shared.kube.version.read_switches`; what
+they get goes to :func:`rescheduler.plan.planner.plan`. A version that cannot be read or parsed gives
 :data:`shared.switches.STRICTEST` and a warning that says so: planning then never assumes a rule more
 permissive than any release has.
 """
@@ -9,52 +9,24 @@ permissive than any release has.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from rescheduler.cluster.kube import ApiError, Kube
 from rescheduler.logs import fields
-from shared.switches import STRICTEST, Switches, for_version_info
+from shared.kube.api import Kube
+from shared.kube.version import Discovered, read_switches
+from shared.switches import Switches
 
-__all__ = ["Discovered", "read_switches", "discover_switches"]
-
-
-@dataclass(frozen=True, slots=True)
-class Discovered:
-    """What ``/version`` said: the switches, the ``gitVersion`` read (if any), one sentence, and whether it
-    is a warning (the strictest rules because the version is not usable)."""
-
-    switches: Switches
-    git_version: str | None
-    message: str
-    warning: bool
+__all__ = ["planning_sentence", "discover_switches"]
 
 
-def read_switches(kube: Kube) -> Discovered:
-    """GET ``/version`` and say which rules it selects."""
-    try:
-        info = kube.get("/version")
-    except (ApiError, ValueError) as e:
-        reason = " ".join(str(e).split())
-        message = f"cannot read the API server's version ({reason}): planning with {STRICTEST.describe()}"
-        return Discovered(STRICTEST, None, message, True)
-    switches = for_version_info(info)
-    git = info.get("gitVersion") if isinstance(info, dict) else None
-    git_version = git if isinstance(git, str) else None
-    if switches.kubernetes_version is None:
-        message = (
-            f"the API server's version {git_version!r} is not a Kubernetes 1.x version: planning with "
-            f"{switches.describe()}"
-        )
-        return Discovered(switches, git_version, message, True)
-    shown = git_version or switches.kubernetes_version
-    return Discovered(
-        switches, git_version, f"API server version {shown}: planning with the {switches.describe()}", False
-    )
+def planning_sentence(found: Discovered) -> str:
+    """What was found and the rules planning uses: ``API server version v1.20.2: planning with the ...``."""
+    rules = found.switches.describe()
+    return f"{found.message}: planning with {rules if found.switches.kubernetes_version is None else 'the ' + rules}"
 
 
 def discover_switches(kube: Kube, log: logging.Logger) -> Switches:
-    """:func:`read_switches`, logged (info, or a warning when the strictest rules are used)."""
+    """:func:`~shared.kube.version.read_switches`, logged (info, or a warning when the strictest rules are used)."""
     found = read_switches(kube)
     extra = fields(kubernetes_version=found.git_version, scheduler_rules=found.switches.describe())
-    log.log(logging.WARNING if found.warning else logging.INFO, "%s", found.message, extra=extra)
+    log.log(logging.WARNING if found.warning else logging.INFO, "%s", planning_sentence(found), extra=extra)
     return found.switches

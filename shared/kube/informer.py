@@ -14,10 +14,10 @@ far more than the work itself. The protocol is client-go's reflector (``tools/ca
    **list again**. Any other failure means wait (exponential backoff, doubling up to 30 s, reset by a good
    list or watch) and watch again from the last version seen, or list again if there was none yet.
 
-The API is reached through a :class:`ListWatch` (one page of the list, or a stream of watch lines), which
-each part builds over its own client, and the objects go to an :class:`EventHandler`, which each part builds
-over its own store. An exception with ``status == 410`` (the rescheduler's ``Gone``, the kubernetes client's
-``ApiException``) is what "Gone" means here.
+The API is reached through a :class:`ListWatch` (one page of the list, or a stream of watch lines): in the
+product a :class:`shared.kube.api.Collection` over the one transport, in unit tests a script. The objects go to
+an :class:`EventHandler`, which each part builds over its own store. An exception with ``status == 410``
+(:class:`shared.kube.api.Gone`) is what "Gone" means here.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
+from shared.kube.api import LineStream
+
 __all__ = [
-    "LineStream",
-    "ResponseLines",
     "ListWatch",
     "EventHandler",
     "Page",
@@ -49,60 +49,6 @@ T = TypeVar("T")
 Query = Sequence[tuple[str, Any]]
 
 MAX_BACKOFF = 30.0
-
-
-class LineStream(Protocol):
-    """The lines of a streaming response (a watch). ``close()`` may be called from another thread to stop it."""
-
-    def __iter__(self) -> Iterator[bytes]: ...
-
-    def close(self) -> None: ...
-
-
-class ResponseLines:
-    """The non-empty lines of an unread urllib3 response, as they arrive: a :class:`LineStream` over either part's
-    HTTP client. ``close()`` from another thread ends the iteration quietly; ``wrap``, if given, turns a stream
-    that broke into the caller's own error type."""
-
-    def __init__(self, response: Any, *, wrap: Callable[[Exception], Exception] | None = None) -> None:
-        self._response = response
-        self._wrap = wrap
-        self._closed = False
-        self._done = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        buf = b""
-        try:
-            for chunk in self._response.stream(65536, decode_content=True):
-                buf += chunk
-                while True:
-                    i = buf.find(b"\n")
-                    if i < 0:
-                        break
-                    line, buf = buf[:i], buf[i + 1 :]
-                    if line.strip():
-                        yield line
-            if buf.strip():
-                yield buf
-            self._done = True
-        except Exception as e:
-            if self._closed:
-                return
-            if self._wrap is None:
-                raise
-            raise self._wrap(e) from None
-        finally:
-            self._response.release_conn()
-
-    def close(self) -> None:
-        if self._done:
-            return
-        self._closed = True
-        # Closing a half-read stream may raise from urllib3; the watch is being abandoned anyway.
-        with contextlib.suppress(Exception):
-            self._response.shutdown()  # urllib3 2.3+: unblocks a read in another thread
-        with contextlib.suppress(Exception):
-            self._response.close()
 
 
 class ListWatch(Protocol):

@@ -1,4 +1,4 @@
-"""A small in-memory API server behind the rescheduler's own :class:`rescheduler.cluster.kube.Transport` boundary.
+"""A small in-memory API server behind the project's own :class:`shared.kube.api.Transport` boundary.
 
 The unit tests mock nothing inside a library: they hand the rescheduler this fake, which speaks the same raw
 JSON as a real API server for the handful of endpoints the rescheduler uses (list with pagination, watch from
@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from rescheduler.cluster.kube import error_for
+from shared.kube.api import error_for
 
 Obj = dict[str, Any]
 

@@ -13,6 +13,10 @@
   be understood, and imported, after the ones it uses.
 * The product imports nothing from ``tests/`` or ``bench/``: the test and benchmark support (the cluster
   generator, the pusher baseline) is not shipped.
+* One transport to the API server (:data:`ONE_PLACE`): only ``shared/kube/api.py`` imports an HTTP client
+  (it builds the connection pools, one per process), and only ``shared/kube/credentials.py`` imports the
+  ``kubernetes`` package (to read kubeconfigs and the in-cluster service account). The folders above that
+  may not act on the cluster may not import ``shared.kube`` either.
 """
 
 from __future__ import annotations
@@ -130,7 +134,9 @@ def _boundary_problems(folder: Folder, names: list[str]) -> list[str]:
     bad = []
     for name in names:
         top = name.split(".")[0]
-        if folder.pure and top in PURE_FORBIDDEN:
+        if name == "shared.kube" or name.startswith("shared.kube."):
+            bad.append(f"{name} (talks to the API server)")
+        elif folder.pure and top in PURE_FORBIDDEN:
             bad.append(f"{name} ({PURE_FORBIDDEN[top]})")
         elif top in PRODUCT and not _may_import(folder, name):
             bad.append(f"{name} (outside {', '.join(folder.may_import)})")
@@ -158,9 +164,15 @@ def test_every_folder_rule_checks_modules(folder: Folder) -> None:
     [
         pytest.param(FOLDERS[0], "from rescheduler.cluster import drain", id="plan-acts-on-the-cluster"),
         pytest.param(FOLDERS[0], "import time", id="plan-reads-the-clock"),
-        pytest.param(FOLDERS[1], "from rescheduler.cluster.kube import Kube", id="output-acts-on-the-cluster"),
+        pytest.param(FOLDERS[1], "from rescheduler.cluster.marks import NodeMarker", id="output-acts-on-the-cluster"),
+        pytest.param(FOLDERS[1], "from shared.kube.api import Kube", id="output-talks-to-the-api-server"),
         pytest.param(FOLDERS[1], "import logging", id="output-logs"),
-        pytest.param(FOLDERS[2], "from rescheduler.cluster.kube import Kube", id="snapshot-acts-on-the-cluster"),
+        pytest.param(
+            FOLDERS[2], "from rescheduler.cluster.state import ClusterState", id="snapshot-acts-on-the-cluster"
+        ),
+        pytest.param(FOLDERS[2], "from shared.kube import api", id="snapshot-talks-to-the-api-server"),
+        pytest.param(FOLDERS[0], "from shared.kube.version import read_switches", id="plan-asks-the-api-server"),
+        pytest.param(FOLDERS[3], "import shared.kube.informer", id="parallel-watches"),
         pytest.param(FOLDERS[2], "from rescheduler import run", id="snapshot-runs-the-loop"),
         pytest.param(FOLDERS[2], "from rescheduler.parallel.packing import passes", id="snapshot-plans"),
         pytest.param(FOLDERS[3], "from rescheduler.snapshot.reader import load_snapshot", id="parallel-reads-files"),
@@ -235,3 +247,32 @@ def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:
 def test_product_imports_no_test_or_bench_support(name: str) -> None:
     bad = [i for i in _imports(MODULES[name]) if i.split(".")[0] in ("tests", "bench")]
     assert bad == [], f"{name} imports {bad}"
+
+
+ONE_PLACE = {
+    "urllib3": "shared/kube/api.py",
+    "requests": "shared/kube/api.py",
+    "http.client": "shared/kube/api.py",
+    "kubernetes": "shared/kube/credentials.py",
+}
+"""Who may import what reaches the API server: an HTTP client only the one transport, which makes the
+connection pools; the ``kubernetes`` package only the credentials it reads (kubeconfig, service account)."""
+
+
+def _reaches(names: list[str], imported: str) -> bool:
+    return any(name == imported or name.startswith(imported + ".") for name in names)
+
+
+@pytest.mark.parametrize("imported", sorted(ONE_PLACE), ids=sorted(ONE_PLACE))
+def test_only_one_module_imports_each_way_to_the_api_server(imported: str) -> None:
+    users = sorted(path.relative_to(ROOT).as_posix() for path in MODULES.values() if _reaches(_imports(path), imported))
+    assert users in ([], [ONE_PLACE[imported]]), f"{imported} is imported by {users}, not only {ONE_PLACE[imported]}"
+
+
+def test_the_one_transport_and_the_credentials_are_where_the_rule_says() -> None:
+    # Guards the test above against checking modules that moved: both still import what they are the place for.
+    assert _reaches(_imports(ROOT / "shared/kube/api.py"), "urllib3")
+    assert _reaches(_imports(ROOT / "shared/kube/credentials.py"), "kubernetes")
+    assert _reaches(
+        _imports_of("def f() -> None:\n    from kubernetes import client\n", "extender.probe"), "kubernetes"
+    )

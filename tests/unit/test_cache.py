@@ -1,4 +1,5 @@
-"""The watch-backed caches: the reflector's list/watch/relist protocol against a scripted API, and the indexes.
+"""The watch-backed caches: the reflector's list/watch/relist protocol against a scripted API behind the project's
+own transport boundary (:class:`shared.kube.api.Transport`), and the indexes.
 
 The reflector against the real API server is exercised by the e2e tier (every extender e2e test waits for the
 node cache to see its nodes).
@@ -7,13 +8,13 @@ node cache to see its nodes).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
 import pytest
 
-from extender.cache import DictStore, Reflector
+from extender.cache import DictStore, Reflector, node_collection, pod_collection
 from extender.scheduling import (
     ExtenderPolicy,
     NodeIndex,
@@ -26,27 +27,22 @@ from extender.scheduling import (
     workload_key,
 )
 from shared.config import Config, parse_config
+from shared.kube.api import Kube, Unavailable
 from tests.builders import node_json, owner, pod_json
 
 
-class Response:
-    def __init__(
-        self, body: bytes = b"", lines: list[bytes] | None = None, block: threading.Event | None = None
-    ) -> None:
-        self.data = body
+class Lines:
+    """A watch's lines, as the transport hands them over; with ``block`` it stays open, as a watch does, until
+    closed."""
+
+    def __init__(self, lines: list[bytes] | None = None, block: threading.Event | None = None) -> None:
         self._lines = lines or []
         self._block = block
 
-    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
-        payload = b"".join(line + b"\n" for line in self._lines)
-        # Split mid-line, as a chunked stream does.
-        for i in range(0, len(payload), 7):
-            yield payload[i : i + 7]
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._lines
         if self._block is not None:
             self._block.wait(5)
-
-    def release_conn(self) -> None:
-        pass
 
     def close(self) -> None:
         if self._block is not None:
@@ -58,34 +54,42 @@ def node(name: str, rv: str, **labels: str) -> dict[str, Any]:
 
 
 class ScriptedApi:
-    """Two list pages, then a watch with events and a 410, then a relist, then a watch that stays open."""
+    """A :class:`~shared.kube.api.Transport`: two list pages, then a watch with events and a 410, then a relist,
+    then a watch that stays open."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.paths: set[str] = set()
         self.relisted = threading.Event()
         self.hold = threading.Event()
         self.lists = 0
 
-    def __call__(self, **params: Any) -> Response:
+    def request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]] = (), **_: Any) -> bytes:
+        params = dict(query)
         self.calls.append(params)
-        if params.get("watch"):
-            if self.lists == 1:
-                events = [
-                    {"type": "ADDED", "object": node("c", "11", **{"karpenter.sh/capacity-type": "spot"})},
-                    {"type": "MODIFIED", "object": node("a", "12")},
-                    {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}},
-                    {"type": "DELETED", "object": node("b", "14")},
-                    {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}},
-                ]
-                return Response(lines=[orjson.dumps(e) for e in events])
-            self.relisted.set()
-            return Response(block=self.hold)
-        self.lists += 1 if not params.get("_continue") else 0
-        if self.lists == 1 and not params.get("_continue"):
-            return Response(orjson.dumps({"metadata": {"continue": "page2"}, "items": [node("a", "1", x="1")]}))
-        if params.get("_continue") == "page2":
-            return Response(orjson.dumps({"metadata": {"resourceVersion": "10"}, "items": [node("b", "2")]}))
-        return Response(orjson.dumps({"metadata": {"resourceVersion": "20"}, "items": [node("z", "20")]}))
+        self.paths.add(f"{method} {path}")
+        self.lists += 1 if not params.get("continue") else 0
+        if self.lists == 1 and not params.get("continue"):
+            return orjson.dumps({"metadata": {"continue": "page2"}, "items": [node("a", "1", x="1")]})
+        if params.get("continue") == "page2":
+            return orjson.dumps({"metadata": {"resourceVersion": "10"}, "items": [node("b", "2")]})
+        return orjson.dumps({"metadata": {"resourceVersion": "20"}, "items": [node("z", "20")]})
+
+    def stream(self, path: str, *, query: Sequence[tuple[str, Any]] = (), timeout: float = 300.0) -> Lines:
+        params = dict(query)
+        self.calls.append(params)
+        self.paths.add(f"WATCH {path}")
+        if self.lists == 1:
+            events = [
+                {"type": "ADDED", "object": node("c", "11", **{"karpenter.sh/capacity-type": "spot"})},
+                {"type": "MODIFIED", "object": node("a", "12")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}},
+                {"type": "DELETED", "object": node("b", "14")},
+                {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}},
+            ]
+            return Lines([orjson.dumps(e) for e in events])
+        self.relisted.set()
+        return Lines(block=self.hold)
 
 
 def test_reflector_lists_pages_watches_from_the_list_version_and_relists_on_410() -> None:
@@ -97,14 +101,15 @@ def test_reflector_lists_pages_watches_from_the_list_version_and_relists_on_410(
         seen.append(obj)
         return dict(obj["metadata"].get("labels") or {})
 
-    reflector = Reflector("nodes", api, capture, store, page_size=1).start()
+    reflector = Reflector("nodes", node_collection(Kube(api)), capture, store, page_size=1).start()
     try:
         assert reflector.synced.wait(5)
         assert api.relisted.wait(5)
+        assert api.paths == {"GET /api/v1/nodes", "WATCH /api/v1/nodes"}
         watches = [c for c in api.calls if c.get("watch")]
-        assert watches[0]["resource_version"] == "10", "the watch starts at the list's resourceVersion"
-        assert watches[0]["allow_watch_bookmarks"] is True
-        assert watches[1]["resource_version"] == "20", "after 410 Gone: relist, then watch from the new list"
+        assert watches[0]["resourceVersion"] == "10", "the watch starts at the list's resourceVersion"
+        assert watches[0]["allowWatchBookmarks"] == "true"
+        assert watches[1]["resourceVersion"] == "20", "after 410 Gone: relist, then watch from the new list"
         assert store.items == {"z": {}}, "the relist replaced everything"
         assert reflector.relists == 2 and reflector.events == 3
         assert [c.get("limit") for c in api.calls if not c.get("watch")][:2] == [1, 1]
@@ -119,7 +124,7 @@ def test_reflector_applies_events_between_lists() -> None:
 
     reflector = Reflector(
         "nodes",
-        api,
+        node_collection(Kube(api)),
         lambda o: o["metadata"]["resourceVersion"],
         store,
         on_change=lambda: states.append(dict(store.items)),
@@ -132,25 +137,32 @@ def test_reflector_applies_events_between_lists() -> None:
     assert {"a": "12", "c": "11"} in states, "ADDED, MODIFIED and DELETED applied in order"
 
 
+class Flaky:
+    """A :class:`~shared.kube.api.Transport` whose API server does not answer the first request."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.watching = threading.Event()
+
+    def request(self, method: str, path: str, **_: Any) -> bytes:
+        self.calls += 1
+        if self.calls == 1:
+            raise Unavailable("ConnectionRefusedError: API server restarting", method=method, path=path)
+        return orjson.dumps({"metadata": {"resourceVersion": "5"}, "items": [node("a", "1")]})
+
+    def stream(self, path: str, **_: Any) -> Lines:
+        self.watching.set()
+        return Lines(block=threading.Event())
+
+
 def test_reflector_backs_off_and_retries_after_an_error() -> None:
-    calls = 0
-    done = threading.Event()
-
-    def flaky(**params: Any) -> Response:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise ConnectionError("API server restarting")
-        if params.get("watch"):
-            done.set()
-            return Response(block=threading.Event())
-        return Response(orjson.dumps({"metadata": {"resourceVersion": "5"}, "items": [node("a", "1")]}))
-
+    api = Flaky()
     store: DictStore[str] = DictStore()
-    reflector = Reflector("nodes", flaky, lambda o: "x", store).start()
+    reflector = Reflector("pods", pod_collection(Kube(api)), lambda o: "x", store).start()
     try:
-        assert done.wait(5)
+        assert api.watching.wait(5)
         assert store.items == {"a": "x"}
+        assert api.calls == 2
     finally:
         reflector.stop()
 

@@ -13,12 +13,12 @@ import pytest
 
 from rescheduler.cluster.capacity import CapacityRequester
 from rescheduler.cluster.events import EventRecorder
-from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.state import NODES, PODS, ClusterState
 from rescheduler.metrics import Metrics
 from rescheduler.plan.planner import plan
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import CapacityConfig, Config
+from shared.kube.api import Kube
 from shared.placeholders import PLACEHOLDER_LABEL, REQUEST_LABEL
 from tests.unit.fake_api import FakeApiServer, namespace, node, pod
 from tests.unit.test_run import fast

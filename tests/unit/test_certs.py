@@ -1,5 +1,5 @@
-"""``spot-certs``: SANs, a chain that verifies (with OpenSSL, in a real handshake), the Secret, and keys kept
-out of git."""
+"""``spot-certs``: SANs, a chain that verifies (with OpenSSL, in a real handshake), the Secret, keys kept out of
+git, and the Secret and ``caBundle`` in the cluster through the project's transport boundary."""
 
 from __future__ import annotations
 
@@ -12,12 +12,24 @@ import stat
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 import yaml
 from cryptography import x509
 
-from extender.certs import CertError, _git_would_track, main, service_dns_names, write_bundle
+from extender.certs import (
+    CertError,
+    _git_would_track,
+    apply_secret,
+    delete_secret,
+    main,
+    patch_webhook_ca_bundle,
+    service_dns_names,
+    write_bundle,
+)
+from shared.kube.api import PATCH_JSON, Kube, NotFound, error_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,3 +176,113 @@ def test_cli_writes_the_bundle_and_exits_zero(tmp_path: Path, capsys: pytest.Cap
 def test_cli_refuses_a_bad_ip_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--out", str(tmp_path), "--ip", "not-an-ip"]) == 2
     assert "not an IP address" in capsys.readouterr().err
+
+
+# --- the cluster side (--apply-secret, --delete-secret, --patch-webhook), through the project's transport ------
+
+
+class Objects:
+    """A :class:`shared.kube.api.Transport` over a few objects by path: GET, POST to their collection (409 if
+    there), DELETE, and JSON patches that add."""
+
+    def __init__(self, **objects: Any) -> None:
+        self.objects: dict[str, Any] = dict(objects)
+        self.requests: list[tuple[str, str]] = []
+
+    def request(
+        self, method: str, path: str, *, body: Any = None, content_type: str = "application/json", **_: Any
+    ) -> bytes:
+        self.requests.append((method, path))
+        if method == "POST":
+            path = f"{path}/{body['metadata']['name']}"
+            if path in self.objects:
+                raise error_for(409, {"reason": "AlreadyExists", "message": "exists"}, method=method, path=path)
+            self.objects[path] = body
+            return orjson.dumps(body)
+        if path not in self.objects:
+            raise error_for(404, {"reason": "NotFound", "message": f"{path} not found"}, method=method, path=path)
+        if method == "DELETE":
+            return orjson.dumps(self.objects.pop(path))
+        if method == "PATCH":
+            assert content_type == PATCH_JSON
+            for op in body:
+                assert op["op"] == "add"
+                *parents, last = op["path"].strip("/").split("/")
+                target = self.objects[path]
+                for key in parents:
+                    target = target[int(key)] if isinstance(target, list) else target[key]
+                target[last] = op["value"]
+        return orjson.dumps(self.objects[path])
+
+    def stream(self, path: str, **_: Any) -> Any:
+        raise AssertionError("no watch")
+
+
+SECRET_PATH = "/api/v1/namespaces/spotshift/secrets/spotshift-tls"
+HOOK_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/spotshift"
+
+
+def _manifest(tmp_path: Path) -> dict[str, Any]:
+    bundle(tmp_path)
+    manifest: dict[str, Any] = yaml.safe_load((tmp_path / "secret.yaml").read_text())
+    return manifest
+
+
+def test_apply_secret_creates_the_secret_once_and_then_keeps_the_clusters(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+    api = Objects()
+    ca, created = apply_secret(manifest, kube=Kube(api))
+    assert created and ca == (tmp_path / "ca.crt").read_bytes()
+    assert api.requests == [("GET", SECRET_PATH), ("POST", "/api/v1/namespaces/spotshift/secrets")]
+    other = _manifest(tmp_path / "other")
+    ca_again, created_again = apply_secret(other, kube=Kube(api))
+    assert not created_again and ca_again == ca, "an existing Secret is kept, and its CA is the one used"
+
+
+def test_apply_secret_keeps_a_secret_made_meanwhile_by_another_run(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+
+    class Racing(Objects):
+        def request(self, method: str, path: str, **kwargs: Any) -> bytes:
+            if method == "POST":  # another run made it between our read and our create
+                self.objects[SECRET_PATH] = _manifest(tmp_path / "other")
+            return super().request(method, path, **kwargs)
+
+    ca, created = apply_secret(manifest, kube=Kube(Racing()))
+    assert not created and ca == (tmp_path / "other" / "ca.crt").read_bytes()
+
+
+def test_apply_secret_refuses_an_existing_secret_without_the_keys_the_servers_mount(tmp_path: Path) -> None:
+    api = Objects(**{SECRET_PATH: {"metadata": {"name": "spotshift-tls"}, "data": {"tls.crt": "eA=="}}})
+    with pytest.raises(CertError, match=r"exists without ca\.crt, tls\.key"):
+        apply_secret(_manifest(tmp_path), kube=Kube(api))
+
+
+def test_delete_secret_says_whether_there_was_one() -> None:
+    api = Objects(**{SECRET_PATH: {"metadata": {"name": "spotshift-tls"}}})
+    assert delete_secret("spotshift-tls", "spotshift", kube=Kube(api)) is True
+    assert delete_secret("spotshift-tls", "spotshift", kube=Kube(api)) is False
+
+
+def test_patch_webhook_sets_the_ca_bundle_of_every_webhook_and_nothing_else(tmp_path: Path) -> None:
+    hooks = [
+        {"name": n, "clientConfig": {"service": {"name": "spotshift"}}} for n in ("a.spotshift.io", "b.spotshift.io")
+    ]
+    api = Objects(**{HOOK_PATH: {"metadata": {"name": "spotshift"}, "webhooks": hooks}})
+    assert patch_webhook_ca_bundle("spotshift", b"PEM", kube=Kube(api)) == 2
+    bundle_b64 = base64.b64encode(b"PEM").decode()
+    assert [h["clientConfig"] for h in api.objects[HOOK_PATH]["webhooks"]] == [
+        {"service": {"name": "spotshift"}, "caBundle": bundle_b64}
+    ] * 2
+    assert api.requests == [("GET", HOOK_PATH), ("PATCH", HOOK_PATH)]
+
+
+def test_a_missing_webhook_configuration_is_an_api_error_the_cli_prints_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(NotFound):
+        patch_webhook_ca_bundle("spotshift", b"PEM", kube=Kube(Objects()))
+    assert main(["--out", str(tmp_path), "--delete-secret", "--kubeconfig", str(tmp_path / "none")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("spot-certs: could not delete Secret spotshift/spotshift-tls: cannot load the kubeconfig")
+    assert err.count("\n") == 1

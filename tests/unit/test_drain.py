@@ -17,13 +17,13 @@ from rescheduler.cluster.drain import (
 )
 from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
-from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
-from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, Informer
+from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, StateInformer
 from rescheduler.metrics import Metrics
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import PDB_ALL_AT_ONCE, Config
+from shared.kube.api import Kube
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 KEY = "spotshift.io/draining"
@@ -53,7 +53,7 @@ class Cluster:
         self.metrics = Metrics()
         self.kube = Kube(self.server)
         self.events = EventRecorder(self.kube, enabled=not dry_run)
-        self.informers: list[Informer] = []
+        self.informers: list[StateInformer] = []
         self.marker = NodeMarker(self.kube, taint_key=KEY, mode=self.config.rescheduler.drain_taint)
         evictor = Evictor(
             self.kube,
@@ -83,7 +83,7 @@ class Cluster:
 
     def start(self) -> None:
         for kind, path, query in ((PDBS, "/apis/policy/v1/poddisruptionbudgets", ()), *WATCHES):
-            informer = Informer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
+            informer = StateInformer(self.kube, self.state, kind, path, threading.Event(), query=query, backoff=0.01)
             informer.start()
             self.informers.append(informer)
         assert self.state.wait_synced(5)

@@ -6,8 +6,8 @@ import pytest
 
 from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import EvictionResult, Evictor
-from rescheduler.cluster.kube import Kube
 from rescheduler.metrics import Metrics
+from shared.kube.api import Kube
 from shared.model import Pod
 from tests.unit.fake_api import FakeApiServer, pdb, pod
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rescheduler.cluster.kube import Kube
 from rescheduler.cluster.leader import PROBLEM_WARNING_EVERY, LeaderElector, LeaseConfig
+from shared.kube.api import Kube
 from tests.unit.fake_api import FakeApiServer, namespace
 
 LEASE = "spotshift/spotshift-rescheduler"

@@ -23,12 +23,6 @@ ALLOWED = {
         "rescheduler/run.py",
         "rescheduler/kubectl_plugin.py",
     },
-    # The extender reaches the API server through the kubernetes client (shared/kube/informer.py), the
-    # rescheduler through its own transport (rescheduler/cluster/kube.py, cluster/state.py, cluster/version.py):
-    # each has its informer, its watch-line reader and its release reader until both use one transport.
-    "Informer": {"shared/kube/informer.py", "rescheduler/cluster/state.py"},
-    "LineStream": {"shared/kube/informer.py", "rescheduler/cluster/kube.py"},
-    "read_switches": {"extender/version.py", "rescheduler/cluster/version.py"},
 }
 
 

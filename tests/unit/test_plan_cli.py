@@ -270,7 +270,7 @@ def test_a_live_plan_reads_the_api_servers_version_and_says_so(monkeypatch: pyte
     import argparse
 
     from rescheduler import cli
-    from rescheduler.cluster import kube
+    from shared.kube import api as kube
     from shared.switches import STRICTEST, for_version
     from tests.unit.fake_api import FakeApiServer
 
@@ -280,7 +280,7 @@ def test_a_live_plan_reads_the_api_servers_version_and_says_so(monkeypatch: pyte
         (None, STRICTEST, "warning: cannot read the API server's version"),
     ):
         server = FakeApiServer(git_version=git_version)
-        monkeypatch.setattr(kube, "transport_from_kubeconfig", lambda *a, server=server: server)
+        monkeypatch.setattr(kube, "transport_from_kubeconfig", lambda *a, server=server, **kw: server)
         err = io.StringIO()
         assert cli._switches_from_flag(live) is None
         assert cli._discover(live, err) == want

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from rescheduler.cluster.events import EventRecorder, Ref
-from rescheduler.cluster.kube import (
+from rescheduler.logs import JsonFormatter, fields
+from rescheduler.metrics import Metrics, MetricsServer
+from rescheduler.plan.cycle import PlannedCycle
+from rescheduler.plan.marks import STATE_ANNOTATION
+from rescheduler.plan.records import Plan, Summary
+from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
+from shared.config import Config, ConfigError, load_config
+from shared.kube.api import (
     ApiError,
     Conflict,
     Gone,
@@ -24,13 +31,6 @@ from rescheduler.cluster.kube import (
     TooManyRequests,
     error_for,
 )
-from rescheduler.logs import JsonFormatter, fields
-from rescheduler.metrics import Metrics, MetricsServer
-from rescheduler.plan.cycle import PlannedCycle
-from rescheduler.plan.marks import STATE_ANNOTATION
-from rescheduler.plan.records import Plan, Summary
-from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
-from shared.config import Config, ConfigError, load_config
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
@@ -445,7 +445,7 @@ def test_a_mark_that_appears_while_running_is_rolled_back_by_the_next_cycle() ->
 
 
 def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
-    from rescheduler.cluster.kube import Retry
+    from shared.kube.api import Retry
 
     server = cluster()
     cycles: list[int] = []

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from rescheduler.cluster.kube import Kube
-from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, Informer, PodPages
+from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, PodPages, StateInformer
+from shared.kube.api import Kube
 from tests.support import cluster_gen
 from tests.unit.fake_api import FakeApiServer, node, pdb, pod
 
@@ -21,8 +21,8 @@ def server() -> Iterator[FakeApiServer]:
     s.close()
 
 
-def start(server: FakeApiServer, state: ClusterState, kind, path: str, **kwargs) -> Informer:
-    informer = Informer(Kube(server), state, kind, path, threading.Event(), backoff=0.01, **kwargs)
+def start(server: FakeApiServer, state: ClusterState, kind, path: str, **kwargs) -> StateInformer:
+    informer = StateInformer(Kube(server), state, kind, path, threading.Event(), backoff=0.01, **kwargs)
     informer.start()
     return informer
 

@@ -1,10 +1,13 @@
-"""The rescheduler's one door to the API server: raw JSON over HTTPS and a small exception hierarchy.
+"""The one door to the API server of every spotshift process: raw JSON over HTTPS and a small exception hierarchy.
 
-Why not the Kubernetes client's API classes: turning 150,000 pods into model objects is far too slow, the
-client no longer models ``policy/v1beta1`` (all that Kubernetes 1.20 serves for evictions and PDBs), and its
-calling conventions change between major versions. The client is still used for what it does well: reading a
-kubeconfig or the in-cluster service account (auth plugins, token refresh, client certificates). Requests go
-through one ``urllib3`` pool, bodies are ``orjson``.
+The extender's node and pod caches, its ``spot-certs`` and probe commands, and everything the rescheduler
+reads or does reach the API server through this module. Why not the Kubernetes client's API classes: turning
+150,000 pods into model objects is far too slow, the client no longer models ``policy/v1beta1`` (all that
+Kubernetes 1.20 serves for evictions and PDBs), and its calling conventions change between major versions.
+The client is still used for what it does well: reading a kubeconfig or the in-cluster service account (auth
+plugins, token refresh, client certificates; :mod:`shared.kube.credentials`). Requests go through one
+``urllib3`` pool per :class:`HttpTransport`, bodies are ``orjson``. A pool is not shared across a fork: the
+extender's workers each build their own transport after gunicorn forks them.
 
 Everything above this module talks to a :class:`Transport` (two methods: ``request`` and ``stream``), so unit
 tests replace the network with a small fake API server of their own and never patch a library.
@@ -16,6 +19,8 @@ Errors are mapped once, here, from the status code to a class (kopf's ``errors.p
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,7 +31,6 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from shared.kube.credentials import KubeconfigError, load_client_configuration
-from shared.kube.informer import ResponseLines
 
 __all__ = [
     "ApiError",
@@ -44,8 +48,10 @@ __all__ = [
     "is_transient",
     "Retry",
     "LineStream",
+    "ResponseLines",
     "Transport",
     "Kube",
+    "Collection",
     "pod_path",
     "node_path",
     "HttpTransport",
@@ -244,7 +250,7 @@ class LineStream(Protocol):
 
 
 class Transport(Protocol):
-    """What the rescheduler needs from HTTP: one request, or a stream of lines. Raises :class:`ApiError`."""
+    """What spotshift needs from HTTP: one request, or a stream of lines. Raises :class:`ApiError`."""
 
     def request(
         self,
@@ -261,7 +267,8 @@ class Transport(Protocol):
 
 
 class Kube:
-    """JSON helpers over a :class:`Transport`, plus the two discovery answers the rescheduler needs."""
+    """JSON helpers over a :class:`Transport`, plus the two discovery answers the rescheduler's evictions and
+    budgets need."""
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
@@ -273,11 +280,11 @@ class Kube:
     def get(self, path: str, **query: Any) -> dict[str, Any]:
         return orjson.loads(self.transport.request("GET", path, query=list(query.items())))
 
-    def get_raw(self, path: str, query: Sequence[tuple[str, Any]] = ()) -> bytes:
-        return self.transport.request("GET", path, query=query)
+    def get_raw(self, path: str, query: Sequence[tuple[str, Any]] = (), *, timeout: float | None = None) -> bytes:
+        return self.transport.request("GET", path, query=query, timeout=timeout)
 
-    def post(self, path: str, body: Any) -> dict[str, Any]:
-        return _decode(self.transport.request("POST", path, body=body))
+    def post(self, path: str, body: Any, *, query: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
+        return _decode(self.transport.request("POST", path, query=query, body=body))
 
     def put(self, path: str, body: Any) -> dict[str, Any]:
         return _decode(self.transport.request("PUT", path, body=body))
@@ -326,6 +333,21 @@ def _decode(body: bytes) -> dict[str, Any]:
     return orjson.loads(body) if body else {}
 
 
+class Collection:
+    """One collection of the API (``/api/v1/nodes``) through :class:`Kube`: the informer's
+    :class:`~shared.kube.informer.ListWatch`, used by the extender's caches and the rescheduler's state."""
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        self.kube = kube
+        self.path = path
+
+    def list(self, query: Sequence[tuple[str, Any]]) -> bytes:
+        return self.kube.get_raw(self.path, query)
+
+    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> LineStream:
+        return self.kube.watch(self.path, query, timeout)
+
+
 def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
 
@@ -337,10 +359,63 @@ def node_path(name: str) -> str:
 # --- the real transport -------------------------------------------------------------------------------------------
 
 
-class HttpTransport:
-    """HTTPS to one API server with the credentials of a ``kubernetes.client.Configuration``."""
+class ResponseLines:
+    """The non-empty lines of an unread urllib3 response, as they arrive: the :class:`LineStream` of
+    :class:`HttpTransport`. ``close()`` from another thread ends the iteration quietly; ``wrap``, if given, turns
+    a stream that broke into the caller's own error type."""
 
-    def __init__(self, configuration: Any, *, user_agent: str = "spotshift-rescheduler") -> None:
+    def __init__(self, response: Any, *, wrap: Callable[[Exception], Exception] | None = None) -> None:
+        self._response = response
+        self._wrap = wrap
+        self._closed = False
+        self._done = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = b""
+        try:
+            for chunk in self._response.stream(65536, decode_content=True):
+                buf += chunk
+                while True:
+                    i = buf.find(b"\n")
+                    if i < 0:
+                        break
+                    line, buf = buf[:i], buf[i + 1 :]
+                    if line.strip():
+                        yield line
+            if buf.strip():
+                yield buf
+            self._done = True
+        except Exception as e:
+            if self._closed:
+                return
+            if self._wrap is None:
+                raise
+            raise self._wrap(e) from None
+        finally:
+            self._response.release_conn()
+
+    def close(self) -> None:
+        if self._done:
+            return
+        self._closed = True
+        # Closing a half-read stream may raise from urllib3; the watch is being abandoned anyway.
+        with contextlib.suppress(Exception):
+            self._response.shutdown()  # urllib3 2.3+: unblocks a read in another thread
+        with contextlib.suppress(Exception):
+            self._response.close()
+
+
+class HttpTransport:
+    """HTTPS to one API server with the credentials of a ``kubernetes.client.Configuration``.
+
+    ``user_agent`` names the component (``spotshift-extender``, ``spotshift-rescheduler``) in the API server's
+    audit log and API priority and fairness. The connection pool belongs to the process that made it: build a
+    transport in the process that uses it (the extender's workers build theirs after gunicorn forks them), and
+    :meth:`close` one that is done with before forking. Should a transport cross a fork all the same, the
+    child makes a pool of its own on its first request rather than share the parent's connections.
+    """
+
+    def __init__(self, configuration: Any, *, user_agent: str) -> None:
         import urllib3
 
         self._urllib3 = urllib3
@@ -362,8 +437,25 @@ class HttpTransport:
             server_name = getattr(configuration, "tls_server_name", None)
             if server_name:
                 kwargs["server_hostname"] = server_name
-        proxy = getattr(configuration, "proxy", None)
-        self._pool = urllib3.ProxyManager(proxy, **kwargs) if proxy else urllib3.PoolManager(**kwargs)
+        self._pool_kwargs = kwargs
+        self._pool, self._pid = self._new_pool(), os.getpid()
+
+    def _new_pool(self) -> Any:
+        urllib3 = self._urllib3
+        proxy = getattr(self._config, "proxy", None)
+        kwargs = self._pool_kwargs
+        return urllib3.ProxyManager(proxy, **kwargs) if proxy else urllib3.PoolManager(**kwargs)
+
+    def pool(self) -> Any:
+        """This process's connection pool: the parent's is left alone in a forked child, which makes its own."""
+        if self._pid != os.getpid():
+            self._pool, self._pid = self._new_pool(), os.getpid()
+        return self._pool
+
+    def close(self) -> None:
+        """Close the pool's connections (the transport can still be used: it connects again)."""
+        if self._pid == os.getpid():
+            self._pool.clear()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": self._user_agent}
@@ -394,7 +486,7 @@ class HttpTransport:
         urllib3 = self._urllib3
         data = orjson.dumps(body) if body is not None else None
         try:
-            response = self._pool.request(
+            response = self.pool().request(
                 method,
                 self._url(path, query),
                 body=data,
@@ -417,7 +509,7 @@ class HttpTransport:
     def stream(self, path: str, *, query: Sequence[tuple[str, Any]] = (), timeout: float = 300.0) -> LineStream:
         urllib3 = self._urllib3
         try:
-            response = self._pool.request(
+            response = self.pool().request(
                 "GET",
                 self._url(path, query),
                 headers=self._headers(None),
@@ -449,7 +541,9 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def transport_from_kubeconfig(kubeconfig: str | None = None, context: str | None = None) -> HttpTransport:
+def transport_from_kubeconfig(
+    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str
+) -> HttpTransport:
     """A transport with the credentials every spotshift command finds the same way
     (:func:`shared.kube.credentials.load_client_configuration`); raises its one-line ``KubeconfigError``."""
-    return HttpTransport(load_client_configuration(kubeconfig, context))
+    return HttpTransport(load_client_configuration(kubeconfig, context), user_agent=user_agent)
