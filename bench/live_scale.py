@@ -14,7 +14,9 @@ zonal volumes, pending and finished pods) through the API, each object with its 
    seconds from start to ``ready`` (the state listed) and to the first complete plan; peak and steady RSS of
    the process (``VmHWM``, ``VmRSS`` after the idle cycles) and the peak summed PSS of the process and its
    forked planners; CPU seconds of a cycle with nothing to do (the median over ``--cycles`` cycles) and of a
-   cycle with a plan to make (a label changed on an on-demand node just before it; median over ``--plan-cycles``).
+   cycle with a plan to make (a label changed on an on-demand node just before it, so the cluster changed; the
+   plan and the dry run's check of the drain it would start, the median over ``--plan-cycles``). The CPU is the
+   process's and its reaped children's (``/proc``), between the cycles' ``plan:`` log lines.
 2. **spot-extender** (2 workers, node cache and pod index watching the cluster): seconds to ``/readyz`` (nodes
    listed) and until both workers' pod indexes are listed (their pod watches opened); RSS of each worker.
 3. **The start-up request pattern** of each, from the API server's audit log (its own user per component):
@@ -117,6 +119,8 @@ def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespac
             "first_plan_drainable": len(first.record.get("drainable") or ()),
         }
         say(f"rescheduler: ready in {out['ready_s']:.1f}s, first plan at {out['first_plan_s']:.1f}s")
+        # The first plan's drains are checked after its log line: the idle cycles are counted from the next one.
+        i, _ = resched.wait_line("plan:", after=i + 1)
         idle = []
         cpu = cpu_seconds(pid)
         for _ in range(args.cycles):
@@ -135,8 +139,10 @@ def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespac
                 i, line = resched.wait_line("plan:", after=i + 1)
                 if not line.record.get("plan_reused"):
                     break
-            planning.append(cpu_seconds(pid) - cpu)
             plan_seconds.append(float(line.record.get("plan_seconds") or 0.0))
+            # Its drains are checked after its log line: up to the next cycle's line, less an idle cycle.
+            i, _ = resched.wait_line("plan:", after=i + 1)
+            planning.append(cpu_seconds(pid) - cpu - out["idle_cycle_cpu"])
         out["planning_cycle_cpu"] = statistics.median(planning)
         out["planning_cycles"] = planning
         out["planning_plan_seconds"] = statistics.median(plan_seconds)

@@ -489,7 +489,9 @@ class Rescheduler:
             self.results.append(drain)
             if drain.outcome == DrainOutcome.SKIPPED:
                 self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{drain.reason}: {drain.message}")
-            elif drain.started:  # the mark failed: the drain is over
+            elif drain.started or drain.outcome == DrainOutcome.DRY_RUN:
+                # The mark failed (the drain is over), or a dry run's drain: it takes its place among this
+                # cycle's starts, so a dry run shows the drains a real run would start now, no more.
                 started += 1
         self.metrics.drains_in_flight.set(len(self.drains))
 

@@ -278,6 +278,23 @@ def test_a_dry_run_checks_and_logs_a_drain_once_while_the_plan_is_reused() -> No
         server.close()
 
 
+def test_a_dry_run_shows_the_drains_a_real_run_would_start_in_the_cycle() -> None:
+    server = cluster()
+    server.put("nodes", node("od-2", cpu="2"))
+    server.put("pods", pod("api-0", "od-2", app="api", owner="rs-api"))
+    config = fast(("--dry-run", "--leader-elect=false", "--max-nodes-per-cycle=1"))
+    r = Rescheduler(server, config, RunOptions(identity="me", sync_timeout=5))
+    r.start_informers()
+    try:
+        assert r.state.wait_synced(5)
+        decision = r._cycle()
+        assert decision is not None and len(decision.drains) == 2, "the plan empties both on-demand nodes"
+        assert [res.outcome for res in r.results] == ["dry-run"], "one start per cycle (--max-nodes-per-cycle)"
+    finally:
+        r.stop_informers()
+        server.close()
+
+
 def test_a_plan_that_judges_ages_is_made_again_every_cycle(tmp_path: Path) -> None:
     """Pod ages change with the clock alone: an unchanged cluster may plan differently a minute later."""
     path = tmp_path / "c.yaml"
