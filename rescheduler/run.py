@@ -2,15 +2,17 @@
 
 What runs, in one process:
 
-* four informer threads keep :class:`~rescheduler.cluster.state.ClusterState` current (list once, then watch);
+* an informer thread per watched kind keeps :class:`~rescheduler.cluster.state.ClusterState` current (list once,
+  then watch);
 * a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
 * at start-up, the API server's ``/version`` picks the kube-scheduler rules the planner follows
   (:mod:`shared.kube.version`; the strictest rules, with a warning, if it cannot be read);
 * the main thread runs the loop. Every ``housekeeping_interval``, and as soon as a drain ends, a cycle: the gate
   (who may drain now, how many may start), the plan with the drains in flight counted where their pods go and
-  the pods waiting for a node placed first (pure: :mod:`rescheduler.plan.cycle`, :mod:`rescheduler.plan.planner`),
-  the decision, and the start of as many drains as the gate allows. Between cycles, at most every half second
+  the pods waiting for a node placed first (pure: :mod:`rescheduler.plan.cycle`, :mod:`rescheduler.plan.planner`;
+  the last plan again when nothing it is made from changed and it reads no clock), the decision, and the start of
+  as many drains as the gate allows. Between cycles, at most every half second
   and whenever the watch brings a change, every drain in flight is advanced one step
   (:class:`~rescheduler.cluster.drain.Drainer`): several nodes drain at once within ``disruption.budgets``
   (one at a time without budgets), a finished drain keeping its place for ``node_drain_delay``.
