@@ -427,7 +427,7 @@ class PodPages:
             parsed: list[Parsed] = []
             for item in pods:
                 pod = self.reader.read(item)
-                parsed.append((f"{pod.namespace}/{pod.name}", pod, ""))
+                parsed.append((pod.key, pod, ""))
         except (msgspec.ValidationError, msgspec.DecodeError, ParseError, TypeError, ValueError, KeyError):
             parsed = [self.state.parse(PODS, raw) for raw in orjson.loads(items) or ()]
         if not page.continue_token:
