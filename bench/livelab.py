@@ -135,6 +135,9 @@ class Rescheduler:
     extra: tuple[str, ...] = ()
     lines: list[LogLine] = field(default_factory=list)
     started: float = 0.0
+    """``time.monotonic()`` when the process was started."""
+    began: float = 0.0
+    """``time.time()`` then: the API server's audit log is stamped in wall time."""
     proc: subprocess.Popen[bytes] | None = None
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
@@ -157,7 +160,7 @@ class Rescheduler:
             self.interval,
             *self.extra,
         ]
-        self.started = time.monotonic()
+        self.started, self.began = time.monotonic(), time.time()
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=component_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
@@ -258,6 +261,12 @@ def audit_requests(path: Path, user: str) -> Iterator[Request]:
 
 def _unix(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
+
+
+def requests_between(path: Path, user: str, began: float, until: float) -> list[Request]:
+    """The requests of ``user`` the API server received from ``began`` to ``until`` (Unix time): one process's,
+    when others ran under the same user before it."""
+    return [r for r in audit_requests(path, user) if began <= r.received <= until]
 
 
 def request_pattern(requests: list[Request]) -> Counter[tuple[str, str]]:

@@ -31,10 +31,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from livelab import (  # noqa: E402
     RESCHEDULER_USER,
     Rescheduler,
-    audit_requests,
     component_env,
     control_plane_options,
     paginated,
+    requests_between,
 )
 
 from rescheduler.plan.labels import DrainLabel  # noqa: E402
@@ -83,7 +83,7 @@ def test_start_up_is_one_paginated_list_and_one_watch_per_kind_and_no_single_obj
         _, first = resched.wait_line("plan:", timeout=300)
     finally:
         resched.stop()
-    start_up = [r for r in audit_requests(big_plane.audit_log, RESCHEDULER_USER) if r.received <= first.wall]
+    start_up = requests_between(big_plane.audit_log, RESCHEDULER_USER, resched.began, first.wall)
     assert start_up, "the audit log holds none of the rescheduler's requests"
     assert all(r.code == 200 for r in start_up), [(r.verb, r.uri, r.code) for r in start_up if r.code != 200]
     lists = Counter(r.resource for r in start_up if r.verb == "list")
