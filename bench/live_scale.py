@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -62,6 +63,7 @@ from livelab import (  # noqa: E402
     memory_kib,
     paginated,
     request_pattern,
+    requests_between,
     rescheduler_held,
 )
 from scheduling_throughput import (  # noqa: E402
@@ -96,7 +98,7 @@ def mb(kib: int) -> str:
 def touch_on_demand_node(plane: ControlPlane, value: int) -> None:
     """A label changed on one on-demand node: the next cycle has a changed cluster and plans it anew."""
     label, wanted = ON_DEMAND_LABEL
-    for node in plane.api.list("/api/v1/nodes", labelSelector=f"{label}={wanted}"):
+    for node in plane.api.list("/api/v1/nodes", labelSelector=f"{label}={wanted}", limit=1):
         name = node["metadata"]["name"]
         plane.api.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {"bench.spotshift.io/touch": str(value)}}})
         return
@@ -153,9 +155,9 @@ def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespac
     finally:
         sampler.stop()
         resched.stop()
-    requests = list(audit_requests(plane.audit_log, RESCHEDULER_USER))
-    out["requests"] = [q for q in requests if q.received <= first.wall]
-    out["later_requests"] = [q for q in requests if q.received > first.wall]
+    log = plane.audit_log
+    out["requests"] = requests_between(log, RESCHEDULER_USER, resched.began, first.wall)
+    out["later_requests"] = requests_between(log, RESCHEDULER_USER, first.wall + 1e-6, time.time())
     out["later_cycles"] = args.cycles + args.plan_cycles
     return out
 
@@ -187,19 +189,19 @@ def measure_extender(plane: ControlPlane, work: Path, workers: int) -> tuple[Ext
     return spot, out
 
 
-def histogram_quantiles(before: str, after: str, path: str) -> tuple[float, float, int]:
-    """p50 and p99 of ``spotshift_http_request_duration_seconds`` for ``path`` between two scrapes."""
+BUCKETS = "spotshift_http_request_duration_seconds_bucket"
+
+
+def histogram_quantiles(before: str, after: str, endpoint: str) -> tuple[float, float, int]:
+    """p50 and p99 of ``spotshift_http_request_duration_seconds`` for ``endpoint`` between two scrapes."""
 
     def buckets(text: str) -> dict[float, float]:
         out: dict[float, float] = {}
-        for line in text.splitlines():
-            if not line.startswith("spotshift_http_request_duration_seconds_bucket{"):
-                continue
-            if f'endpoint="{path}"' not in line:
-                continue
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            bound = float("inf") if le == "+Inf" else float(le)
-            out[bound] = out.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == BUCKETS and sample.labels.get("endpoint") == endpoint:
+                    le = float(sample.labels["le"])
+                    out[le] = out.get(le, 0.0) + sample.value
         return out
 
     b0, b1 = buckets(before), buckets(after)

@@ -70,7 +70,9 @@ class _Client:
         self.lock = threading.Lock()
         self.requests = 0
 
-    def call(self, method: str, path: str, body: Any, *, content_type: str = "application/json") -> Any:
+    def call(self, method: str, path: str, body: Any, *, content_type: str = "application/json") -> None:
+        """One write; 429 and 5xx (API priority and fairness on a busy server) are tried again with backoff, a
+        409 on a create means the object exists already (``kube-system``, ``default``)."""
         for attempt in range(8):
             response = self.pool.request(
                 method,
@@ -83,14 +85,11 @@ class _Client:
             with self.lock:
                 self.requests += 1
             if response.status in (429, 500, 503, 504) and attempt < 7:
-                time.sleep(0.2 * 2**attempt)  # API priority and fairness on a busy server
+                time.sleep(0.2 * 2**attempt)
                 continue
-            if response.status == 409 and method == "POST":
-                return None  # exists already (kube-system, default, ...)
-            if not 200 <= response.status < 300:
-                raise LoadError(f"{method} {path}: HTTP {response.status}: {response.data[:400]!r}")
-            return orjson.loads(response.data)
-        raise AssertionError("unreachable")
+            if 200 <= response.status < 300 or (response.status == 409 and method == "POST"):
+                return
+            raise LoadError(f"{method} {path}: HTTP {response.status}: {response.data[:400]!r}")
 
 
 def _bare(obj: dict[str, Any]) -> dict[str, Any]:
