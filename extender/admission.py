@@ -29,9 +29,11 @@ Rules that keep it safe to run on every pod:
 * idempotent: a toleration already covered by one of the pod's (the same, an ``Exists`` on the key, or a
   key-less ``Exists``) is not added again, and a preferred term equal, as a set of expressions, to one the
   pod has is not added again (so ``reinvocationPolicy: IfNeeded`` adds nothing the second time);
-* bounded: a pod over :data:`LIMITS` (selector terms, requirements, values, tolerations), or whose fields
-  have the wrong JSON types, is admitted unchanged with a warning, so the work per review is linear in a
-  size that is itself capped and every patch applies to the object it was computed from;
+* well-typed: :func:`parse_review` refuses (400, naming the field) a review whose fields the webhook reads have
+  other JSON types than the API server's Go structs give them, so every patch applies to the object it was
+  computed from and nothing below meets a list where it reads an object;
+* bounded: a pod over :data:`LIMITS` (selector terms, requirements, values, tolerations) is admitted unchanged
+  with a warning, so the work per review is linear in a size that is itself capped;
 * skipped, in this order: mode ``off``; not a CREATE; an excluded namespace (``kube-system`` and
   spotshift's own by default); mirror/static pods; DaemonSet pods (they must run on every node anyway);
   the opt-out label or annotation (``movability.opt_out_key: "true"``); pods pinned to on-demand by
@@ -51,8 +53,16 @@ import orjson
 
 from extender.errors import InvalidRequest
 from extender.patches import Op, Patch
-from extender.podcheck import LIMITS, SKIP_MALFORMED, SKIP_OVER_LIMITS, PodLimits, pod_problem
-from extender.reviews import ADMISSION_API_VERSION, AdmissionRequest, AdmissionResponse, AdmissionReview
+from extender.podcheck import LIMITS, SKIP_OVER_LIMITS, PodLimits, pod_problem
+from extender.reviews import (
+    ADMISSION_API_VERSION,
+    REVIEW_SHAPE,
+    AdmissionRequest,
+    AdmissionResponse,
+    AdmissionReview,
+    ShapeError,
+    check_shape,
+)
 from shared.classes import Selector, classifier
 from shared.config import Config, NodeClasses
 from shared.model import EMPTY, NO_EXECUTE, OwnerRef, Pod, Toleration
@@ -76,7 +86,6 @@ __all__ = [
     "SKIP_OPT_OUT",
     "SKIP_PINNED_ON_DEMAND",
     "SKIP_ALREADY_PRESENT",
-    "SKIP_MALFORMED",
     "SKIP_OVER_LIMITS",
     "LIMITS",
     "PodLimits",
@@ -121,6 +130,12 @@ def _expression(r: Requirement) -> dict[str, Any]:
     if r.operator in (IN, NOT_IN):
         return {"key": r.key, "operator": r.operator, "values": sorted(r.values)}
     return {"key": r.key, "operator": r.operator}
+
+
+def _expression_of(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod's own ``NodeSelectorRequirement`` copied into a new term: only its three fields, which the review's
+    shape checked (an unknown field, whatever it holds, would be dropped by the API server anyway)."""
+    return {k: raw[k] for k in ("key", "operator", "values") if raw.get(k) is not None}
 
 
 def _term(selector: Selector) -> dict[str, Any]:
@@ -212,44 +227,42 @@ def _describe(value: Any) -> str:
 
 
 def parse_review(body: bytes) -> AdmissionReview:
-    """Decode and validate an AdmissionReview carrying a Pod; anything else is an :class:`InvalidRequest`."""
+    """Decode and check an AdmissionReview carrying a Pod; anything else is an :class:`InvalidRequest`.
+
+    Every field the webhook reads is checked for its type at once (:data:`extender.reviews.REVIEW_SHAPE`), the
+    pod's too, whatever the operation: the message names the first wrong field. Then the envelope's values.
+    """
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as e:
         raise InvalidRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(review, dict):
-        raise InvalidRequest("request body must be a JSON object (an AdmissionReview)")
-    kind = review.get("kind")
-    if kind != "AdmissionReview":
-        raise InvalidRequest(f"kind must be AdmissionReview, got {_describe(kind)}")
-    api_version = review.get("apiVersion")
-    if not isinstance(api_version, str) or api_version not in ACCEPTED_API_VERSIONS:
-        raise InvalidRequest(f"apiVersion must be {ADMISSION_API_VERSION}, got {_describe(api_version)}")
-    request = review.get("request")
-    if not isinstance(request, dict):
+    try:
+        shape = check_shape(review, REVIEW_SHAPE, "")
+    except ShapeError as e:
+        raise InvalidRequest(str(e)) from None
+    if shape.kind != "AdmissionReview":
+        raise InvalidRequest(f"kind must be AdmissionReview, got {_describe(shape.kind)}")
+    if shape.apiVersion not in ACCEPTED_API_VERSIONS:
+        raise InvalidRequest(f"apiVersion must be {ADMISSION_API_VERSION}, got {_describe(shape.apiVersion)}")
+    request = shape.request
+    if request is None:
         raise InvalidRequest("AdmissionReview has no request object")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
+    if not request.uid:
         raise InvalidRequest("request.uid is missing: the API server could not match the answer to its request")
-    gvk = request.get("kind")
-    if not isinstance(gvk, dict) or gvk.get("kind") != "Pod" or gvk.get("group", "") != "":
-        raise InvalidRequest(f"request.kind must be the core Pod kind, got {_describe(gvk)}")
-    operation = request.get("operation")
-    if not isinstance(operation, str) or operation not in OPERATIONS:
-        raise InvalidRequest(f"request.operation must be one of {', '.join(OPERATIONS)}, got {_describe(operation)}")
-    namespace = request.get("namespace")
-    if namespace is not None and not isinstance(namespace, str):
-        raise InvalidRequest(f"request.namespace must be a string, got {_describe(namespace)}")
-    obj = request.get("object")
-    if operation in ("CREATE", "UPDATE"):
-        if not isinstance(obj, dict) or obj.get("kind", "Pod") != "Pod":
+    gvk = request.kind
+    if gvk is None or gvk.kind != "Pod" or gvk.group:
+        raise InvalidRequest(f"request.kind must be the core Pod kind, got {_describe(review['request'].get('kind'))}")
+    if request.operation not in OPERATIONS:
+        raise InvalidRequest(
+            f"request.operation must be one of {', '.join(OPERATIONS)}, got {_describe(request.operation)}"
+        )
+    if request.operation in ("CREATE", "UPDATE"):
+        pod = request.object
+        if pod is None or pod.kind not in (None, "Pod"):
             raise InvalidRequest("request.object must be a Pod object")
-        if not isinstance(obj.get("spec"), dict) or not isinstance(obj.get("metadata", {}), dict):
+        if pod.spec is None:
             raise InvalidRequest("request.object is not a Pod: it has no spec object")
-        obj_namespace = obj.get("metadata", {}).get("namespace")
-        if obj_namespace is not None and not isinstance(obj_namespace, str):
-            raise InvalidRequest(f"request.object.metadata.namespace must be a string, got {_describe(obj_namespace)}")
-    return review  # type: ignore[return-value]
+    return review  # type: ignore[no-any-return]
 
 
 # --- pod checks -----------------------------------------------------------------------------------
@@ -374,7 +387,8 @@ def _add_required(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy) 
             continue
         patch.append((*_REQUIRED_TERMS, i, "matchExpressions"), *first)
         added = True
-        appended.extend({"matchExpressions": [*expressions, *more]} for more in rest)
+        own = [_expression_of(e) for e in expressions]
+        appended.extend({"matchExpressions": [*own, *more]} for more in rest)
     patch.append(_REQUIRED_TERMS, *appended)
     warning = None
     if left_alone:

@@ -8,7 +8,8 @@ many as they like with their own configuration and caches. The poller worker's d
 
 Error policy. A request we cannot read (bad JSON, wrong kind, no uid, not a Pod, too large, a body that
 stops arriving or breaks off) is answered with a 4xx and a JSON message, and the worker carries on. A bug
-of ours never blocks a pod: the service gives the no-opinion answer.
+of ours never blocks a pod: the service gives the no-opinion answer, and counts it in
+``spotshift_internal_errors_total`` (an alert fires on any increase).
 
 Limits (documented in the README, with what a caller gets past them): request bodies of
 :data:`DEFAULT_MAX_ADMISSION_BYTES` and :data:`DEFAULT_MAX_EXTENDER_BYTES` (a larger one is refused with
@@ -21,6 +22,7 @@ since its caller is about to give up on it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +59,8 @@ __all__ = [
     "MUTATE_DEADLINE",
     "EXTENDER_DEADLINE",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ADMISSION_BYTES = 4 * 1024 * 1024
 """An AdmissionReview carries the object (etcd caps it at 1.5 MiB) and, on UPDATE, the old one too."""
@@ -181,6 +185,11 @@ def _add_hooks(app: ExtenderApp) -> None:
     def _http_error(e: HTTPException) -> Response:
         code = e.code or 400
         return _json({"error": e.description or e.name, "status": code}, code)
+
+    @app.errorhandler(Exception)
+    def _internal_error(e: Exception) -> Response:
+        log.exception("%s: internal error before the request was decided", request.path)
+        return _send(app.service.internal_error(request.endpoint or "unknown"))
 
 
 def _add_service_routes(app: ExtenderApp, handoff: Handoff, max_nodes: int) -> None:

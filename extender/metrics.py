@@ -20,6 +20,7 @@ __all__ = [
     "PATCHES",
     "SKIPS",
     "FILTERED",
+    "INTERNAL_ERRORS",
     "CACHED_NODES",
     "CERT_EXPIRY",
     "observe_certificate",
@@ -45,6 +46,12 @@ PATCHES = Counter(
 )
 SKIPS = Counter("spotshift_webhook_skips", "Pods the webhook left unchanged, by reason.", ["reason"])
 FILTERED = Counter("spotshift_extender_filtered_nodes", "Nodes removed by /filter, by reason.", ["reason"])
+INTERNAL_ERRORS = Counter(
+    "spotshift_internal_errors",
+    "Requests answered by the internal-error fallback, by endpoint: a bug in spotshift, not the caller's (the pod "
+    "admitted unchanged, no opinion given to the scheduler); the server's log holds the traceback.",
+    ["endpoint"],
+)
 CACHED_NODES = Gauge(
     "spotshift_node_cache_nodes",
     "Nodes in the watch-backed node cache (per worker; aggregated as the maximum).",

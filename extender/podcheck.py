@@ -1,9 +1,8 @@
-"""Whether a pod can be mutated safely and with bounded work: JSON types and sizes, checked in one pass.
+"""Whether a pod can be mutated with bounded work: its node-selection input counted in one pass.
 
-The API server sends typed objects, so a wrongly typed field comes from a forged review; a patch computed
-against it might not apply, which the API server counts as a webhook failure. Sizes are capped so that one
-review's work stays small: every check the webhook runs is linear in them. Either way the webhook admits
-the pod unchanged with a warning (a mutating webhook must never block a pod it cannot improve).
+Sizes are capped so that one review's work stays small: every check the webhook runs is linear in them. A pod
+over a limit is admitted unchanged with a warning (a mutating webhook must never block a pod it cannot
+improve). The pod's JSON types were checked where the review came in (:func:`extender.admission.parse_review`).
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PodLimits", "LIMITS", "SKIP_MALFORMED", "SKIP_OVER_LIMITS", "pod_problem"]
+__all__ = ["PodLimits", "LIMITS", "SKIP_OVER_LIMITS", "pod_problem"]
 
-SKIP_MALFORMED = "malformed"
 SKIP_OVER_LIMITS = "over-limits"
 
 
@@ -38,83 +36,30 @@ class PodLimits:
 LIMITS = PodLimits()
 
 
-_STR_OR_NONE = (str, type(None))
-_TOLERATION_FIELDS = ("key", "operator", "value", "effect")
-
-
-def _maps(value: Any) -> list[dict[str, Any]]:
-    """``value`` as a list of objects (null is empty); raises ``TypeError`` for anything else."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise TypeError
-    return value
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError
-    return value
-
-
 def pod_problem(pod: Mapping[str, Any], limits: PodLimits) -> tuple[str, str] | None:
-    """``(skip reason, warning)`` when the pod cannot be mutated safely and within bounded work, else None.
+    """``(skip reason, warning)`` when the pod carries more node-selection input than ``limits``, else None.
 
-    The API server sends typed objects, so a wrongly typed field comes from a forged review: a patch
-    computed against it might not apply, which the API server counts as a webhook failure. Sizes are
-    counted in one pass, before anything is parsed.
+    ``pod`` has the types :data:`extender.reviews.REVIEW_SHAPE` checked (a null anywhere counts as absent).
     """
-    terms = requirements = values = 0
-    try:
-        meta = _obj(pod.get("metadata"))
-        for field_name in ("labels", "annotations"):
-            if not all(isinstance(v, str) for v in _obj(meta.get(field_name)).values()):
-                raise TypeError
-        _maps(meta.get("ownerReferences"))
-        spec = _obj(pod.get("spec"))
-        selector = _obj(spec.get("nodeSelector"))
-        if not all(isinstance(v, str) for v in selector.values()):
-            raise TypeError
-        requirements += len(selector)
-        if not isinstance(spec.get("schedulerName"), _STR_OR_NONE):
-            raise TypeError
-        node_affinity = _obj(_obj(spec.get("affinity")).get("nodeAffinity"))
-        selector_terms = _maps(
-            _obj(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")).get("nodeSelectorTerms")
-        )
-        preferred = _maps(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))
-        all_terms = [*selector_terms, *(_obj(p.get("preference")) for p in preferred)]
-        terms = len(all_terms)
-        if terms > limits.terms:
-            return SKIP_OVER_LIMITS, f"{terms} node-affinity terms, over the limit of {limits.terms}"
-        for term in all_terms:
-            for section in ("matchExpressions", "matchFields"):
-                for e in _maps(term.get(section)):
-                    requirements += 1
-                    if not isinstance(e.get("key"), str) or not isinstance(e.get("operator"), _STR_OR_NONE):
-                        raise TypeError
-                    listed = e.get("values")
-                    if listed is not None:
-                        if not isinstance(listed, list) or not all(isinstance(v, str) for v in listed):
-                            raise TypeError
-                        values += len(listed)
-        if requirements > limits.requirements:
-            return SKIP_OVER_LIMITS, (
-                f"{requirements} node selector requirements, over the limit of {limits.requirements}"
-            )
-        if values > limits.values:
-            return SKIP_OVER_LIMITS, f"{values} node selector values, over the limit of {limits.values}"
-        tolerations = _maps(spec.get("tolerations"))
-        if len(tolerations) > limits.tolerations:
-            return SKIP_OVER_LIMITS, f"{len(tolerations)} tolerations, over the limit of {limits.tolerations}"
-        for t in tolerations:
-            seconds = t.get("tolerationSeconds")
-            if not all(isinstance(t.get(k), _STR_OR_NONE) for k in _TOLERATION_FIELDS) or not (
-                seconds is None or (isinstance(seconds, int) and not isinstance(seconds, bool))
-            ):
-                raise TypeError
-    except TypeError:
-        return SKIP_MALFORMED, "a node-selection field of the pod has the wrong JSON type"
+    spec = pod.get("spec") or {}
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    terms = [*(required.get("nodeSelectorTerms") or ()), *(p.get("preference") or {} for p in preferred)]
+    if len(terms) > limits.terms:
+        return SKIP_OVER_LIMITS, f"{len(terms)} node-affinity terms, over the limit of {limits.terms}"
+    requirements = len(spec.get("nodeSelector") or ())
+    values = 0
+    for term in terms:
+        for section in ("matchExpressions", "matchFields"):
+            for e in term.get(section) or ():
+                requirements += 1
+                values += len(e.get("values") or ())
+    if requirements > limits.requirements:
+        return SKIP_OVER_LIMITS, f"{requirements} node selector requirements, over the limit of {limits.requirements}"
+    if values > limits.values:
+        return SKIP_OVER_LIMITS, f"{values} node selector values, over the limit of {limits.values}"
+    tolerations = len(spec.get("tolerations") or ())
+    if tolerations > limits.tolerations:
+        return SKIP_OVER_LIMITS, f"{tolerations} tolerations, over the limit of {limits.tolerations}"
     return None

@@ -44,8 +44,6 @@ __all__ = [
     "reduce_pod",
     "workload_key",
     "spot_allowed",
-    "node_problem",
-    "pod_metadata_problem",
     "filter_names",
     "filter_nodes",
     "prioritize_names",
@@ -254,56 +252,6 @@ def ceilings(pod_meta: Mapping[str, Any], ceiling: SpotCeilingConfig) -> SpotCei
     """``(max spot percent, min on-demand pods)`` for the pod's workload (:func:`shared.workloads.spot_ceiling`)."""
     annotations = pod_meta.get("annotations") or {}
     return spot_ceiling(annotations if isinstance(annotations, Mapping) else {}, ceiling)
-
-
-# --- input checks ---------------------------------------------------------------------------------
-
-
-def _str_map(value: Any) -> bool:
-    return value is None or (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
-
-
-def node_problem(raw: Any) -> str | None:
-    """Why ``raw`` is not a Node this module can read (labels, taints, ``unschedulable``), else None.
-
-    The scheduler sends typed Nodes; anything else is a forged request, answered with 400 rather than a
-    crash in the middle of a decision.
-    """
-    if not isinstance(raw, dict):
-        return "is not an object"
-    meta, spec = raw.get("metadata"), raw.get("spec")
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-        return "has no metadata.name"
-    if not _str_map(meta.get("labels")):
-        return "has metadata.labels that are not a map of strings"
-    if spec is None:
-        return None
-    if not isinstance(spec, dict) or not isinstance(spec.get("unschedulable", False), bool | None):
-        return "has a spec that is not a NodeSpec"
-    taints = spec.get("taints")
-    if taints is not None and not (
-        isinstance(taints, list)
-        and all(isinstance(t, dict) and all(isinstance(v, str | None) for v in t.values()) for t in taints)
-    ):
-        return "has spec.taints that are not a list of taints"
-    return None
-
-
-def pod_metadata_problem(raw: Any) -> str | None:
-    """Why ``raw`` is not a Pod whose metadata (ceilings, workload) this module can read, else None."""
-    if not isinstance(raw, dict):
-        return "is not an object"
-    meta = raw.get("metadata")
-    if meta is None:
-        return None
-    if not isinstance(meta, dict) or not _str_map(meta.get("labels")) or not _str_map(meta.get("annotations")):
-        return "has metadata that is not ObjectMeta"
-    owners = meta.get("ownerReferences")
-    if owners is not None and not (isinstance(owners, list) and all(isinstance(o, dict) for o in owners)):
-        return "has metadata.ownerReferences that are not a list of references"
-    if not isinstance(meta.get("namespace"), str | None):
-        return "has a metadata.namespace that is not a string"
-    return None
 
 
 # --- filter and prioritize ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Hostile and malformed input: envelopes refused with a short sentence, a forged review that cannot poison the
-memo, wrongly typed pod fields and pods over the limits admitted unchanged with a warning, and no quadratic
-work on huge selectors.
+memo, wrongly typed pod fields refused naming the field, pods over the limits admitted unchanged with a warning,
+and no quadratic work on huge selectors.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import pytest
 from extender.admission import (
     SKIP_PINNED_ON_DEMAND,
     MutationMemo,
-    MutationPolicy,
     build_response,
     mutate_pod,
     parse_review,
 )
 from extender.errors import InvalidRequest
 from tests.builders import Json, expr, override
-from tests.unit.admission_builders import AKS_TOLERATION, DEFAULT, NOT_READY, make_pod, policy, review, term
+from tests.unit.admission_builders import AKS_TOLERATION, DEFAULT, NOT_READY, make_pod, review, term
 
 # --- hostile and malformed input --------------------------------------------------------------------------
 
@@ -78,26 +77,69 @@ def test_a_review_without_spec_never_poisons_the_memo() -> None:
 
 
 @pytest.mark.parametrize(
-    "pod",
+    ("pod", "field"),
     [
-        pytest.param(override(make_pod(), spec__affinity="x"), id="affinity-a-string"),
-        pytest.param(override(make_pod(), spec__affinity={"nodeAffinity": []}), id="node-affinity-a-list"),
-        pytest.param(override(make_pod(), spec__tolerations={"key": "x"}), id="tolerations-an-object"),
-        pytest.param(override(make_pod(), spec__tolerations=[{"tolerationSeconds": "5"}]), id="seconds-a-string"),
-        pytest.param(override(make_pod(), spec__nodeSelector={"a": ["b"]}), id="node-selector-value-a-list"),
-        pytest.param(override(make_pod(), spec__schedulerName=7), id="scheduler-name-a-number"),
+        pytest.param(override(make_pod(), spec__affinity="x"), "request.object.spec.affinity:", id="affinity-a-string"),
+        pytest.param(
+            override(make_pod(), spec__affinity={"nodeAffinity": []}),
+            "request.object.spec.affinity.nodeAffinity:",
+            id="node-affinity-a-list",
+        ),
+        pytest.param(
+            override(make_pod(), spec__tolerations={"key": "x"}),
+            "request.object.spec.tolerations:",
+            id="tolerations-an-object",
+        ),
+        pytest.param(
+            override(make_pod(), spec__tolerations=[{"tolerationSeconds": "5"}]),
+            "request.object.spec.tolerations[0].tolerationSeconds:",
+            id="seconds-a-string",
+        ),
+        pytest.param(
+            override(make_pod(), spec__tolerations=[{"tolerationSeconds": 2**63}]),
+            "request.object.spec.tolerations[0].tolerationSeconds:",
+            id="seconds-past-int64",
+        ),
+        pytest.param(
+            override(make_pod(), spec__nodeSelector={"a": ["b"]}),
+            "request.object.spec.nodeSelector[*]:",
+            id="node-selector-value-a-list",
+        ),
+        pytest.param(
+            override(make_pod(), spec__schedulerName=7),
+            "request.object.spec.schedulerName:",
+            id="scheduler-name-a-number",
+        ),
         pytest.param(
             make_pod(required=[{"matchExpressions": [{"key": "zone", "operator": "In", "values": "a"}]}]),
+            "request.object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0].matchExpressions[0].values:",
             id="values-a-string",
         ),
-        pytest.param(make_pod(required=["x"]), id="term-a-string"),
-        pytest.param(override(make_pod(), metadata__labels={"a": 1}), id="label-value-a-number"),
+        pytest.param(
+            make_pod(required=["x"]),
+            "request.object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            ".nodeSelectorTerms[0]:",
+            id="term-a-string",
+        ),
+        pytest.param(
+            override(make_pod(), metadata__labels={"a": 1}),
+            "request.object.metadata.labels[*]:",
+            id="label-value-a-number",
+        ),
+        pytest.param({**make_pod(), "metadata": [1]}, "request.object.metadata:", id="metadata-a-list"),
     ],
 )
-@pytest.mark.parametrize("pol", [DEFAULT, policy(webhook={"mode": "require", "scheduler_name": "s"})])
-def test_wrongly_typed_fields_get_an_allow_with_a_warning_and_no_patch(pod: Json, pol: MutationPolicy) -> None:
-    m = mutate_pod(pod, "shop", pol)
-    assert m.ops == () and m.skipped == "malformed" and m.warnings
+@pytest.mark.parametrize("operation", ["CREATE", "DELETE"])
+def test_a_wrongly_typed_pod_field_is_refused_at_the_door_naming_it(pod: Json, field: str, operation: str) -> None:
+    """Whatever the operation: a DELETE's object is checked too (the webhook reads its metadata for the namespace
+    when the request names none)."""
+    body = review(pod)
+    body["request"]["operation"] = operation
+    with pytest.raises(InvalidRequest) as caught:
+        parse_review(orjson.dumps(body))
+    assert caught.value.message.startswith(field), caught.value.message
+    assert "expected" in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ def test_require_warning_reaches_the_response() -> None:
     ("body", "message"),
     [
         pytest.param(b"{not json", "not valid JSON", id="malformed-json"),
-        pytest.param(b"[1, 2]", "JSON object", id="not-an-object"),
+        pytest.param(b"[1, 2]", "request body: expected an object, got an array", id="not-an-object"),
         pytest.param(
             orjson.dumps({**review(make_pod()), "kind": "Pod"}), "kind must be AdmissionReview", id="wrong-kind"
         ),

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from flask.testing import FlaskClient
+from prometheus_client import REGISTRY
 from werkzeug.test import TestResponse
 
 from extender.app import create_app
@@ -268,10 +269,13 @@ class BrokenCache:
 
 
 @pytest.mark.parametrize("path", ["/filter", "/prioritize"])
-def test_an_internal_error_on_the_node_name_fast_path_is_never_a_500(path: str) -> None:
+def test_an_internal_error_on_the_node_name_fast_path_is_never_a_500_and_is_counted(path: str) -> None:
+    endpoint = {"endpoint": path.lstrip("/")}
+    before = REGISTRY.get_sample_value("spotshift_internal_errors_total", endpoint) or 0.0
     c = client_for(cache=BrokenCache())
     r = c.post(path, data=orjson.dumps({"Pod": pod(), "NodeNames": NAMES}), content_type="application/json")
     assert r.status_code < 500, r.data
+    assert REGISTRY.get_sample_value("spotshift_internal_errors_total", endpoint) == before + 1
 
 
 # --- per-workload spot ceilings ---------------------------------------------------------------------------

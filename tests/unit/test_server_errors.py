@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 import requests
+from prometheus_client import REGISTRY
 
 from extender.app import create_app
 from tests.builders import Json, pod_json
@@ -126,13 +127,19 @@ def test_get_on_a_post_endpoint_is_405_with_a_message() -> None:
     assert r.status_code == 405 and r.json["error"]
 
 
-def test_an_internal_error_still_admits_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fallbacks(endpoint: str) -> float:
+    return REGISTRY.get_sample_value("spotshift_internal_errors_total", {"endpoint": endpoint}) or 0.0
+
+
+def _boom(*_: Any, **__: Any) -> Any:
+    raise RuntimeError("bug")
+
+
+def test_an_internal_error_still_admits_the_pod_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     import extender.service as service_module
 
-    def boom(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("bug")
-
-    monkeypatch.setattr(service_module, "build_response", boom)
+    monkeypatch.setattr(service_module, "build_response", _boom)
+    before = _fallbacks("mutate")
     r = create_app().test_client().post("/mutate", data=orjson.dumps(review()))
     assert r.status_code == 200
     assert r.json["response"] == {
@@ -140,6 +147,42 @@ def test_an_internal_error_still_admits_the_pod(monkeypatch: pytest.MonkeyPatch)
         "allowed": True,
         "warnings": ["spotshift: internal error, pod admitted unchanged"],
     }
+    assert _fallbacks("mutate") == before + 1
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "body"),
+    [
+        pytest.param("/mutate", 500, {"error": "spotshift: internal error", "status": 500}, id="mutate-500"),
+        pytest.param("/prioritize", 200, [], id="prioritize-no-opinion"),
+    ],
+)
+def test_a_bug_in_a_door_before_the_service_decides_is_counted_with_its_endpoint(
+    monkeypatch: pytest.MonkeyPatch, path: str, status: int, body: Any
+) -> None:
+    """A review whose uid the door could not read gets a 500 (``failurePolicy: Ignore`` admits the pod); a scheduler
+    call gets the no-opinion answer. Either way the fallback is counted."""
+    import extender.app as app_module
+    import extender.direct as direct_module
+
+    monkeypatch.setattr(app_module, "parse_review", _boom)
+    monkeypatch.setattr(app_module, "decode_extender_args", _boom)
+    monkeypatch.setattr(direct_module, "decode_extender_args", _boom)
+    endpoint = path.lstrip("/")
+    before = _fallbacks(endpoint)
+    data = review() if path == "/mutate" else {"Pod": pod(), "NodeNames": ["n"]}
+    r = create_app().test_client().post(path, data=orjson.dumps(data), content_type="application/json")
+    assert (r.status_code, r.json) == (status, body)
+    assert _fallbacks(endpoint) == before + 1
+
+
+def test_a_bad_request_is_not_counted_as_an_internal_error() -> None:
+    client = create_app().test_client()
+    before = {e: _fallbacks(e) for e in ("mutate", "filter", "prioritize")}
+    assert client.post("/mutate", data=orjson.dumps({**review(), "request": []})).status_code == 400
+    assert client.post("/filter", data=b'{"Pod": [], "NodeNames": []}').status_code == 400
+    assert client.post("/prioritize", data=b'{"Pod": {}, "NodeNames": [1]}').status_code == 400
+    assert {e: _fallbacks(e) for e in before} == before
 
 
 # --- the same against a real server --------------------------------------------------------------------------
