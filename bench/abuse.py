@@ -20,8 +20,8 @@ Cases (each bounded: a fixed number of requests or connections, and at most ``CA
 * ``idle-connections``: 2,100 TLS connections that finish the handshake and never send a request;
 * ``partial-requests``: 24 connections each sending 8 MiB of a 30 MB ``/filter`` body, then nothing;
 * ``slow-chunked``: 16 chunked uploads trickling a byte a second;
-* ``malformed``: ``apiVersion: []``, ``kind`` nested 1,000 deep, a Nodes item nested 300 deep, a chunk size
-  ``zz``, and clients closing mid-body, on a loop.
+* ``malformed``: ``apiVersion: []``, a DELETE review whose pod's ``metadata`` is a list, ``kind`` nested 1,000
+  deep, a Nodes item nested 300 deep, a chunk size ``zz``, and clients closing mid-body, on a loop.
 
 All traffic stays on 127.0.0.1; the server is stopped at the end.
 """
@@ -341,7 +341,15 @@ def malformed(server: Server, seen: Observed, deadline: float) -> None:
     deep_kind = b'{"kind":' + b'{"k":' * 1000 + b"1" + b"}" * 1001
     deep_node = b'{"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n"},"x":' + b"[" * 300 + b"]" * 300 + b"}]}}"
     chunked = b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+    delete_pod = orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"kind": "Pod"}, "operation": "DELETE", "object": {"metadata": [1]}},
+        }
+    )
     requests = [
+        post("/mutate", delete_pod) + delete_pod,
         post("/mutate", b'{"kind":"AdmissionReview","apiVersion":[]}') + b'{"kind":"AdmissionReview","apiVersion":[]}',
         post("/mutate", deep_kind) + deep_kind,
         post("/filter", deep_node) + deep_node,
