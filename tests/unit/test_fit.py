@@ -99,10 +99,13 @@ def test_all_reasons_are_reported_in_scheduler_filter_order() -> None:
         ERR_INSUFFICIENT,
     ]
     assert [r.message for r in reasons][2:] == [
-        "node(s) had untolerated taint {spot: true}",
+        "node(s) had untolerated taint(s)",
         ERR_NODE_AFFINITY,
         "Insufficient cpu",
     ]
+    older = fits(Pod.from_api(pod("p", nodeSelector={"disk": "ssd"})), snap["a"], snap, switches=for_version("1.33"))
+    assert codes(older) == codes(reasons)
+    assert older[2].message == "node(s) had untolerated taint {spot: true}"
 
 
 def test_first_only_stops_at_the_first_failing_predicate() -> None:
