@@ -8,7 +8,8 @@ gets from the ``node.kubernetes.io/not-ready`` taint. The scheduler stops at the
 reading "why can't this node be drained" sees the whole picture.
 
 ``switches`` (:mod:`shared.switches`) selects the rules of the cluster's kube-scheduler release where they
-changed (NodeResourcesFit, PodTopologySpread); the default is the current scheduler's.
+changed (NodeResourcesFit, PodTopologySpread) and the texts it reports (TaintToleration, VolumeBinding); the
+default is the current scheduler's.
 
 ``NodeName`` is deliberately left out: every bound pod has ``spec.nodeName``, and the question asked here
 is whether its replacement (which will not have it) would fit elsewhere.
@@ -52,7 +53,7 @@ def fits(
         for r in (
             check_ready(node) if check_node_ready else None,
             check_unschedulable(pod, node),
-            check_taints(pod, node),
+            check_taints(pod, node, switches=switches),
             check_node_affinity(pod, node),
             check_host_ports(pod, node_info) if pod.host_ports else None,
         )
@@ -66,7 +67,7 @@ def fits(
             return [insufficient[0]]
         reasons.extend(insufficient)
     if pod.volumes:
-        r = check_volumes(pod, node, snapshot)
+        r = check_volumes(pod, node, snapshot, switches=switches)
         if r is not None:
             if first_only:
                 return [r]

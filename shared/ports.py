@@ -10,6 +10,17 @@ Upstream: ``pkg/scheduler/framework/plugins/nodeports/node_ports.go`` (``fitsPor
 
 Only the incoming pod's ports are checked against the node's; duplicates inside one pod are the API server's
 business. The reason is plain ``Unschedulable`` (not unresolvable): evicting the pod that holds the port frees it.
+
+The ports in use are every port of every pod still on the node (``NodeInfo.host_ports``, a list: two pods may
+hold the same one), which is stricter than kube-scheduler on purpose. Its ``HostPortInfo``
+(``k8s.io/kube-scheduler/framework/types.go`` at v0.34.4 to v0.37.2, the scheduler's v1.34.4 to v1.37.2) is a
+set per IP, and ``NodeInfo.RemovePod`` (``pkg/scheduler/framework/types.go``, ``updateUsedPorts``) deletes a
+leaving pod's entries even when another pod on the node holds the same port, which the scheduler then sees as
+free. The kubelet does not: its admission (``pkg/kubelet/lifecycle/predicate.go``, line 159 at v1.37.2, 160 at
+v1.34.4) rebuilds a ``NodeInfo`` from the pods on the node and runs ``nodeports.Fits``
+(``pkg/scheduler/eventhandlers.go`` ``AdmissionCheck``), so a pod the scheduler sends there fails admission.
+Following the scheduler would plan exactly those moves; README.md ("Host ports shared by two pods") says what
+keeping the stricter rule costs.
 """
 
 from __future__ import annotations

@@ -10,10 +10,14 @@ selector per topology domain, over the *eligible* nodes only:
   affinity; ``nodeTaintsPolicy: Honor`` (default ``Ignore``) skips nodes with a NoSchedule/NoExecute taint
   the pod does not tolerate (``matchNodeInclusionPolicies``); both are per constraint;
 * counted pods are in the incoming pod's namespace, not terminating (``deletionTimestamp`` set, see
-  kubernetes#87621) and match the selector: a missing (nil) selector matches no pod, an *empty* one
-  (``labelSelector: {}``) every pod of the namespace. From v1.27 (kubernetes#116607) ``countPodsMatchSelector``
-  returned 0 for an empty selector, making such a constraint a no-op, until kubernetes#141340 restored the
-  count (issue kubernetes#141339); counting is the stricter reading, so it is used for every version.
+  kubernetes#87621) and match the selector (``common.go`` ``countPodsMatchSelector``): a missing (nil)
+  selector matches no pod, and an *empty* one (``labelSelector: {}``, with no ``matchLabelKeys`` value merged
+  into it) counts no pod either: ``if selector.Empty() { return 0 }`` (line 152 at v1.29.6, 145 at v1.34.4,
+  146 at v1.35.4, v1.36.3 and v1.37.2). Such a constraint still needs the node to carry its key and still
+  takes part in which nodes count for the pod's other constraints, but never fails on skew: its counts are 0
+  and the pod matches it itself. Outside the releases read, an empty selector counts every pod of the
+  namespace, the stricter reading (:attr:`~shared.switches.Switches.spread_empty_selector_counts_no_pods`,
+  :func:`counting_selector`).
 
 Before v1.24 (kubernetes#107009, :attr:`~shared.switches.Switches.spread_counts_only_eligible_nodes`) the
 eligible nodes above only chose the domains; pods were then counted on *every* node whose value for the key
@@ -31,10 +35,10 @@ As in :mod:`shared.interpod`, the pod being checked is never counted, and PreFil
 (snapshot, ``snapshot.version``, pod), one memo per counting rule.
 
 Each rule is one public function: :func:`hard_constraints`, :func:`eligible_domains` (which nodes count, and in
-which domain), :func:`counts_toward` (which pods count), :func:`skew_threshold`, :func:`filter_constraints`
-and :func:`under_rules` (the release's counting rule). :func:`check_topology_spread` counts with them by
-scanning the snapshot; the planner's incremental index (``rescheduler/plan/topology.py``) counts with them from
-its posting lists, so a change of meaning is made here once.
+which domain), :func:`counting_selector` and :func:`counts_toward` (which pods count), :func:`skew_threshold`,
+:func:`filter_constraints` and :func:`under_rules` (the release's counting rule). :func:`check_topology_spread`
+counts with them by scanning the snapshot; the planner's incremental index (``rescheduler/plan/topology.py``)
+counts with them from its posting lists, so a change of meaning is made here once.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ __all__ = [
     "Domains",
     "eligible_domains",
     "domains_key",
+    "counting_selector",
     "counts_toward",
     "skew_threshold",
     "Counted",
@@ -185,10 +190,21 @@ def _eligible_domains_before_v1_24(pod: Pod, constraints: Constraints, nodes: It
 # --- which pods count, and the skew rule ---------------------------------------------------------
 
 
+def counting_selector(c: TopologySpreadConstraint, switches: Switches) -> LabelSelector | None:
+    """The selector PreFilter counts ``c``'s pods with: ``None`` (no pod) when ``c``'s selector is empty and
+    the release's ``countPodsMatchSelector`` returns 0 for it (``switches.spread_empty_selector_counts_no_pods``),
+    else ``c.selector``. ``selfMatch`` (:func:`skew_threshold`) reads ``c.selector`` itself, as upstream does."""
+    selector = c.selector
+    if selector is not None and selector.is_empty and switches.spread_empty_selector_counts_no_pods:
+        return None
+    return selector
+
+
 def counts_toward(existing: Pod, pod: Pod, selector: LabelSelector | None) -> bool:
     """Whether ``existing`` counts for ``pod``'s constraint with ``selector`` (``countPodsMatchSelector``):
     in the pod's namespace, not terminating, not the pod itself (same object or same non-empty ``uid``), and
-    matching the selector; a nil selector matches no pod, an empty one every pod."""
+    matching the selector; a nil selector matches no pod, an empty one every pod (pass the constraint's
+    :func:`counting_selector`, which is ``None`` where the release counts no pod for an empty one)."""
     if selector is None or existing.deletion_timestamp is not None or existing.namespace != pod.namespace:
         return False
     return not is_self(existing, pod) and selector.matches(existing.labels)
@@ -255,39 +271,34 @@ class _PreFilter:
     counted: tuple[Counted, ...]
 
 
-_memo: SnapshotMemo[Pod, _PreFilter] = SnapshotMemo()
-_memo_all_nodes: SnapshotMemo[Pod, _PreFilter] = SnapshotMemo()
+# One memo per (counting rule, empty selector rule): (all_nodes, spread_empty_selector_counts_no_pods).
+_memos: dict[tuple[bool, bool], SnapshotMemo[Pod, _PreFilter]] = {
+    (all_nodes, empty_none): SnapshotMemo() for all_nodes in (False, True) for empty_none in (False, True)
+}
 
 
-def _build(pod: Pod, snapshot: ClusterSnapshot, all_nodes: bool) -> _PreFilter:
+def _build(pod: Pod, snapshot: ClusterSnapshot, all_nodes: bool, switches: Switches) -> _PreFilter:
     constraints = hard_constraints(pod)
     if not constraints:
         return _PreFilter((), ())
     domains = eligible_domains(pod, constraints, snapshot, all_nodes=all_nodes)
     of_node = domains.of_node
+    selectors = [counting_selector(c, switches) for c in constraints]
     counts: list[dict[str, int]] = [{} for _ in constraints]
     for info in snapshot:
         values = of_node.get(id(info))
         if values is None:
             continue
-        for i, c in enumerate(constraints):
+        for i, selector in enumerate(selectors):
             value = values[i]
             if value is not None:
-                n = sum(1 for p in info.pods if counts_toward(p, pod, c.selector))
+                n = sum(1 for p in info.pods if counts_toward(p, pod, selector))
                 counts[i][value] = counts[i].get(value, 0) + n
     counted = tuple(
         Counted(n, skew_threshold(c, pod, n, eligible, all_nodes=all_nodes))
         for c, n, eligible in zip(constraints, counts, domains.eligible, strict=True)
     )
     return _PreFilter(constraints, counted)
-
-
-def _build_today(pod: Pod, snapshot: ClusterSnapshot) -> _PreFilter:
-    return _build(pod, snapshot, False)
-
-
-def _build_before_v1_24(pod: Pod, snapshot: ClusterSnapshot) -> _PreFilter:
-    return _build(pod, snapshot, True)
 
 
 def check_topology_spread(
@@ -297,16 +308,16 @@ def check_topology_spread(
 
     Returns :data:`ERR_SPREAD_MISSING_LABEL` (unresolvable) when the node lacks a constraint's topology key,
     :data:`ERR_SPREAD` when placing the pod there would exceed ``maxSkew``; the first failing constraint wins.
-    ``switches.spread_counts_only_eligible_nodes`` picks how pods are counted (``None``: both ways must pass).
+    ``switches.spread_counts_only_eligible_nodes`` picks how pods are counted (``None``: both ways must pass),
+    ``switches.spread_empty_selector_counts_no_pods`` whether an empty selector counts any.
     """
     if not pod.topology_spread:
         return None
     labels = node_info.node.labels
 
     def check(all_nodes: bool) -> Reason | None:
-        state = (_memo_all_nodes if all_nodes else _memo).lookup(
-            snapshot, pod, _build_before_v1_24 if all_nodes else _build_today
-        )
+        memo = _memos[all_nodes, switches.spread_empty_selector_counts_no_pods]
+        state = memo.lookup(snapshot, pod, lambda p, snap: _build(p, snap, all_nodes, switches))
         return filter_constraints(state.constraints, labels, state.counted.__getitem__)
 
     return under_rules(switches, check)

@@ -2,8 +2,9 @@
 
 :func:`shared.fit.fits` follows the current kube-scheduler. A few of its rules changed on the way, and a plan
 made with a newer rule than the cluster's scheduler applies could move a pod to a node the scheduler then
-refuses (the evicted pod waits for room). :class:`Switches` names each change after the upstream pull
-request; :func:`for_version` builds the record for a cluster's version string.
+refuses (the evicted pod waits for room). "Current" is v1.37.2. :class:`Switches` names each change after the
+upstream pull request, or after the file it was read in at each release's tag; :func:`for_version` builds the
+record for a cluster's version string.
 
 =============================================  =================  =========================================
 switch                                         first release      before it, kube-scheduler ...
@@ -20,7 +21,26 @@ switch                                         first release      before it, kub
                                                                   node over-committed on cpu refused a pod
                                                                   asking only for memory), unless the pod
                                                                   requests nothing at all
+``volume_reason_names_persistent_volume``      v1.33              said ``node(s) had volume node affinity
+(volumebinding/binder.go                                          conflict`` for a bound PersistentVolume
+``ErrReasonNodeConflict``)                                        whose node affinity excludes the node
+``taint_reason_omits_taint``                   v1.34              named the first untolerated taint:
+(tainttoleration/taint_toleration.go                              ``node(s) had untolerated taint {key:
+``Filter``)                                                       value}``
 =============================================  =================  =========================================
+
+The two reason switches change only the text a failure is reported with, never whether a node fits. Their
+releases were read at the tags v1.29.6, v1.30.14, v1.31.14, v1.32.13, v1.33.13, v1.34.4, v1.35.4, v1.36.3 and
+v1.37.2 (``pkg/scheduler/framework/plugins/...`` of each); releases before v1.29 were not read and are given
+the v1.29 text.
+
+One rule holds in every release read but not necessarily outside them: ``countPodsMatchSelector``
+(``pkg/scheduler/framework/plugins/podtopologyspread/common.go``: ``if selector.Empty() { return 0 }``, line
+152 at v1.29.6, 145 at v1.34.4, 146 at v1.35.4 to v1.37.2) counts no pod when the constraint's selector,
+after ``matchLabelKeys`` are merged into it, is empty (``labelSelector: {}``), so such a constraint never fails
+on skew (a node without its topology key still fails). ``spread_empty_selector_counts_no_pods`` is ``True``
+for v1.29 to v1.37, the releases read; any other release is given the stricter reading, which counts every
+pod of the namespace (counting can only add failures: without it the constraint fails on skew nowhere).
 
 kubernetes#111544 was opened in July 2022 and still under review on 2 August 2022, v1.25's code freeze; it is
 taken as first shipped in v1.26, so a v1.25 cluster is judged by the stricter rule whichever release it made.
@@ -34,9 +54,10 @@ not). Before v1.24 they are ignored, as the scheduler of the time did (and ``min
 likewise).
 
 Unknown or unparsable versions get :data:`STRICTEST`: the stricter rule of each pair, so a plan is never more
-permissive than the cluster. For the two resource switches the older rule is the stricter one in every case.
-For topology spread neither is (counting more pods can also raise the smallest domain count), so
-``spread_counts_only_eligible_nodes=None`` asks a node to pass under both rules.
+permissive than the cluster. For the two resource switches the older rule is the stricter one in every case,
+and for an empty spread selector counting is. For which nodes topology spread counts neither is (counting
+more pods can also raise the smallest domain count), so ``spread_counts_only_eligible_nodes=None`` asks a
+node to pass under both rules. The reason texts are today's.
 
 The version is the API server's (``/version``). kube-scheduler may lag the API server by one minor release
 during an upgrade (the version skew policy); a cluster that runs its own scheduler build can say which with
@@ -56,6 +77,10 @@ __all__ = ["Switches", "CURRENT", "STRICTEST", "for_version", "for_version_info"
 _SPREAD_ELIGIBLE_NODES = 24  # kubernetes#107009
 _ZERO_SCALAR_SKIP = 26  # kubernetes#111544
 _UNREQUESTED_OVERCOMMIT = 27  # kubernetes#116408
+_VOLUME_REASON_NAMES_PV = 33  # binder.go ErrReasonNodeConflict: v1.32.13 the old text, v1.33.13 the new
+_TAINT_REASON_OMITS_TAINT = 34  # taint_toleration.go Filter: v1.33.13 names the taint, v1.34.4 does not
+# common.go countPodsMatchSelector returns 0 for an empty selector at every tag read (v1.29.6 ... v1.37.2).
+_EMPTY_SELECTOR_COUNTS_NONE = range(29, 38)
 
 # "v1.20.2", "1.27.3-eks-2d98532", "v1.29.0+k3s1", "v1.27.3-gke.1001000", "1.28"; leading/trailing blanks ok.
 _VERSION = re.compile(r"[vV]?(\d+)\.(\d+)(?:\.\d+)?(?:[-+.][0-9A-Za-z.+_-]*)?")
@@ -75,6 +100,16 @@ class Switches:
     spread_counts_only_eligible_nodes: bool | None = True
     """kubernetes#107009 (v1.24): topology spread counts pods only on the nodes it takes domains from. ``False``:
     on every node whose value is an eligible domain. ``None`` (version unknown): a node must pass both ways."""
+    spread_empty_selector_counts_no_pods: bool = True
+    """podtopologyspread/common.go ``countPodsMatchSelector`` (v1.29 to v1.37, the releases read): a spread
+    constraint whose selector is empty after ``matchLabelKeys`` are merged counts no pod, so it never fails on
+    skew. ``False``, for every other release: it counts every pod of the namespace (the stricter reading)."""
+    taint_reason_omits_taint: bool = True
+    """tainttoleration/taint_toleration.go (v1.34): an untolerated taint is reported as ``node(s) had
+    untolerated taint(s)``. ``False``: ``node(s) had untolerated taint {key: value}``, naming the first one."""
+    volume_reason_names_persistent_volume: bool = True
+    """volumebinding/binder.go ``ErrReasonNodeConflict`` (v1.33): ``node(s) didn't match PersistentVolume's node
+    affinity``. ``False``: ``node(s) had volume node affinity conflict``."""
     kubernetes_version: str | None = None
 
     def describe(self) -> str:
@@ -84,6 +119,9 @@ class Switches:
             "spread_counts_only_eligible_nodes",
             "resources_fit_skips_zero_scalar_requests",
             "resources_fit_ignores_unrequested_overcommit",
+            "spread_empty_selector_counts_no_pods",
+            "volume_reason_names_persistent_volume",
+            "taint_reason_omits_taint",
         )
         older = [
             f"{n}={'both' if getattr(self, n) is None else 'false'}" for n in names if getattr(self, n) is not True
@@ -101,8 +139,9 @@ STRICTEST = Switches(
     resources_fit_ignores_unrequested_overcommit=False,
     resources_fit_skips_zero_scalar_requests=False,
     spread_counts_only_eligible_nodes=None,
+    spread_empty_selector_counts_no_pods=False,
 )
-"""For a version that is not known: never more permissive than any release."""
+"""For a version that is not known: never more permissive than any release (and today's reason texts)."""
 
 
 def parse_version(text: str) -> tuple[int, int] | None:
@@ -127,6 +166,9 @@ def for_version(text: str | None) -> Switches:
         resources_fit_ignores_unrequested_overcommit=minor >= _UNREQUESTED_OVERCOMMIT,
         resources_fit_skips_zero_scalar_requests=minor >= _ZERO_SCALAR_SKIP,
         spread_counts_only_eligible_nodes=minor >= _SPREAD_ELIGIBLE_NODES,
+        spread_empty_selector_counts_no_pods=minor in _EMPTY_SELECTOR_COUNTS_NONE,
+        taint_reason_omits_taint=minor >= _TAINT_REASON_OMITS_TAINT,
+        volume_reason_names_persistent_volume=minor >= _VOLUME_REASON_NAMES_PV,
         kubernetes_version=f"1.{minor}",
     )
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from shared.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Node, Pod, Taint, Toleration
-from shared.reasons import ERR_UNTOLERATED_TAINT, Reason, reason
+from shared.reasons import ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED, Reason
 from shared.selectors import go_parse_int64
+from shared.switches import CURRENT, Switches
 
 __all__ = [
     "DO_NOT_SCHEDULE_EFFECTS",
@@ -114,12 +115,17 @@ def tolerates_all(
     return find_matching_untolerated_taint(taints, tolerations, effects) is None
 
 
-def check_taints(pod: Pod, node: Node) -> Reason | None:
+_UNTOLERATED = Reason(ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT, True)
+
+
+def check_taints(pod: Pod, node: Node, *, switches: Switches = CURRENT) -> Reason | None:
     """TaintToleration ``Filter``: ``None`` if the pod tolerates every ``NoSchedule``/``NoExecute`` taint.
 
-    Otherwise ``node(s) had untolerated taint {key: value}`` for the first untolerated taint,
-    ``UnschedulableAndUnresolvable`` (evicting pods does not remove a taint). ``PreferNoSchedule`` never
-    filters; it only lowers the score (:func:`count_intolerable_prefer_no_schedule`).
+    Otherwise ``UnschedulableAndUnresolvable`` (evicting pods does not remove a taint) with the text of the
+    cluster's release: ``node(s) had untolerated taint(s)`` from v1.34, ``node(s) had untolerated taint {key:
+    value}`` (the first untolerated taint) before (``switches.taint_reason_omits_taint``); the code is
+    :data:`~shared.reasons.ERR_UNTOLERATED_TAINT` either way. ``PreferNoSchedule`` never filters; it only
+    lowers the score (:func:`count_intolerable_prefer_no_schedule`).
     """
     taints = node.taints
     if not taints:
@@ -127,7 +133,9 @@ def check_taints(pod: Pod, node: Node) -> Reason | None:
     taint = find_matching_untolerated_taint(taints, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS)
     if taint is None:
         return None
-    return reason(ERR_UNTOLERATED_TAINT, unresolvable=True, key=taint.key, value=taint.value)
+    if switches.taint_reason_omits_taint:
+        return _UNTOLERATED
+    return Reason(ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED.format(key=taint.key, value=taint.value), True)
 
 
 def count_intolerable_prefer_no_schedule(pod: Pod, node: Node) -> int:

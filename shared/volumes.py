@@ -49,11 +49,13 @@ from shared.reasons import (
     ERR_UNBOUND_IMMEDIATE_CLAIMS,
     ERR_VOLUME_BIND_CONFLICT,
     ERR_VOLUME_NODE_AFFINITY,
+    ERR_VOLUME_NODE_AFFINITY_CONFLICT,
     ERR_VOLUME_ZONE,
     Reason,
 )
 from shared.snapshot import ClusterSnapshot
 from shared.storage import StorageClass
+from shared.switches import CURRENT, Switches
 
 __all__ = [
     "LABEL_TOPOLOGY_ZONE",
@@ -87,6 +89,7 @@ _MULTI_ZONE_DELIMITER = "__"  # cloud-provider/volume LabelMultiZoneDelimiter
 
 _PVC, _EPHEMERAL = "persistentVolumeClaim", "ephemeral"
 _NODE_CONFLICT = Reason(ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_NODE_AFFINITY, True)
+_NODE_CONFLICT_BEFORE_V1_33 = Reason(ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_NODE_AFFINITY_CONFLICT, True)
 _ZONE_CONFLICT = Reason(ERR_VOLUME_ZONE, ERR_VOLUME_ZONE, True)
 _UNBOUND_IMMEDIATE = Reason(ERR_UNBOUND_IMMEDIATE_CLAIMS, ERR_UNBOUND_IMMEDIATE_CLAIMS, True)
 _BIND_CONFLICT = Reason(ERR_VOLUME_BIND_CONFLICT, ERR_VOLUME_BIND_CONFLICT, True)
@@ -205,9 +208,10 @@ def _zone_conflict(pv: PersistentVolume, node: Node) -> bool:
     return False
 
 
-def check_volumes(pod: Pod, node: Node, snapshot: ClusterSnapshot) -> Reason | None:
+def check_volumes(pod: Pod, node: Node, snapshot: ClusterSnapshot, *, switches: Switches = CURRENT) -> Reason | None:
     """VolumeBinding (unbound immediate claims, bound PVs' node affinity, claims waiting for their first
-    consumer) then VolumeZone; ``None`` if the node suits every known volume and claim.
+    consumer) then VolumeZone; ``None`` if the node suits every known volume and claim. A bound PV's node
+    affinity conflict is worded as the cluster's release words it (``switches.volume_reason_names_persistent_volume``).
 
     Pods whose volumes are all configMaps, secrets, projected tokens and the like return at once.
     """
@@ -227,7 +231,7 @@ def check_volumes(pod: Pod, node: Node, snapshot: ClusterSnapshot) -> Reason | N
             continue
         pv = _bound_pv(pod, _claim_name(pod, vol), snapshot)
         if pv is not None and pv.node_affinity is not None and not pv.node_affinity.matches("", node_labels):
-            return _NODE_CONFLICT
+            return _NODE_CONFLICT if switches.volume_reason_names_persistent_volume else _NODE_CONFLICT_BEFORE_V1_33
     for waiting in unbound.waiting:
         if not _satisfiable(waiting, node):
             return _BIND_CONFLICT

@@ -19,6 +19,7 @@ from shared.nodeaffinity import check_node_affinity
 from shared.nodestate import check_ready, check_unschedulable
 from shared.resources import is_scalar_resource
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.switches import CURRENT, Switches
 from shared.taints import check_taints
 from shared.volumes import check_volumes, unbound_claims
 
@@ -54,11 +55,13 @@ def _has_claims(pod: Pod) -> bool:
 
 
 class StaticFilter:
-    """The spot targets of one plan, grouped by what the static filters read, and the answers per pod."""
+    """The spot targets of one plan, grouped by what the static filters read, and the answers per pod; the
+    reasons are worded as the cluster's release words them (``switches``)."""
 
-    def __init__(self, snapshot: ClusterSnapshot, targets: Sequence[NodeInfo]) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, targets: Sequence[NodeInfo], *, switches: Switches = CURRENT) -> None:
         self.snapshot = snapshot
         self.targets = targets
+        self.switches = switches
         n = len(targets)
         values: dict[str, set[str]] = {}
         for info in targets:
@@ -95,7 +98,7 @@ class StaticFilter:
         r = (
             check_ready(node)
             or check_unschedulable(pod, node)
-            or check_taints(pod, node)
+            or check_taints(pod, node, switches=self.switches)
             or check_node_affinity(pod, node)
         )
         if r is not None:
@@ -104,7 +107,7 @@ class StaticFilter:
             if want > info.allocatable(name):
                 return f"Insufficient {name}"
         if pod.volumes:
-            r = check_volumes(pod, node, self.snapshot)
+            r = check_volumes(pod, node, self.snapshot, switches=self.switches)
             if r is not None:
                 return r.message
         return None

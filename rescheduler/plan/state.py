@@ -224,7 +224,7 @@ class Simulation:
         alloc_mem = sum(info.allocatable("memory") for info in targets) or 1
         self.ref_cpu = alloc_cpu / max(1, n)
         self.ref_mem = alloc_mem / max(1, n)
-        self.static = StaticFilter(self.snapshot, targets)
+        self.static = StaticFilter(self.snapshot, targets, switches=self.switches)
         self._sorted: dict[tuple[tuple[int, ...], str], SortedFree] = {}
         self._sorted_by_id: dict[tuple[int, str], tuple[tuple[int, ...], SortedFree]] = {}
         self._lists_of: list[list[SortedFree]] = [[] for _ in range(n)]  # by free cpu

@@ -58,6 +58,7 @@ from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.spread import (
     Counted,
     Domains,
+    counting_selector,
     counts_toward,
     domains_key,
     eligible_domains,
@@ -314,7 +315,7 @@ class TopologyIndex:
 
             def counted(i: int) -> Counted:
                 c = constraints[i]
-                counts = self._spread_counts(pod, pid, c, i, domains)
+                counts = self._spread_counts(pod, pid, counting_selector(c, switches), i, domains)
                 return Counted(counts, skew_threshold(c, pod, counts, domains.eligible[i], all_nodes=all_nodes))
 
             return filter_constraints(constraints, labels, counted)
@@ -331,12 +332,12 @@ class TopologyIndex:
         return hit
 
     def _spread_counts(
-        self, pod: Pod, pid: int | None, c: TopologySpreadConstraint, i: int, domains: Domains
+        self, pod: Pod, pid: int | None, selector: LabelSelector | None, i: int, domains: Domains
     ) -> dict[str, int]:
-        """Per domain, the pods that count for constraint ``c`` (:func:`shared.spread.counts_toward`)."""
+        """Per domain, the pods that count for constraint ``i`` with its ``selector``
+        (:func:`shared.spread.counting_selector`, :func:`shared.spread.counts_toward`)."""
         counts: dict[str, int] = {}
-        selector = c.selector
-        if selector is None:  # matches no pod (counts_toward); an empty selector matches every pod
+        if selector is None:  # matches no pod (counts_toward); an empty selector here matches every pod
             return counts
         of_node = domains.of_node
         pods = self.pods

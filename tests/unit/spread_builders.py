@@ -12,6 +12,7 @@ from shared.model import Node, Pod
 from shared.reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
+from shared.switches import CURRENT, Switches
 from tests import builders
 from tests.builders import expr
 
@@ -112,7 +113,11 @@ def plain(name: str, lbl: dict[str, str]) -> Node:
 OK, SKEW, MISSING = None, ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
 
 
-def run_filter(incoming: Pod, nodes: list[Node], pods: list[Pod]) -> list[str | None]:
-    """The spread predicate's code (or None) for ``incoming`` on each of ``nodes``, in order."""
+def run_filter(incoming: Pod, nodes: list[Node], pods: list[Pod], switches: Switches = CURRENT) -> list[str | None]:
+    """The spread predicate's code (or None) for ``incoming`` on each of ``nodes``, in order, under the rules
+    ``switches`` select (today's by default)."""
     snapshot = ClusterSnapshot(nodes, pods)
-    return [r.code if (r := check_topology_spread(incoming, snapshot[n.name], snapshot)) else None for n in nodes]
+    return [
+        r.code if (r := check_topology_spread(incoming, snapshot[n.name], snapshot, switches=switches)) else None
+        for n in nodes
+    ]

@@ -17,6 +17,7 @@ from shared.config import parse_config
 from shared.model import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.movable import BLOCK_RESOURCE_CLAIMS
 from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
+from shared.switches import CURRENT, Switches, for_version
 from tests.support.pusher import pusher_plan
 from tests.unit.planner_builders import (
     ALL_AT_ONCE,
@@ -402,10 +403,19 @@ def test_kube_system_pod_with_a_pdb_moves() -> None:
     assert planned(snap).drained == ("od-1",)
 
 
-def test_untolerated_spot_taint_is_the_reason() -> None:
+@pytest.mark.parametrize(
+    ("switches", "text"),
+    [
+        pytest.param(CURRENT, "node(s) had untolerated taint(s)", id="v1.34 and later: the taint is not named"),
+        pytest.param(
+            for_version("v1.33.13"), "node(s) had untolerated taint {spot: true}", id="v1.33: the taint is named"
+        ),
+    ],
+)
+def test_untolerated_spot_taint_is_the_reason(switches: Switches, text: str) -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True, taints=[SPOT_TAINT])], [pod("web-1", "od-1")])
-    why = planned(snap).undrainable["od-1"]
-    assert why == "pod shop/web-1: 0/1 spot nodes are available: 1 node(s) had untolerated taint {spot: true}"
+    why = plan(snap, DEFAULT, verify=True, switches=switches).undrainable["od-1"]
+    assert why == f"pod shop/web-1: 0/1 spot nodes are available: 1 {text}"
 
 
 def test_tolerating_pod_goes_to_the_tainted_spot_node() -> None:

@@ -1,6 +1,6 @@
-"""Topology spread beyond upstream's tables: empty and missing selectors, the v1.24 counting change,
-domain edge cases, memoisation and purity (semantics of ``podtopologyspread/filtering.go``; the upstream
-issues are named in each section).
+"""Topology spread beyond upstream's tables: empty and missing selectors by release, the v1.24 counting
+change, domain edge cases, memoisation and purity (semantics of ``podtopologyspread/filtering.go`` and
+``common.go``; the upstream issues and files are named in each section).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.unit.spread_builders import (
+    MISSING,
     NIL,
     OK,
     SKEW,
@@ -53,22 +54,27 @@ def test_schedule_anyway_constraints_are_not_filters() -> None:
     assert check_topology_spread(incoming, snapshot["a1"], snapshot) is None
 
 
-# --- empty and missing selectors (kubernetes#141339, fixed by kubernetes#141340) ---------------------
+# --- empty and missing selectors ------------------------------------------------------------------------
 #
-# kubernetes#116607 (v1.27) made countPodsMatchSelector return 0 when selector.Empty(), which is true for
-# labelSelector: {} (labels.Everything) and false for a missing one (labels.Nothing): an empty selector
-# counted no pod and the constraint did nothing. kubernetes#141340 keys the shortcut on Nothing instead.
-# These cases are upstream TestPreFilterState's "normal case with one spreadConstraint" / "namespace
-# mismatch doesn't count" / "normal case with null label selector" with the selector replaced.
+# common.go countPodsMatchSelector returns 0 when selector.Empty(), which is true for labelSelector: {}
+# (labels.Everything, no matchLabelKeys value merged into it) and false for a missing one (labels.Nothing,
+# which matches no pod anyway). At v1.29.6 to v1.37.2, the releases read, an empty selector so counts no pod
+# and the constraint never fails on skew (CURRENT); every other release is given the stricter reading, which
+# counts every pod of the namespace (STRICTEST, v1.20). These cases are upstream TestPreFilterState's "normal
+# case with one spreadConstraint" / "namespace mismatch doesn't count" / "normal case with null label
+# selector" with the selector replaced.
 
 
-def test_empty_selector_counts_every_pod_of_the_namespace_like_an_all_matching_selector() -> None:
+@pytest.mark.parametrize("selector", [{}, {"matchExpressions": []}], ids=["labelSelector {}", "no expressions"])
+def test_empty_selector_counts_every_pod_of_the_namespace_where_the_release_was_not_read(
+    selector: dict[str, Any],
+) -> None:
     # zone1 holds 3 pods, zone2 2 (one of them unlabelled, which {} still counts): zone2 is the minimum.
     pods = [*foo_pods(a=2, b=1, y=1), pod("p-y2", node="node-y")]
-    empty = pod("p", constraints=[spread(1, "zone", {})])
-    assert run_filter(empty, abxy(), pods) == [SKEW, SKEW, OK, OK]
-    exists_all = pod("p", constraints=[spread(1, "zone", {"matchExpressions": []})])
-    assert run_filter(exists_all, abxy(), pods) == [SKEW, SKEW, OK, OK]
+    empty = pod("p", constraints=[spread(1, "zone", selector)])
+    assert run_filter(empty, abxy(), pods, STRICTEST) == [SKEW, SKEW, OK, OK]
+    assert run_filter(empty, abxy(), pods, V1_20) == [SKEW, SKEW, OK, OK]
+    assert run_filter(empty, abxy(), pods) == [OK, OK, OK, OK]  # v1.37.2: no pod counts
 
 
 def test_empty_selector_counts_only_the_incoming_pods_namespace() -> None:
@@ -78,28 +84,42 @@ def test_empty_selector_counts_only_the_incoming_pods_namespace() -> None:
         pod("p-a3", ns="ns1", node="node-a"),
         pod("p-x1", node="node-x"),
     ]
-    assert run_filter(pod("p", constraints=[spread(1, "zone", {})]), abxy(), pods) == [OK, OK, OK, OK]
-    assert run_filter(pod("p", ns="ns1", constraints=[spread(1, "zone", {})]), abxy(), pods) == [SKEW, SKEW, OK, OK]
+    empty, empty_ns1 = (
+        pod("p", constraints=[spread(1, "zone", {})]),
+        pod("p", ns="ns1", constraints=[spread(1, "zone", {})]),
+    )
+    assert run_filter(empty, abxy(), pods, STRICTEST) == [OK, OK, OK, OK]
+    assert run_filter(empty_ns1, abxy(), pods, STRICTEST) == [SKEW, SKEW, OK, OK]
+    assert run_filter(empty_ns1, abxy(), pods) == [OK, OK, OK, OK]
+
+
+def test_empty_selector_still_needs_the_topology_key() -> None:
+    # filtering.go Filter reports a node without the key before it looks at any count.
+    nodes = [*abxy(), node("node-z", {"node": "node-z"})]
+    incoming = pod("p", constraints=[spread(1, "zone", {})])
+    assert run_filter(incoming, nodes, foo_pods(a=2)) == [OK, OK, OK, OK, MISSING]
 
 
 def test_missing_selector_counts_nothing_and_the_incoming_pod_does_not_match_it() -> None:
     # "normal case with null label selector": every domain counts 0 and selfMatch is 0.
     pods = foo_pods(a=2, b=1, y=2)
-    assert run_filter(pod("p", "foo", constraints=[spread(1, "zone", NIL)]), abxy(), pods) == [OK, OK, OK, OK]
+    for switches in (CURRENT, STRICTEST):
+        assert run_filter(pod("p", "foo", constraints=[spread(1, "zone", NIL)]), abxy(), pods, switches) == [OK] * 4
 
 
-def test_the_issues_example_empty_selector_makes_the_only_zone_with_pods_unschedulable() -> None:
-    # kubernetes#141339: node a (zone za) holds app=x and app=y; the incoming pod's {} counts both there.
+def test_two_pods_in_one_zone_and_an_empty_selector() -> None:
+    # Node a (zone za) holds app=x and app=y, node b (zone zb) none; the incoming pod's {} counts both there
+    # where it counts any: 2 + 1 - 0 > 1.
     nodes = [node("a", {"zone": "za"}), node("b", {"zone": "zb"}, [{"key": "k", "effect": "NoSchedule"}])]
     pods = [
         Pod.from_api({"metadata": {"name": n, "labels": {"app": v}}, "spec": {"nodeName": "a"}, "status": {}})
         for n, v in (("x", "x"), ("y", "y"))
     ]
     incoming = pod("p", constraints=[spread(1, "zone", {})])
-    for switches in (CURRENT, V1_20, STRICTEST):
+    for switches, want in ((CURRENT, None), (V1_20, ERR_SPREAD), (STRICTEST, ERR_SPREAD)):
         snapshot = ClusterSnapshot(nodes, pods)
         r = check_topology_spread(incoming, snapshot["a"], snapshot, switches=switches)
-        assert r is not None and r.code == ERR_SPREAD
+        assert (r.code if r is not None else None) == want
 
 
 # --- kubernetes#107009 (v1.24): both sides -------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Upstream: ``pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go`` (``TestSingleConstraint``
 including its minDomains and NodeAffinityPolicy/NodeTaintsPolicy cases, ``TestMultipleConstraints``, and
-``TestPreFilterState``'s matchLabelKeys cases), run with NodeInclusionPolicyInPodTopologySpread and
-MatchLabelKeysInPodTopologySpread enabled (their defaults since 1.26 and 1.27). Each pytest id names the
+``TestPreFilterState``'s matchLabelKeys cases, the one with an empty selector at each served release's tag),
+run with NodeInclusionPolicyInPodTopologySpread and MatchLabelKeysInPodTopologySpread enabled (their defaults
+since 1.26 and 1.27). Each pytest id names the
 upstream case. Upstream's status codes map to: Success → ``None``, Unschedulable → ``ERR_SPREAD``,
 UnschedulableAndUnresolvable → ``ERR_SPREAD_MISSING_LABEL``. Only the spread predicate runs, so (as the
 upstream comments say) nodes that node affinity or taints would reject may still pass here.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from shared.model import Node, Pod
+from shared.switches import for_version
 from tests.unit.spread_builders import (
     BAR,
     FOO,
@@ -404,6 +406,51 @@ MATCH_LABEL_KEYS = [
 @pytest.mark.parametrize(("incoming", "pods", "want"), MATCH_LABEL_KEYS)
 def test_match_label_keys(incoming: Pod, pods: list[Pod], want: list[str | None]) -> None:
     assert run_filter(incoming, abxy(), pods) == want
+
+
+# --- An empty selector, release by release ------------------------------------------------------------------
+#
+# common.go countPodsMatchSelector begins with ``if selector.Empty() { return 0 }`` at every tag read (line 145
+# at v1.34.4, 146 at v1.35.4, v1.36.3 and v1.37.2), the selector being the one after matchLabelKeys are merged.
+# Upstream's only DoNotSchedule case with an empty selector is TestPreFilterState's "matchLabelKeys ANDed with
+# LabelSelector when LabelSelector is empty" (filtering_test.go:1279 at v1.34.4 to v1.36.3, :1278 at v1.37.2):
+# the merged selector foo=a is not empty, so the pods count (zone1: 3, zone2: 2) on every release. The same
+# case without matchLabelKeys has no upstream twin; by countPodsMatchSelector its counts are 0 and every node
+# passes, while a release not read (or not known) counts all five pods, as the first case does.
+
+SERVED = ["v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"]
+_MERGED = pod("p", label_values={"foo": "a"}, constraints=[spread(1, "zone", {}, match_label_keys=["foo"])])
+_EMPTY = pod("p", label_values={"foo": "a"}, constraints=[spread(1, "zone", {})])
+EMPTY_SELECTOR = [
+    *(
+        pytest.param(
+            _MERGED,
+            v,
+            [SKEW, SKEW, OK, OK],
+            id=f"{v} TestPreFilterState/matchLabelKeys ANDed with LabelSelector when LabelSelector is empty",
+        )
+        for v in SERVED
+    ),
+    *(
+        pytest.param(
+            _EMPTY,
+            v,
+            [OK, OK, OK, OK],
+            id=f"{v} the same case without matchLabelKeys counts no pod (common.go countPodsMatchSelector)",
+        )
+        for v in SERVED
+    ),
+    pytest.param(_EMPTY, None, [SKEW, SKEW, OK, OK], id="an unknown release counts every pod of the namespace"),
+    pytest.param(_EMPTY, "v1.38.0", [SKEW, SKEW, OK, OK], id="a release not read counts every pod of the namespace"),
+    pytest.param(_MERGED, None, [SKEW, SKEW, OK, OK], id="an unknown release counts the merged selector's pods"),
+]
+
+
+@pytest.mark.parametrize(("incoming", "version", "want"), EMPTY_SELECTOR)
+def test_an_empty_selector_counts_as_each_release_counts(
+    incoming: Pod, version: str | None, want: list[str | None]
+) -> None:
+    assert run_filter(incoming, abxy(), _keyed_pods(unlabelled_first=False), for_version(version)) == want
 
 
 @pytest.mark.parametrize(("incoming", "nodes", "pods", "want"), SINGLE)

@@ -53,8 +53,34 @@ def test_each_switch_turns_on_at_its_release(
     assert s.kubernetes_version == version.lstrip("v").rsplit(".", 1)[0]
 
 
-def test_current_releases_get_the_predicates_defaults() -> None:
-    assert dataclasses.replace(for_version("v1.27.0"), kubernetes_version=None) == CURRENT == Switches()
+# Each release read at its tag (pkg/scheduler/framework/plugins/...): podtopologyspread/common.go
+# countPodsMatchSelector, tainttoleration/taint_toleration.go Filter, volumebinding/binder.go ErrReasonNodeConflict.
+@pytest.mark.parametrize(
+    ("version", "empty_selector_counts_none", "taint_omitted", "volume_names_pv"),
+    [
+        pytest.param("v1.28.15", False, False, False, id="v1.28-not-read-so-an-empty-selector-counts-every-pod"),
+        pytest.param("v1.29.6", True, False, False, id="v1.29.6-common.go-152-empty-selector-counts-no-pod"),
+        pytest.param("v1.32.13", True, False, False, id="v1.32.13-binder.go-volume-node-affinity-conflict"),
+        pytest.param("v1.33.13", True, False, True, id="v1.33.13-binder.go-didnt-match-PersistentVolumes-affinity"),
+        pytest.param("v1.34.4", True, True, True, id="v1.34.4-taint_toleration.go-120-untolerated-taint(s)"),
+        pytest.param("v1.35.4", True, True, True, id="v1.35.4-taint_toleration.go-131-common.go-146"),
+        pytest.param("v1.36.3", True, True, True, id="v1.36.3-taint_toleration.go-131-common.go-146"),
+        pytest.param("v1.37.2", True, True, True, id="v1.37.2-taint_toleration.go-133-common.go-146"),
+        pytest.param("v1.38.0", False, True, True, id="v1.38-not-read-so-an-empty-selector-counts-every-pod"),
+    ],
+)
+def test_the_rules_read_at_each_releases_tag(
+    version: str, empty_selector_counts_none: bool, taint_omitted: bool, volume_names_pv: bool
+) -> None:
+    s = for_version(version)
+    assert s.spread_empty_selector_counts_no_pods is empty_selector_counts_none
+    assert s.taint_reason_omits_taint is taint_omitted
+    assert s.volume_reason_names_persistent_volume is volume_names_pv
+
+
+@pytest.mark.parametrize("version", ["v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"])
+def test_the_served_releases_get_the_predicates_defaults(version: str) -> None:
+    assert dataclasses.replace(for_version(version), kubernetes_version=None) == CURRENT == Switches()
 
 
 @pytest.mark.parametrize("text", [None, "", "garbage", "v2.0.0", "0.9"])
@@ -64,6 +90,8 @@ def test_unknown_or_unparsable_versions_get_the_strictest_rules(text: str | None
     assert s.resources_fit_ignores_unrequested_overcommit is False
     assert s.resources_fit_skips_zero_scalar_requests is False
     assert s.spread_counts_only_eligible_nodes is None  # both counting rules must pass
+    assert s.spread_empty_selector_counts_no_pods is False  # counting is the stricter reading
+    assert s.taint_reason_omits_taint is True and s.volume_reason_names_persistent_volume is True  # today's texts
     assert s.kubernetes_version is None
 
 
@@ -87,17 +115,25 @@ def test_for_version_info_reads_the_api_servers_version(info: object, want: str 
 
 
 def test_describe_names_the_version_and_the_older_rules() -> None:
-    assert for_version("v1.30.1").describe() == "kube-scheduler rules of Kubernetes 1.30 (current)"
+    assert for_version("v1.37.2").describe() == "kube-scheduler rules of Kubernetes 1.37 (current)"
+    assert (
+        for_version("v1.33.1").describe() == "kube-scheduler rules of Kubernetes 1.33 (taint_reason_omits_taint=false)"
+    )
     assert for_version("v1.26.0").describe() == (
-        "kube-scheduler rules of Kubernetes 1.26 (resources_fit_ignores_unrequested_overcommit=false)"
+        "kube-scheduler rules of Kubernetes 1.26 (resources_fit_ignores_unrequested_overcommit=false, "
+        "spread_empty_selector_counts_no_pods=false, volume_reason_names_persistent_volume=false, "
+        "taint_reason_omits_taint=false)"
     )
     assert for_version("v1.20.2").describe() == (
         "kube-scheduler rules of Kubernetes 1.20 (spread_counts_only_eligible_nodes=false, "
-        "resources_fit_skips_zero_scalar_requests=false, resources_fit_ignores_unrequested_overcommit=false)"
+        "resources_fit_skips_zero_scalar_requests=false, resources_fit_ignores_unrequested_overcommit=false, "
+        "spread_empty_selector_counts_no_pods=false, volume_reason_names_persistent_volume=false, "
+        "taint_reason_omits_taint=false)"
     )
     assert STRICTEST.describe() == (
         "the strictest kube-scheduler rules (version unknown: spread_counts_only_eligible_nodes=both, "
-        "resources_fit_skips_zero_scalar_requests=false, resources_fit_ignores_unrequested_overcommit=false)"
+        "resources_fit_skips_zero_scalar_requests=false, resources_fit_ignores_unrequested_overcommit=false, "
+        "spread_empty_selector_counts_no_pods=false)"
     )
 
 

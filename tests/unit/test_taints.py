@@ -6,6 +6,9 @@ Transcribed (ids are the upstream case names):
   (the same table as ``pkg/apis/core/v1/helper`` TestTolerationsTolerateTaintsWithFilter);
 * ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration_test.go`` TestTaintTolerationFilter and
   TestTaintTolerationScore (raw counts normalised with ``helper.DefaultNormalizeScore(100, reverse=true)``).
+  TestTaintTolerationFilter runs once per release whose text it expects: at v1.33.13 ``node(s) had untolerated
+  taint {dedicated: user1}``, at v1.34.4, v1.35.4, v1.36.3 and v1.37.2 ``node(s) had untolerated taint(s)``
+  (``Switches.taint_reason_omits_taint``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 import pytest
 
 from shared.model import Node, Pod, Taint, Toleration
-from shared.reasons import ERR_UNTOLERATED_TAINT, Reason
+from shared.reasons import ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED, Reason
+from shared.switches import for_version
 from shared.taints import (
     DO_NOT_SCHEDULE_EFFECTS,
     check_taints,
@@ -55,8 +59,21 @@ def pod_with_tolerations(name: str, tolerations: list[dict[str, str]]) -> Pod:
     return Pod.from_api(pod_json(name, tolerations))
 
 
-def untolerated(key: str, value: str) -> Reason:
-    return Reason(ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT.format(key=key, value=value), True)
+def untolerated(key: str, value: str) -> tuple[str, str]:
+    """The first untolerated taint a filter case expects; :func:`reported` words it as a release does."""
+    return key, value
+
+
+def reported(first: tuple[str, str], version: str) -> Reason:
+    """TestTaintTolerationFilter's ``wantStatus`` at ``version``'s tag, as a :class:`Reason`."""
+    if for_version(version).taint_reason_omits_taint:
+        return Reason(ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT, True)
+    key, value = first
+    return Reason(ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED.format(key=key, value=value), True)
+
+
+# Releases whose TestTaintTolerationFilter was read at the tag: the text changed between the first two.
+FILTER_RELEASES = ["v1.33.13", "v1.34.4", "v1.35.4", "v1.36.3", "v1.37.2"]
 
 
 # --- toleration_test.go TestTolerationToleratesTaint --------------------------------------------------------
@@ -341,20 +358,46 @@ def test_find_matching_untolerated_taint_returns_the_first_in_node_order() -> No
         ),
     ],
 )
+@pytest.mark.parametrize("version", FILTER_RELEASES)
 def test_taint_toleration_filter(
-    tolerations: list[dict[str, str]], taints: list[dict[str, str]], want: Reason | None
+    tolerations: list[dict[str, str]], taints: list[dict[str, str]], want: tuple[str, str] | None, version: str
 ) -> None:
-    got = check_taints(pod_with_tolerations("pod1", tolerations), node_with_taints("nodeA", taints))
-    assert got == want
+    pod, node = pod_with_tolerations("pod1", tolerations), node_with_taints("nodeA", taints)
+    got = check_taints(pod, node, switches=for_version(version))
+    assert got == (None if want is None else reported(want, version))
     if got is not None:
         assert got.code == ERR_UNTOLERATED_TAINT
         assert got.unresolvable
 
 
-def test_untolerated_taint_message_is_kube_schedulers() -> None:
-    got = check_taints(pod_with_tolerations("p", []), node_with_taints("n", [taint("dedicated", "user1")]))
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        pytest.param(
+            "v1.33.13",
+            "node(s) had untolerated taint {dedicated: user1}",
+            id="TestTaintTolerationFilter@v1.33.13 (taint_toleration_test.go:285) names the taint",
+        ),
+        pytest.param(
+            "v1.34.4",
+            "node(s) had untolerated taint(s)",
+            id="TestTaintTolerationFilter@v1.34.4 (taint_toleration_test.go:286) does not",
+        ),
+        pytest.param(
+            "v1.37.2",
+            "node(s) had untolerated taint(s)",
+            id="TestTaintTolerationFilter@v1.37.2 (taint_toleration_test.go:343) does not",
+        ),
+        pytest.param(None, "node(s) had untolerated taint(s)", id="today's release by default"),
+    ],
+)
+def test_untolerated_taint_message_is_kube_schedulers(version: str | None, message: str) -> None:
+    """The first case of TestTaintTolerationFilter, "A pod having no tolerations can't be scheduled onto a node
+    with nonempty taints", and the exact ``wantStatus`` text at each tag."""
+    pod, node = pod_with_tolerations("p", []), node_with_taints("n", [taint("dedicated", "user1")])
+    got = check_taints(pod, node) if version is None else check_taints(pod, node, switches=for_version(version))
     assert got is not None
-    assert got.message == "node(s) had untolerated taint {dedicated: user1}"
+    assert got.message == message
     assert str(got) == got.message
 
 

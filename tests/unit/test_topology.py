@@ -115,13 +115,18 @@ def test_a_rejection_names_the_same_reason_as_the_scheduler() -> None:
 
 # --- the cluster's release (shared/switches.py) and empty selectors ----------------------------------------
 
-SWITCHES = {"current": CURRENT, "v1.20": for_version("v1.20.2"), "unknown": STRICTEST}
+SWITCHES = {
+    "current": CURRENT,  # v1.37.2: an empty selector counts no pod
+    "v1.28": for_version("v1.28.15"),  # a release not read: an empty selector counts every pod
+    "v1.20": for_version("v1.20.2"),
+    "unknown": STRICTEST,
+}
 
 
 def _release_sensitive_cluster(seed: int) -> ClusterSnapshot:
     """Zones, a pool label some nodes lack (pods choose it by nodeSelector), racks some nodes lack, and spread
     constraints with ``{}``, missing and matchLabels selectors: where the counting rules of kubernetes#107009
-    disagree."""
+    disagree, and those for an empty selector (``Switches.spread_empty_selector_counts_no_pods``)."""
     rng = random.Random(seed)
     nodes = []
     for i in range(12):
@@ -162,7 +167,7 @@ def test_index_follows_the_release_rules_like_shared_spread(seed: int) -> None:
     rng = random.Random(seed)
     infos = list(snap)
     spreading = [p for info in infos for p in info.pods if p.topology_spread]
-    disagreements = 0
+    disagreements = empty_disagreements = 0
     for step in range(40):
         for _ in range(25):
             pod = rng.choice(spreading)
@@ -175,8 +180,11 @@ def test_index_follows_the_release_rules_like_shared_spread(seed: int) -> None:
                 assert got == want, (name, pod.key, node.name)
                 answers[name] = want
             disagreements += answers["current"] != answers["v1.20"]
-            if answers["current"] is not None or answers["v1.20"] is not None:
-                assert answers["unknown"] is not None  # both rules must pass
+            empty_disagreements += answers["current"] != answers["v1.28"]
+            if answers["current"] is not None or answers["v1.20"] is not None or answers["v1.28"] is not None:
+                assert answers["unknown"] is not None  # both rules must pass, counting every pod
+            if answers["current"] is not None:
+                assert answers["v1.28"] is not None  # counting an empty selector's pods only adds failures
         info = rng.choice(infos)
         if info.pods and step % 2 == 0:
             pod = rng.choice(info.pods)
@@ -188,6 +196,7 @@ def test_index_follows_the_release_rules_like_shared_spread(seed: int) -> None:
                 if pod in spreading:
                     spreading[spreading.index(pod)] = moved
     assert disagreements > 0  # the two counting rules were really told apart
+    assert empty_disagreements > 0  # and the two empty selector rules
 
 
 def test_terms_sharing_a_namespace_selector_keep_their_own_namespace_lists() -> None:

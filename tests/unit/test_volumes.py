@@ -4,7 +4,8 @@ Transcribed (ids are the upstream case names):
 * ``pkg/scheduler/framework/plugins/volumezone/volume_zone_test.go`` TestSingleZone, TestMultiZone and the
   bound case of TestWithBinding;
 * ``pkg/scheduler/framework/plugins/volumebinding/volume_binding_test.go`` TestVolumeBinding, the cases about
-  bound claims (node affinity of the bound PV).
+  bound claims (node affinity of the bound PV), and the text of its ``ErrReasonNodeConflict`` at each tag from
+  v1.32.13 to v1.37.2.
 
 Where upstream fails because an object is missing (claim, PV, storage class), the snapshot simply lacks it
 and the library sets no constraint; those cases are kept, with that expectation, in their own test.
@@ -20,6 +21,7 @@ import pytest
 from shared.model import Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.reasons import ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_ZONE, Reason
 from shared.snapshot import ClusterSnapshot
+from shared.switches import for_version
 from shared.volumes import check_volumes, label_zones_to_set
 from tests import builders
 
@@ -265,7 +267,41 @@ def test_volume_binding_bound_claims(
     got = check(pod_json(*claims, name="pod-a"), node_json("node-a", node_labels), pvs, pvcs)
     assert got == want
     if got is not None:
-        assert got.message == "node(s) had volume node affinity conflict"
+        assert got.message == "node(s) didn't match PersistentVolume's node affinity"
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        pytest.param(
+            "v1.32.13",
+            "node(s) had volume node affinity conflict",
+            id="v1.32.13 TestVolumeBinding/bound and unbound unsatisfied (binder.go:68 ErrReasonNodeConflict)",
+        ),
+        *(
+            pytest.param(
+                v,
+                "node(s) didn't match PersistentVolume's node affinity",
+                id=f"{v} TestVolumeBinding/bound and unbound unsatisfied (binder.go:{line} ErrReasonNodeConflict)",
+            )
+            for v, line in [("v1.33.13", 67), ("v1.34.4", 67), ("v1.35.4", 66), ("v1.36.3", 66), ("v1.37.2", 66)]
+        ),
+    ],
+)
+def test_volume_node_affinity_conflict_is_worded_as_each_release_words_it(version: str, message: str) -> None:
+    """``wantFilterStatus`` of the case names ``ErrReasonNodeConflict`` first; its text is the release's
+    (``Switches.volume_reason_names_persistent_volume``), the code the same on every release."""
+    node = Node.from_api(node_json("node-a", {"foo": "barbar"}))
+    snapshot = ClusterSnapshot(
+        [node],
+        pvs=[PersistentVolume.from_api(pv_json("pv-a", affinity={"foo": ["bar"]}))],
+        pvcs=[PersistentVolumeClaim.from_api(c) for c in (pvc_json("pvc-a", "pv-a"), pvc_json("pvc-b"))],
+    )
+    got = check_volumes(
+        Pod.from_api(pod_json("pvc-a", "pvc-b", name="pod-a")), node, snapshot, switches=for_version(version)
+    )
+    assert got is not None
+    assert (got.code, got.message, got.unresolvable) == (ERR_VOLUME_NODE_AFFINITY, message, True)
 
 
 def test_pv_node_affinity_ignores_match_fields() -> None:
