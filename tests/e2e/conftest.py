@@ -35,6 +35,17 @@ _PLANE = pytest.StashKey[ControlPlane]()
 _SUMMARY = pytest.StashKey[list[str]]()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("spotshift e2e")
+    group.addoption(
+        "--differential-cases",
+        type=int,
+        default=0,
+        help="cases of test_scheduler_differential_e2e.py (default: 500 on the default release, 200 on the others)",
+    )
+    group.addoption("--differential-seed", type=int, default=0, help="its generator's seed (default: 1)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: end-to-end test against a real Kubernetes control plane (tests/e2e)")
     config.addinivalue_line(
