@@ -57,9 +57,9 @@ evict keep their PodDisruptionBudgets claimed) until its mark is gone. A definit
 to :class:`~rescheduler.cluster.marks.MarkReconciler`; a backoff that could not be written is kept in memory.
 
 The node writes (mark, finish, rollback) are tried once per advance: an attempt that gets no answer, a 5xx, a
-429 or a conflict is tried again after a backoff (:data:`WRITE_BACKOFF` doubling to :data:`WRITE_MAX_BACKOFF`,
-or the ``Retry-After``). An API server or etcd restarting thus delays the drains whose calls meet it, each by its
-own backoff, and no other drain.
+429 or a conflict is tried again after a backoff (:data:`WRITE_BACKOFF` doubling to :data:`WRITE_MAX_BACKOFF`;
+a longer ``Retry-After`` up to that). An API server or etcd restarting thus delays the drains whose calls meet
+it, each by its own backoff, and no other drain.
 
 A shutdown (SIGTERM) or a lost lease interrupts every drain in flight (:meth:`Drainer.interrupt`): no further
 eviction, and the drain rolls back like a failed one (pods already evicted are replaced by their controllers).
@@ -362,8 +362,8 @@ class Drainer:
             return skipped
         node = self.state.node(node_name)
         assert node is not None
-        moves = ", ".join(f"{p.key}→{(targets or {}).get(p.key, 'spot')}" for p in pods)
         if self.dry_run:
+            moves = ", ".join(f"{p.key}→{(targets or {}).get(p.key, 'spot')}" for p in pods)
             return self._dry_run(node_name, pods, moves)
         ref = Ref.node(node_name, node.uid)
         drain = Drain(node_name, ref, tuple(pods), dict(targets or {}), Phase.MARKING, self.clock())
@@ -393,7 +393,8 @@ class Drainer:
 
     def _enter_write(self, drain: Drain) -> None:
         """A node write begins: tried at once, until ``pod_eviction_timeout`` from now (a rollback: no limit)."""
-        deadline = None if drain.phase is Phase.ROLLING_BACK else self.clock() + self.evictor.timeout
+        timeout = self.config.rescheduler.pod_eviction_timeout
+        deadline = None if drain.phase is Phase.ROLLING_BACK else self.clock() + timeout
         drain.write = NodeWrite(deadline)
 
     def _try_write(self, drain: Drain, write: Callable[[], object]) -> bool | None:
