@@ -17,11 +17,15 @@ What runs, in one process:
   (:class:`~rescheduler.cluster.drain.Drainer`): several nodes drain at once within ``disruption.budgets``
   (one at a time without budgets), a finished drain keeping its place for ``node_drain_delay``.
 
+No pass of the loop waits on the API server: each drain makes at most one attempt at each call that is due and
+schedules the next itself (:mod:`rescheduler.cluster.drain`), so an API error delays only the drain that met it.
+
 SIGTERM or SIGINT sets one stop event. The loop watches it between steps, so every drain in flight is rolled back
-(its mark removed) within a second or two, then the lease is released so the other replica takes over at once; a
-lost lease rolls them back too. Before every cycle, and once more on the way out while the lease is still
-ours, the leader puts right every node that carries spotshift's mark and is not being drained by it: a crashed or
-killed predecessor's drains, or a rollback that the API server did not let through
+(its mark removed; with the API server away, tried for :data:`SHUTDOWN_GRACE` seconds at most), then the lease is
+released so the other replica takes over at once. A lost lease interrupts them too: each goes on rolling back,
+one attempt at a time. Before every cycle (one attempt per node, then a backoff), and once more on the way out
+while the lease is still ours, the leader puts right every node that carries spotshift's mark and is not being
+drained by it: a crashed or killed predecessor's drains, or a rollback that the API server did not let through
 (:class:`~rescheduler.cluster.marks.MarkReconciler`). The loop reads time through ``clock`` and ``wall`` only and
 never sleeps in a decision, so a simulation can drive it.
 
@@ -51,7 +55,7 @@ from rescheduler.cluster.drain import Drain, Drainer, DrainOutcome, DrainResult
 from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
-from rescheduler.cluster.marks import MarkReconciler, NodeMarker
+from rescheduler.cluster.marks import MarkReconciler, NodeMarker, clean_leftovers
 from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, StateInformer
 from rescheduler.cluster.version import discover_switches
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
@@ -141,13 +145,10 @@ class Rescheduler:
             taint_key=config.rescheduler.drain_taint_key,
             mode=config.rescheduler.drain_taint,
             identity=self.identity,
-            retry=Retry(config.rescheduler.pod_eviction_timeout),
         )
+        """One attempt per write: a drain tries again at a later pass, the reconciler at a later cycle."""
         self.drainer = self._drainer()
-        # A clean-up rides out API errors for a shorter while than a drain's own rollback, then waits for a
-        # later cycle (the reconciler's backoff) instead of holding up the loop.
-        cleanup = self.marker.with_retry(Retry(min(10.0, config.rescheduler.pod_eviction_timeout)))
-        self.reconciler = MarkReconciler(self.state, cleanup, config, self.events, dry_run=self.dry_run)
+        self.reconciler = MarkReconciler(self.state, self.marker, config, self.events, dry_run=self.dry_run)
         self.capacity = CapacityRequester(
             self.kube,
             self.state,
@@ -384,15 +385,21 @@ class Rescheduler:
 
     def shutdown(self) -> None:
         """Roll back the drains in flight and put our marks right while the lease is still ours, release it (the
-        successor takes over at once), and stop the informers."""
+        successor takes over at once), and stop the informers. The rollbacks and the clean-up ride out API errors
+        for :data:`SHUTDOWN_GRACE` seconds in all (at most ``pod_eviction_timeout``); a mark still left is the
+        next leader's to put right."""
         if self.state.is_synced() and self.is_leader():
-            self.interrupt_drains()
+            give_up = time.monotonic() + min(SHUTDOWN_GRACE, self.config.rescheduler.pod_eviction_timeout)
+            for node, drain in list(self.drains.items()):
+                self._ended(node, self.drainer.end_rollback(drain, give_up - time.monotonic()))
+            self.metrics.drains_in_flight.set(0)
             try:
                 self.capacity.shutdown()
             except Exception:
                 log.exception("could not delete the placeholder pods on the way out")
             try:
-                self.reconciler.reconcile(force=True)
+                cleanup = self.marker.with_retry(Retry(max(0.0, give_up - time.monotonic())))
+                clean_leftovers(self.state, cleanup, self.config, self.events, dry_run=self.dry_run)
             except Exception:
                 log.exception("could not put the drain marks right on the way out")
         if self.elector is not None:
@@ -425,10 +432,14 @@ class Rescheduler:
         self.next_cycle = min(self.next_cycle, now)
 
     def interrupt_drains(self) -> None:
-        """Stop every drain in flight (shutdown, lost lease): no further eviction, the marks removed."""
+        """Stop every drain in flight (lost lease): no further eviction, each mark's removal tried once now. A drain
+        whose mark is not removed yet stays in flight, rolling back, tried again at each call (or pass, once the
+        lease is ours again)."""
         for node, drain in list(self.drains.items()):
-            self._ended(node, self.drainer.interrupt(drain))
-        self.metrics.drains_in_flight.set(0)
+            result = self.drainer.interrupt(drain)
+            if result is not None:
+                self._ended(node, result)
+        self.metrics.drains_in_flight.set(len(self.drains))
 
     def cooling(self) -> int:
         """Drains ended less than ``node_drain_delay`` ago: each keeps its place in the budget that long."""
@@ -491,9 +502,9 @@ class Rescheduler:
             self.results.append(drain)
             if drain.outcome == DrainOutcome.SKIPPED:
                 self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{drain.reason}: {drain.message}")
-            elif drain.started or drain.outcome == DrainOutcome.DRY_RUN:
-                # The mark failed (the drain is over), or a dry run's drain: it takes its place among this
-                # cycle's starts, so a dry run shows the drains a real run would start now, no more.
+            elif drain.outcome == DrainOutcome.DRY_RUN:
+                # A dry run's drain takes its place among this cycle's starts, so a dry run shows the drains a real
+                # run would start now, no more.
                 started += 1
         self.metrics.drains_in_flight.set(len(self.drains))
 
@@ -589,6 +600,10 @@ class Rescheduler:
             self.metrics.waiting_pod_holds.labels(pod).set(n)
         self._waiting_reported = set(now)
 
+
+SHUTDOWN_GRACE = 10.0
+"""Seconds the way out rides out API errors in all, removing the marks of the drains in flight and then any other
+mark of ours, one node after another (a bounded best effort within the pod's termination grace period)."""
 
 WAITING_SERIES = 10
 """At most this many ``spotshift_rescheduler_waiting_pod_holds`` series (one per waiting pod holding nodes)."""

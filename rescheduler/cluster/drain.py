@@ -1,19 +1,25 @@
 """Drain an on-demand node onto spot, or leave it exactly as it was: a state machine the run loop advances.
 
-A drain never blocks the loop. :meth:`Drainer.start` re-checks and marks the node and returns a :class:`Drain`;
-each pass of the loop calls :meth:`Drainer.advance` on every drain in flight, which does what can be done now
-without waiting and returns the :class:`DrainResult` once the drain is over. Several nodes drain at once this
-way, within the disruption budgets the loop enforces (:mod:`rescheduler.run`). The phases:
+A drain never blocks the loop, and no drain waits on another. :meth:`Drainer.start` re-checks the node and returns
+a :class:`Drain` that has made one attempt at its mark; each pass of the loop calls :meth:`Drainer.advance` on
+every drain in flight, which does what can be done now without waiting (at most one attempt at each API call
+that is due) and returns the :class:`DrainResult` once the drain is over. Several nodes drain at once this way,
+within the disruption budgets the loop enforces (:mod:`rescheduler.run`). Each phase's step returns the next
+:class:`Phase`, the result, or ``None`` (nothing more to do now). The phases:
 
-1. **Re-check** (:meth:`Drainer.precheck`) against the live state: the node's movable pods are still the
-   planned ones, and the PodDisruptionBudgets of their namespaces (listed fresh, not from the watch cache) let
-   the drain start by ``rescheduler.pdb_rule`` (:func:`rescheduler.plan.safety.pdb_refusals`). A budget whose
-   status is absent or stale is judged by the status computed from the watched pods, as the plan judged it
+1. **Re-check** (:meth:`Drainer.precheck`, in :meth:`Drainer.start`) against the live state: the node's movable
+   pods are still the planned ones, and the PodDisruptionBudgets of their namespaces (listed fresh, not from the
+   watch cache; one attempt, an API error skips the node until a later cycle plans it again) let the drain start
+   by ``rescheduler.pdb_rule`` (:func:`rescheduler.plan.safety.pdb_refusals`). A budget whose status is absent
+   or stale is judged by the status computed from the watched pods, as the plan judged it
    (:mod:`shared.disruption`). A refusal skips the node untouched.
-2. **Mark** the node so evicted pods do not come back: a ``PreferNoSchedule`` taint ``<drain_taint_key>=
-   spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state: draining``. The mark
-   names spotshift, so a restarted rescheduler or the next leader finds what it left
-   (:mod:`rescheduler.cluster.marks`) and never touches a cordon or taint set by someone else.
+2. :attr:`Phase.MARKING` — the mark, so evicted pods do not come back: a ``PreferNoSchedule`` taint
+   ``<drain_taint_key>=spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state:
+   draining``. The mark names spotshift, so a restarted rescheduler or the next leader finds what it left
+   (:mod:`rescheduler.cluster.marks`) and never touches a cordon or taint set by someone else. Nothing is
+   evicted before it is written. A write that meets an API error is tried again (see the node writes below)
+   until ``pod_eviction_timeout`` after the start; then, or on a definite refusal, the drain fails
+   (``mark-failed``) and rolls back.
 3. :attr:`Phase.JOBS` — with ``disruption.jobs: wait``, the node's running Job pods finish first (Succeeded,
    Failed or gone) within ``disruption.job_timeout``; the mark keeps new pods off meanwhile, and other drains go
    on. On timeout the drain is rolled back and the node backed off.
@@ -39,20 +45,31 @@ way, within the disruption budgets the loop enforces (:mod:`rescheduler.run`). T
    did not work (the scheduler prefers on-demand for it, or spot is full): the node is unmarked and backed off
    exponentially (``node_backoff`` × 2^(failures-1), stored in node annotations), so the rescheduler never
    loops evicting the same pods.
-8. **Finish**: the emptied node keeps its mark as ``drained`` for the autoscaler (``keep_drained_tainted``), or
-   is made schedulable again.
+8. :attr:`Phase.FINISHING` — the emptied node keeps its mark as ``drained`` for the autoscaler
+   (``keep_drained_tainted``), or is made schedulable again; tried until ``pod_eviction_timeout`` after the
+   replacements were Ready, after which the drain has succeeded all the same and
+   :class:`~rescheduler.cluster.marks.MarkReconciler` finishes the node.
 
-Any failure after the mark unmarks the node (rollback). A shutdown (SIGTERM) or a lost lease interrupts every
-drain in flight (:meth:`Drainer.interrupt`): no further eviction, the mark removed; pods already evicted are
-replaced by their controllers. Every API call of a step rides out transient errors (an API server or etcd
-restarting) within ``pod_eviction_timeout``; a mark that still cannot be removed is put right by a later cycle
-(:class:`~rescheduler.cluster.marks.MarkReconciler`).
+:attr:`Phase.ROLLING_BACK` — any failure after the start (the mark's too: a write that got no answer may have
+landed) removes the mark, and, when the failure calls for a backoff, records it in the same write. The rollback
+has no deadline: the drain stays in flight (it counts against the disruption budgets, and the pods it had yet to
+evict keep their PodDisruptionBudgets claimed) until its mark is gone. A definite refusal ends it, the mark left
+to :class:`~rescheduler.cluster.marks.MarkReconciler`; a backoff that could not be written is kept in memory.
+
+The node writes (mark, finish, rollback) are tried once per advance: an attempt that gets no answer, a 5xx, a
+429 or a conflict is tried again after a backoff (:data:`WRITE_BACKOFF` doubling to :data:`WRITE_MAX_BACKOFF`;
+a longer ``Retry-After`` up to that). An API server or etcd restarting thus delays the drains whose calls meet
+it, each by its own backoff, and no other drain.
+
+A shutdown (SIGTERM) or a lost lease interrupts every drain in flight (:meth:`Drainer.interrupt`): no further
+eviction, and the drain rolls back like a failed one (pods already evicted are replaced by their controllers).
+On the way out :meth:`Drainer.end_rollback` rides out API errors for a bounded time instead, and a mark it
+could not remove is left to the next leader's :class:`~rescheduler.cluster.marks.MarkReconciler`.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import threading
 import time
@@ -73,7 +90,7 @@ from rescheduler.cluster.events import (
     Ref,
 )
 from rescheduler.cluster.evictor import EvictionResult, EvictionTry, Evictor
-from rescheduler.cluster.marks import NodeMarker, iso
+from rescheduler.cluster.marks import ONE_ATTEMPT, NodeMarker, iso
 from rescheduler.cluster.state import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
@@ -84,7 +101,7 @@ from shared.classes import node_class
 from shared.config import JOBS_WAIT, Config
 from shared.disruption import with_computed_status
 from shared.eviction import USES, budget_use
-from shared.kube.api import ApiError, Kube, NotFound, Retry, pod_path
+from shared.kube.api import ApiError, Conflict, Kube, NotFound, Retry, is_transient, pod_path
 from shared.model import PDB, PREFER_NO_SCHEDULE, Pod
 from shared.movable import is_job_pod, movability
 from shared.placeholders import is_placeholder
@@ -92,6 +109,8 @@ from shared.placeholders import is_placeholder
 __all__ = [
     "DrainOutcome",
     "Phase",
+    "NodeWrite",
+    "Rollback",
     "Drain",
     "DrainResult",
     "Drainer",
@@ -99,6 +118,8 @@ __all__ = [
     "movable_pods",
     "TERMINATION_HEADROOM",
     "FREE_AGAIN",
+    "WRITE_BACKOFF",
+    "WRITE_MAX_BACKOFF",
 ]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.drain")
@@ -108,6 +129,12 @@ TERMINATION_HEADROOM = 30.0
 
 FREE_AGAIN = 1.0
 """Seconds after which :attr:`Phase.FREEING` asks again for the placeholders still in the way to be deleted."""
+
+WRITE_BACKOFF = 0.5
+"""Seconds before a node write (mark, finish, rollback) that met an API error is tried again, doubled each time."""
+
+WRITE_MAX_BACKOFF = 5.0
+"""The longest wait between two attempts at a node write: a returning API server is noticed this soon."""
 
 FreeRoom = Callable[[str, Sequence[Pod]], None]
 """``(node, placeholders)``: delete the placeholders in the way of ``node``'s drain, and the node's own request
@@ -122,13 +149,23 @@ class DrainOutcome:
 
 
 class Phase(enum.Enum):
-    """Where a drain in flight is (the node carries the mark in every phase)."""
+    """Where a drain in flight is (the node carries the mark from :attr:`JOBS` to :attr:`FINISHING`)."""
 
+    MARKING = "marking"
     JOBS = "waiting-for-jobs"
     FREEING = "freeing-room"
     EVICTING = "evicting"
     TERMINATING = "terminating"
     REPLACING = "replacing"
+    FINISHING = "finishing"
+    ROLLING_BACK = "rolling-back"
+
+
+WRITES = frozenset({Phase.MARKING, Phase.FINISHING, Phase.ROLLING_BACK})
+"""The phases that write the node, one attempt per advance (:class:`NodeWrite`)."""
+
+BEFORE_EVICTING = frozenset({Phase.MARKING, Phase.JOBS, Phase.FREEING})
+"""The phases in which no eviction is queued yet: every pod of the drain is still to be evicted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +182,29 @@ class DrainResult:
     @property
     def started(self) -> bool:
         return self.outcome in (DrainOutcome.SUCCEEDED, DrainOutcome.FAILED)
+
+
+@dataclass(slots=True)
+class NodeWrite:
+    """The node write of a drain's phase (:data:`WRITES`) across its attempts: when to try next, until when
+    (``None``: no deadline, a rollback), and the last error."""
+
+    deadline: float | None
+    next_at: float = 0.0
+    delay: float = WRITE_BACKOFF
+    attempts: int = 0
+    last: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    """Why a drain is rolling back, and what its result says: the label, the message, whether the node backs off,
+    and the phase it failed in (what it had yet to evict)."""
+
+    label: DrainLabel
+    message: str
+    failed_in: Phase
+    back_off: bool = False
 
 
 @dataclass(slots=True)
@@ -168,11 +228,18 @@ class Drain:
     """Owner UID → UIDs of its pods when the evictions began: those are not replacements."""
     need: dict[str, int] = field(default_factory=dict)
     """Owner UID → how many replacements the drain waits for."""
+    placed: tuple[tuple[str, str], ...] = ()
+    """``(pod key, node)`` of each replacement seen Running and Ready (:attr:`Phase.REPLACING`)."""
+    write: NodeWrite = field(default_factory=lambda: NodeWrite(None))
+    """The node write of :attr:`Phase.MARKING`, :attr:`Phase.FINISHING` or :attr:`Phase.ROLLING_BACK`."""
+    rollback: Rollback | None = None
 
     @property
     def to_evict(self) -> tuple[Pod, ...]:
-        """The pods not yet evicted (all of them before :attr:`Phase.EVICTING`)."""
-        if self.phase in (Phase.JOBS, Phase.FREEING):
+        """The pods not yet evicted (all of them before :attr:`Phase.EVICTING`); a drain rolling back keeps those
+        it had left when it failed, so the budgets they use stay claimed until its mark is gone."""
+        phase = self.rollback.failed_in if self.rollback is not None else self.phase
+        if phase in BEFORE_EVICTING:
             return self.pods
         return tuple(t.pod for t in self.tries)
 
@@ -191,8 +258,9 @@ def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tu
 
 class Drainer:
     """Starts, advances and ends drains (see the module docstring). ``should_abort`` is shutdown or lost
-    leadership; ``clock`` (monotonic seconds) times the phases, ``wall`` (Unix seconds) stamps the marks;
-    ``free_room`` deletes the placeholders in a drain's way (``None``: deleted here, no request ended)."""
+    leadership; ``clock`` (monotonic seconds) times the phases and paces the node writes, ``wall`` (Unix seconds)
+    stamps the marks; ``free_room`` deletes the placeholders in a drain's way (``None``: deleted here, no request
+    ended)."""
 
     def __init__(
         self,
@@ -218,7 +286,8 @@ class Drainer:
         self.evictor = evictor
         self.events = events
         self.metrics = metrics
-        self.marker = marker
+        self.marker = marker.with_retry(ONE_ATTEMPT)
+        """Every node write is tried once per advance: the phase schedules the next attempt."""
         self.dry_run = dry_run
         self.should_abort = should_abort
         self.stop = stop
@@ -256,14 +325,12 @@ class Drainer:
         return pods, None
 
     def _live_budgets(self, pods: Sequence[Pod]) -> list[PDB]:
-        """The budgets of the pods' namespaces as the API server has them now (a stale status computed)."""
-        retry = Retry(self.config.rescheduler.pod_eviction_timeout, wait=self.stop.wait)
-        stop = self.should_abort
-        api_version = f"policy/{retry.call(self.kube.pdb_version, stop=stop)}"
+        """The budgets of the pods' namespaces as the API server has them now (a stale status computed): one
+        attempt, so a node whose budgets cannot be read now is skipped, not waited for."""
+        api_version = f"policy/{self.kube.pdb_version()}"
         live: list[PDB] = []
         for ns in sorted({p.namespace for p in pods}):
-            path = self.kube.pdb_path(ns)
-            items = retry.call(functools.partial(self.kube.get, path), stop=stop).get("items") or []
+            items = self.kube.get(self.kube.pdb_path(ns)).get("items") or []
             live.extend(PDB.from_api({"apiVersion": api_version, **i}) for i in items)
         if not all(b.status_current for b in live):
             namespaces = {b.namespace for b in live}
@@ -287,36 +354,95 @@ class Drainer:
     def start(
         self, node_name: str, planned: Sequence[str], targets: dict[str, str] | None = None
     ) -> Drain | DrainResult:
-        """Re-check and mark ``node_name``, whose movable pods the plan moves (``planned`` keys; ``targets``: key →
-        spot node). Returns the drain in flight, or the result when it did not start (skipped, dry-run, the mark
-        failed)."""
+        """Re-check ``node_name``, whose movable pods the plan moves (``planned`` keys; ``targets``: key → spot
+        node), and make the first attempt at its mark. Returns the drain in flight (marked, its mark to be tried
+        again, or rolling back a mark refused), or the result when it did not start (skipped, dry-run)."""
         pods, skipped = self.precheck(node_name, planned)
         if skipped is not None:
             return skipped
         node = self.state.node(node_name)
         assert node is not None
-        ref = Ref.node(node_name, node.uid)
-        moves = ", ".join(f"{p.key}→{(targets or {}).get(p.key, 'spot')}" for p in pods)
         if self.dry_run:
+            moves = ", ".join(f"{p.key}→{(targets or {}).get(p.key, 'spot')}" for p in pods)
             return self._dry_run(node_name, pods, moves)
+        ref = Ref.node(node_name, node.uid)
+        drain = Drain(node_name, ref, tuple(pods), dict(targets or {}), Phase.MARKING, self.clock())
+        self._enter(drain, Phase.MARKING)
+        step = self._step_mark(drain)
+        if isinstance(step, Phase):
+            self._enter(drain, step)
+        return drain
+
+    # ---- phases ---------------------------------------------------------------------------------------------
+
+    def advance(self, drain: Drain) -> DrainResult | None:
+        """Do what can be done now for ``drain``, without waiting: the result once it is over, else ``None``."""
+        while True:
+            step = self._STEPS[drain.phase](self, drain)
+            if not isinstance(step, Phase):
+                return step
+            self._enter(drain, step)
+
+    def _enter(self, drain: Drain, phase: Phase | None) -> None:
+        """Enter ``phase``, and the next one when its entry says so (nothing to wait for there)."""
+        while phase is not None:
+            drain.phase, drain.since = phase, self.clock()
+            log.info("drain of node %s: %s", drain.node, phase.value, extra=fields(node=drain.node, phase=phase.value))
+            entry = self._ENTRIES.get(phase)
+            phase = entry(self, drain) if entry is not None else None
+
+    def _enter_write(self, drain: Drain) -> None:
+        """A node write begins: tried at once, until ``pod_eviction_timeout`` from now (a rollback: no limit)."""
+        timeout = self.config.rescheduler.pod_eviction_timeout
+        deadline = None if drain.phase is Phase.ROLLING_BACK else self.clock() + timeout
+        drain.write = NodeWrite(deadline)
+
+    def _try_write(self, drain: Drain, write: Callable[[], object]) -> bool | None:
+        """One attempt at the node write of ``drain``'s phase, if it is due: ``True`` written, ``None`` to be tried
+        again (an API error that may pass, before the deadline), ``False`` given up (``drain.write.last`` says why)."""
+        w = drain.write
+        now = self.clock()
+        if now < w.next_at:
+            return None
+        self.heartbeat()
+        w.attempts += 1
         try:
-            self.marker.mark(node_name, self.wall())
+            write()
         except ApiError as e:
-            return self._failed(node_name, ref, DrainLabel.MARK_FAILED, f"could not mark the node: {e}", ())
+            w.last = str(e)
+            if not (is_transient(e) or isinstance(e, Conflict)) or (w.deadline is not None and now >= w.deadline):
+                return False
+            wait = min(max(w.delay, e.retry_after or 0.0), WRITE_MAX_BACKOFF)
+            w.next_at, w.delay = now + wait, min(w.delay * 2, WRITE_MAX_BACKOFF)
+            log.warning(
+                "drain of node %s: %s: attempt %d failed, tried again in %.1fs: %s",
+                drain.node,
+                drain.phase.value,
+                w.attempts,
+                wait,
+                e,
+                extra=fields(node=drain.node, phase=drain.phase.value, attempts=w.attempts, retry_in=wait),
+            )
+            return None
+        return True
+
+    def _step_mark(self, drain: Drain) -> Phase | None:
+        done = self._try_write(drain, lambda: self.marker.mark(drain.node, self.wall()))
+        if done is None:
+            return None
+        if not done:
+            return self._fail(drain, DrainLabel.MARK_FAILED, f"could not mark the node: {drain.write.last}")
         self.metrics.drains_started.inc()
         log.info(
             "draining node %s: %d pods to spot",
-            node_name,
-            len(pods),
-            extra=fields(node=node_name, pods=[p.key for p in pods]),
+            drain.node,
+            len(drain.pods),
+            extra=fields(node=drain.node, pods=[p.key for p in drain.pods], attempts=drain.write.attempts),
         )
-        self.events.record(ref, NORMAL, DRAIN_STARTED, f"Moving {len(pods)} pods to spot nodes: {moves}"[:1000])
-        drain = Drain(node_name, ref, tuple(pods), dict(targets or {}), Phase.EVICTING, self.clock())
-        if self.config.disruption.jobs == JOBS_WAIT:
-            self._wait_for_jobs(drain)
-        if drain.phase is Phase.EVICTING:
-            self._free_room(drain)
-        return drain
+        moves = ", ".join(f"{p.key}→{drain.targets.get(p.key, 'spot')}" for p in drain.pods)
+        text = f"Moving {len(drain.pods)} pods to spot nodes: {moves}"
+        self.events.record(drain.ref, NORMAL, DRAIN_STARTED, text[:1000])
+        return Phase.JOBS if self.config.disruption.jobs == JOBS_WAIT else Phase.FREEING
 
     def _dry_run(self, node_name: str, pods: Sequence[Pod], moves: str) -> DrainResult:
         how = "cordon" if self.marker.mode == "cordon" else f"taint {self.marker.taint_key}:{PREFER_NO_SCHEDULE}"
@@ -331,12 +457,12 @@ class Drainer:
             self.evictor.evict(p, why=f"dry-run: would move from on-demand node {node_name} to spot")
         return DrainResult(node_name, DrainOutcome.DRY_RUN, message=moves)
 
-    def _wait_for_jobs(self, drain: Drain) -> None:
-        """Enter :attr:`Phase.JOBS` when the node runs Job pods (``disruption.jobs: wait``), with an Event."""
+    def _enter_jobs(self, drain: Drain) -> Phase | None:
+        """Wait for the node's running Job pods (``disruption.jobs: wait``), with an Event; none: free the room."""
         jobs = [p for p in self.state.pods_on(drain.node) if is_job_pod(p) and not p.terminal]
         if not jobs:
-            return
-        drain.phase, drain.jobs = Phase.JOBS, tuple(jobs)
+            return Phase.FREEING
+        drain.jobs = tuple(jobs)
         timeout = self.config.disruption.job_timeout
         names = ", ".join(p.key for p in jobs[:5])
         text = f"Waiting up to {timeout:.0f}s for {len(jobs)} Job pod(s) to finish before moving the rest: {names}"
@@ -347,6 +473,25 @@ class Drainer:
             len(jobs),
             extra=fields(node=drain.node, pods=[p.key for p in jobs], timeout=timeout),
         )
+        return None
+
+    def _step_jobs(self, drain: Drain) -> Phase | None:
+        left = self._running_jobs(drain)
+        if not left:
+            return Phase.FREEING
+        timeout = self.config.disruption.job_timeout
+        if self.clock() - drain.since < timeout:
+            return None
+        msg = f"Job pods still running {timeout:.0f}s later: {', '.join(left[:5])}"
+        return self._fail(drain, DrainLabel.JOB_TIMEOUT, msg, back_off=True)
+
+    def _running_jobs(self, drain: Drain) -> list[str]:
+        with self.state.cond:
+            return [
+                p.key
+                for p in drain.jobs
+                if (now := self.state.pods.get(p.key)) is not None and now.uid == p.uid and not now.terminal
+            ]
 
     # ---- the room --------------------------------------------------------------------------------------------
 
@@ -357,15 +502,13 @@ class Drainer:
             placeholders = [p for p in self.state.pods.values() if is_placeholder(p, home)]
         return in_the_way(drain.node, drain.targets.values(), placeholders)
 
-    def _free_room(self, drain: Drain) -> None:
+    def _enter_freeing(self, drain: Drain) -> Phase | None:
         """Before the first eviction: delete what is in the way (and the node's own request, whatever the watch
-        shows of it), then :attr:`Phase.FREEING` until it is gone, or the evictions at once if nothing is."""
+        shows of it), then wait until it is gone, or go to the evictions at once if nothing is."""
         left = self.in_the_way(drain)
         self.free_room(drain.node, left)
         if not left:
-            self._begin_evictions(drain)
-            return
-        drain.phase, drain.since = Phase.FREEING, self.clock()
+            return Phase.EVICTING
         drain.freed_at = drain.since
         log.info(
             "node %s: waiting for %d placeholder pod(s) to be gone before the first eviction",
@@ -373,6 +516,7 @@ class Drainer:
             len(left),
             extra=fields(node=drain.node, pods=[p.key for p in left][:20]),
         )
+        return None
 
     def _delete_placeholders(self, node: str, placeholders: Sequence[Pod]) -> None:
         """The default ``free_room``: delete the placeholders at once (already gone is fine)."""
@@ -385,26 +529,24 @@ class Drainer:
             except ApiError as e:  # asked again after FREE_AGAIN while the drain waits
                 log.warning("could not delete placeholder %s: %s", p.key, e, extra=fields(node=node, pod=p.key))
 
-    def _step_freeing(self, drain: Drain) -> DrainResult | None:
+    def _step_freeing(self, drain: Drain) -> Phase | None:
         left = self.in_the_way(drain)
         if not left:
-            self._begin_evictions(drain)
-            return None
+            return Phase.EVICTING
         now = self.clock()
         timeout = self.config.rescheduler.pod_eviction_timeout
         if now - drain.since >= timeout:
             names = ", ".join(p.key for p in left[:5])
             msg = f"{len(left)} placeholder pod(s) still hold or could take the spot room {timeout:.0f}s later: {names}"
-            return self._failed(drain.node, drain.ref, DrainLabel.ROOM_NOT_FREED, msg, (), back_off=True)
+            return self._fail(drain, DrainLabel.ROOM_NOT_FREED, msg, back_off=True)
         if now - drain.freed_at >= FREE_AGAIN:
             drain.freed_at = now
             self.free_room(drain.node, left)
         return None
 
     def _begin_evictions(self, drain: Drain) -> None:
-        """Enter :attr:`Phase.EVICTING`: note who will replace whom (the pods of each owner that exist now are not
-        replacements) and queue every pod's eviction."""
-        drain.phase, drain.since = Phase.EVICTING, self.clock()
+        """Entering :attr:`Phase.EVICTING`: note who will replace whom (the pods of each owner that exist now are
+        not replacements) and queue every pod's eviction."""
         for p in drain.pods:
             ctrl = p.controller
             if ctrl is None or not ctrl.uid:
@@ -415,36 +557,9 @@ class Drainer:
         why = f"moving from on-demand node {drain.node} to spot"
         drain.tries = [self.evictor.begin(p, why=why) for p in drain.pods]
 
-    # ---- advance ----------------------------------------------------------------------------------------------
+    # ---- evictions and replacements ----------------------------------------------------------------------------
 
-    def advance(self, drain: Drain) -> DrainResult | None:
-        """Do what can be done now for ``drain``, without waiting: the result once it is over, else ``None``."""
-        while True:
-            phase = drain.phase
-            result = self._STEPS[phase](self, drain)
-            if result is not None or drain.phase is phase:
-                return result
-
-    def _step_jobs(self, drain: Drain) -> DrainResult | None:
-        left = self._running_jobs(drain)
-        if not left:
-            self._free_room(drain)
-            return None
-        timeout = self.config.disruption.job_timeout
-        if self.clock() - drain.since < timeout:
-            return None
-        msg = f"Job pods still running {timeout:.0f}s later: {', '.join(left[:5])}"
-        return self._failed(drain.node, drain.ref, DrainLabel.JOB_TIMEOUT, msg, (), back_off=True)
-
-    def _running_jobs(self, drain: Drain) -> list[str]:
-        with self.state.cond:
-            return [
-                p.key
-                for p in drain.jobs
-                if (now := self.state.pods.get(p.key)) is not None and now.uid == p.uid and not now.terminal
-            ]
-
-    def _step_evict(self, drain: Drain) -> DrainResult | None:
+    def _step_evict(self, drain: Drain) -> Phase | None:
         now = self.clock()
         for t in list(drain.tries):
             if now < t.next_at and not (t.attempts and self._budget_allows(t.pod)):
@@ -462,16 +577,13 @@ class Drainer:
                     if result.result is EvictionResult.REFUSED
                     else DrainLabel.EVICTION_FAILED
                 )
-                msg = f"eviction of {t.pod.key}: {result.message}"
-                return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True)
+                return self._fail(drain, label, f"eviction of {t.pod.key}: {result.message}", back_off=True)
             drain.evicted.append(t.pod)
             # Progress: the pods still refused by their budgets get pod_eviction_timeout from now, so the drain fails
             # only when that long passes with no eviction of the node going through.
             for other in drain.tries:
                 other.deadline = max(other.deadline, self.clock() + self.evictor.timeout)
-        if not drain.tries:
-            drain.phase, drain.since = Phase.TERMINATING, self.clock()
-        return None
+        return None if drain.tries else Phase.TERMINATING
 
     def _budget_allows(self, pod: Pod) -> bool:
         """Whether the watched budget that refused ``pod``'s eviction allows a disruption again: then the next
@@ -480,17 +592,16 @@ class Drainer:
             budgets = [b for b in self.state.pdbs.values() if b.namespace == pod.namespace and b.selects(pod)]
         return len(budgets) == 1 and budget_use(pod, budgets[0]) is USES and budgets[0].disruptions_allowed >= 1
 
-    def _step_terminating(self, drain: Drain) -> DrainResult | None:
+    def _step_terminating(self, drain: Drain) -> Phase | None:
         with self.state.cond:
             left = [p.key for p in drain.evicted if (q := self.state.pods.get(p.key)) is not None and q.uid == p.uid]
         if not left:
-            drain.phase, drain.since = Phase.REPLACING, self.clock()
-            return None
+            return Phase.REPLACING
         limit = self.config.rescheduler.max_graceful_termination + TERMINATION_HEADROOM
         if self.clock() - drain.since < limit:
             return None
         msg = f"pods still present {limit:.0f}s after eviction: {', '.join(left[:5])}"
-        return self._failed(drain.node, drain.ref, DrainLabel.TERMINATION_TIMEOUT, msg, drain.evicted, back_off=True)
+        return self._fail(drain, DrainLabel.TERMINATION_TIMEOUT, msg, back_off=True)
 
     def replacements(self, drain: Drain) -> list[Pod]:
         """The new pods of the evicted pods' owners, bound to a node, Running and Ready ones first."""
@@ -506,53 +617,46 @@ class Drainer:
                 out.extend(fresh[:count])
         return out
 
-    def _step_replacing(self, drain: Drain) -> DrainResult | None:
+    def _step_replacing(self, drain: Drain) -> Phase | None:
         got = self.replacements(drain)
         wanted = sum(drain.need.values())
         ready = sum(1 for q in got if q.phase == "Running" and q.ready)
-        placed = tuple((q.key, q.node_name) for q in got)
+        drain.placed = tuple((q.key, q.node_name) for q in got)
         if len(got) >= wanted and ready == len(got):
-            return self._judge(drain, placed)
+            return self._judge(drain)
         timeout = self.config.rescheduler.replacement_timeout
         if self.clock() - drain.since < timeout:
             return None
         msg = f"{ready} of {wanted} replacements Running and Ready after {timeout:.0f}s"
-        label = DrainLabel.REPLACEMENT_TIMEOUT
-        return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True, placed=placed)
+        return self._fail(drain, DrainLabel.REPLACEMENT_TIMEOUT, msg, back_off=True)
 
-    def _judge(self, drain: Drain, placed: tuple[tuple[str, str], ...]) -> DrainResult:
+    def _judge(self, drain: Drain) -> Phase:
         """Every replacement is Running and Ready: the drain worked if they all run on spot."""
         on_demand = []
-        for key, where in placed:
+        for key, where in drain.placed:
             target = self.state.node(where)
             if target is None or node_class(target, self.config.node_classes) != "spot":
                 on_demand.append(f"{key} on {where}")
         if on_demand:
             msg = f"replacements landed on non-spot nodes: {', '.join(on_demand[:5])}"
-            label = DrainLabel.REPLACED_ON_DEMAND
-            return self._failed(drain.node, drain.ref, label, msg, drain.evicted, back_off=True, placed=placed)
-        return self._finish(drain, placed)
+            return self._fail(drain, DrainLabel.REPLACED_ON_DEMAND, msg, back_off=True)
+        return Phase.FINISHING
 
-    _STEPS: ClassVar[dict[Phase, Callable[[Drainer, Drain], DrainResult | None]]] = {
-        Phase.JOBS: _step_jobs,
-        Phase.FREEING: _step_freeing,
-        Phase.EVICTING: _step_evict,
-        Phase.TERMINATING: _step_terminating,
-        Phase.REPLACING: _step_replacing,
-    }
+    # ---- the end ------------------------------------------------------------------------------------------------
 
-    # ---- end ----------------------------------------------------------------------------------------------------
-
-    def _finish(self, drain: Drain, placed: tuple[tuple[str, str], ...]) -> DrainResult:
+    def _step_finish(self, drain: Drain) -> DrainResult | None:
         node_name = drain.node
-        try:
-            if self.config.rescheduler.keep_drained_tainted:
-                self.marker.mark_drained(node_name)
-            else:
-                self.marker.unmark(node_name)
-        except ApiError as e:
-            log.warning("could not update node %s after its drain: %s", node_name, e, extra=fields(node=node_name))
+        if self.config.rescheduler.keep_drained_tainted:
+            done = self._try_write(drain, lambda: self.marker.mark_drained(node_name))
+        else:
+            done = self._try_write(drain, lambda: self.marker.unmark(node_name))
+        if done is None:
+            return None
+        if not done:  # the pods moved all the same; the reconciler finishes the node
+            why = drain.write.last
+            log.warning("could not update node %s after its drain: %s", node_name, why, extra=fields(node=node_name))
         self.metrics.drains_succeeded.inc()
+        placed = drain.placed
         msg = f"{len(drain.evicted)} pods moved to spot: " + ", ".join(f"{k}→{n}" for k, n in placed)
         self.events.record(drain.ref, NORMAL, DRAIN_SUCCEEDED, msg[:1000])
         log.info(
@@ -563,33 +667,105 @@ class Drainer:
         evicted = tuple(p.key for p in drain.evicted)
         return DrainResult(node_name, DrainOutcome.SUCCEEDED, message=msg, evicted=evicted, replacements=placed)
 
-    def interrupt(self, drain: Drain) -> DrainResult:
-        """Stop ``drain`` now (shutdown or lost leadership): no further eviction, the mark removed."""
-        evicted = drain.evicted
-        msg = f"stopped (shutdown or lost leadership) after {len(evicted)} evictions; the node's mark is removed"
-        try:
-            self.marker.unmark(drain.node)
-        except ApiError as e:
-            msg += f" (could not remove the mark: {e})"
-        self.metrics.drains_failed.labels(DrainLabel.INTERRUPTED.value).inc()
-        self.events.record(drain.ref, WARNING, DRAIN_ABORTED, msg)
+    def _fail(self, drain: Drain, label: DrainLabel, message: str, *, back_off: bool = False) -> Phase:
+        """The drain failed: no further eviction, its mark (and, with ``back_off``, the node's rest) to be written."""
+        drain.rollback = Rollback(label, message, drain.phase, back_off)
+        return Phase.ROLLING_BACK
+
+    def interrupt(self, drain: Drain) -> DrainResult | None:
+        """Stop ``drain`` (shutdown or lost leadership): no further eviction, and its rollback's first attempt now
+        (a drain already rolling back keeps its own). The result once the mark is removed; else ``None``, and the
+        rollback goes on at each :meth:`advance`."""
+        if drain.phase is not Phase.ROLLING_BACK:
+            n = len(drain.evicted)
+            msg = f"stopped (shutdown or lost leadership) after {n} evictions; the node's mark is removed"
+            self._enter(drain, self._fail(drain, DrainLabel.INTERRUPTED, msg))
+        return self.advance(drain)
+
+    def end_rollback(self, drain: Drain, within: float) -> DrainResult:
+        """On the way out: interrupt ``drain`` and end its rollback here, riding out API errors for at most
+        ``within`` seconds (waiting, unlike :meth:`advance`); a mark still there is left to the reconciler."""
+        result = self.interrupt(drain)
+        if result is not None:
+            return result
+        drain.write = NodeWrite(deadline=self.clock())  # one more attempt, then the result whatever it is
+        result = self._roll_back(drain, self.marker.with_retry(Retry(max(0.0, within))))
+        assert result is not None
+        return result
+
+    def _step_roll_back(self, drain: Drain) -> DrainResult | None:
+        return self._roll_back(drain, self.marker)
+
+    def _roll_back(self, drain: Drain, marker: NodeMarker) -> DrainResult | None:
+        """One attempt at removing the mark (and writing the node's rest): the result once done or refused."""
+        rollback = drain.rollback
+        assert rollback is not None
+        rest: tuple[float, int] | None = None
+
+        def write() -> None:
+            nonlocal rest
+            if rollback.back_off:
+                rest = marker.roll_back(drain.node, self.wall(), self.config.rescheduler.node_backoff)
+            else:
+                marker.unmark(drain.node)
+
+        done = self._try_write(drain, write)
+        if done is None:
+            return None
+        note = "" if done else f" (could not remove the mark: {drain.write.last})"
+        if rollback.back_off:
+            note += self._rest(drain, rest, rollback.label.value)
+        return self._rolled_back(drain, rollback, note)
+
+    def _rolled_back(self, drain: Drain, rollback: Rollback, note: str) -> DrainResult:
+        """The failed drain's result, with its metric, Event and log line."""
+        label, message = rollback.label, rollback.message + note
+        self.metrics.drains_failed.labels(label.value).inc()
+        if label is DrainLabel.INTERRUPTED:
+            self.events.record(drain.ref, WARNING, DRAIN_ABORTED, message)
+            what = f"drain of node {drain.node} interrupted: {message}"
+        else:
+            self.events.record(drain.ref, WARNING, DRAIN_FAILED, f"{label.value}: {message}"[:1000])
+            what = f"drain of node {drain.node} failed: {label.value}: {message}"
         log.warning(
-            "drain of node %s interrupted: %s",
-            drain.node,
-            msg,
-            extra=fields(node=drain.node, reason=DrainLabel.INTERRUPTED.value),
+            "%s",
+            what,
+            extra=fields(node=drain.node, reason=label.value, evicted=[p.key for p in drain.evicted]),
         )
-        return DrainResult(
-            drain.node, DrainOutcome.FAILED, DrainLabel.INTERRUPTED.value, msg, tuple(p.key for p in evicted)
-        )
+        evicted = tuple(p.key for p in drain.evicted)
+        return DrainResult(drain.node, DrainOutcome.FAILED, label.value, message, evicted, replacements=drain.placed)
+
+    _STEPS: ClassVar[dict[Phase, Callable[[Drainer, Drain], Phase | DrainResult | None]]] = {
+        Phase.MARKING: _step_mark,
+        Phase.JOBS: _step_jobs,
+        Phase.FREEING: _step_freeing,
+        Phase.EVICTING: _step_evict,
+        Phase.TERMINATING: _step_terminating,
+        Phase.REPLACING: _step_replacing,
+        Phase.FINISHING: _step_finish,
+        Phase.ROLLING_BACK: _step_roll_back,
+    }
+    """Each phase's step: the next phase, the result, or ``None`` (nothing more to do now)."""
+
+    _ENTRIES: ClassVar[dict[Phase, Callable[[Drainer, Drain], Phase | None]]] = {
+        Phase.MARKING: _enter_write,
+        Phase.JOBS: _enter_jobs,
+        Phase.FREEING: _enter_freeing,
+        Phase.EVICTING: _begin_evictions,
+        Phase.FINISHING: _enter_write,
+        Phase.ROLLING_BACK: _enter_write,
+    }
+    """What entering a phase does first; a phase returned is entered at once (nothing to wait for)."""
+
+    # ---- one drain to its end, and backoff -------------------------------------------------------------------------
 
     def drain(self, node_name: str, planned: Sequence[str], targets: dict[str, str] | None = None) -> DrainResult:
         """:meth:`start` and :meth:`advance` until the drain is over, waiting for the watch between steps: one
-        node's whole drain in one call (``spot-rescheduler run --once`` and the tests)."""
+        node's whole drain in one call (the tests)."""
         drain = self.start(node_name, planned, targets)
         while isinstance(drain, Drain):
             if self.should_abort():
-                return self.interrupt(drain)
+                return self.end_rollback(drain, self.evictor.timeout)
             self.heartbeat()
             result = self.advance(drain)
             if result is not None:
@@ -601,55 +777,41 @@ class Drainer:
         """Seconds until ``drain`` has something to do that no watch event announces (at most one)."""
         if drain.phase is Phase.EVICTING and drain.tries:
             return min(1.0, max(0.0, min(t.next_at for t in drain.tries) - self.clock()))
+        if drain.phase in WRITES:
+            return min(1.0, max(0.0, drain.write.next_at - self.clock()))
         return 1.0
 
     def back_off(self, node_name: str, reason: str, ref: Ref | None = None) -> tuple[float, str]:
-        """Leave the node alone for ``node_backoff`` × 2^(failures-1), recorded on the node (in memory when it
-        cannot be written), with an Event naming ``reason``. Returns the Unix time until which the node rests,
-        and a note for the message (``""``, or that the backoff is kept in memory only)."""
-        base = self.config.rescheduler.node_backoff
-        now = self.wall()
-        note = ""
+        """Leave the node alone for ``node_backoff`` × 2^(failures-1), recorded on the node (one attempt; in memory
+        when it cannot be written), with an Event naming ``reason``. Returns the Unix time until which the node
+        rests, and a note for the message (``""``, or that the backoff is kept in memory only)."""
         try:
-            until, failures = self.marker.back_off(node_name, now, base)
+            rest: tuple[float, int] | None = self.marker.back_off(
+                node_name, self.wall(), self.config.rescheduler.node_backoff
+            )
+            error = ""
         except ApiError as e:
-            until, failures = now + base, 1
-            note = f" (backoff kept in memory only: {e})"
+            rest, error = None, str(e)
+        note = self._rest_of(node_name, ref or Ref.node(node_name), rest, reason, error)
+        return self.memory_backoff[node_name], note
+
+    def _rest(self, drain: Drain, rest: tuple[float, int] | None, reason: str) -> str:
+        """A rolled-back drain's node rests: as written with the rollback, else in memory only."""
+        error = "" if rest is not None else drain.write.last or "the node is gone"
+        return self._rest_of(drain.node, drain.ref, rest, reason, error)
+
+    def _rest_of(self, node_name: str, ref: Ref, rest: tuple[float, int] | None, reason: str, error: str) -> str:
+        """Remember the node's rest (``rest`` as written, or one ``node_backoff`` when it could not be) with an
+        Event; the note for the message (``""``, or that the backoff is kept in memory only)."""
+        base, now = self.config.rescheduler.node_backoff, self.wall()
+        until, failures = rest if rest is not None else (now + base, 1)
+        note = "" if rest is not None else f" (backoff kept in memory only: {error})"
         # Also in memory: the next cycle may come before the watch shows the node's backoff annotation.
         self.memory_backoff[node_name] = max(until, self.memory_backoff.get(node_name, 0.0))
         self.events.record(
-            ref or Ref.node(node_name),
+            ref,
             WARNING,
             NODE_BACKOFF,
             f"Not draining this node again before {iso(until)} (failure {failures}): {reason}",
         )
-        return until, note
-
-    def _failed(
-        self,
-        node_name: str,
-        ref: Ref,
-        label: DrainLabel,
-        message: str,
-        evicted: Sequence[Pod],
-        *,
-        back_off: bool = False,
-        placed: tuple[tuple[str, str], ...] = (),
-    ) -> DrainResult:
-        try:
-            self.marker.unmark(node_name)
-        except ApiError as e:
-            message += f" (could not remove the mark: {e})"
-        if back_off:
-            message += self.back_off(node_name, label.value, ref)[1]
-        self.metrics.drains_failed.labels(label.value).inc()
-        self.events.record(ref, WARNING, DRAIN_FAILED, f"{label.value}: {message}"[:1000])
-        log.warning(
-            "drain of node %s failed: %s: %s",
-            node_name,
-            label.value,
-            message,
-            extra=fields(node=node_name, reason=label.value, evicted=[p.key for p in evicted]),
-        )
-        evicted_keys = tuple(p.key for p in evicted)
-        return DrainResult(node_name, DrainOutcome.FAILED, label.value, message, evicted_keys, replacements=placed)
+        return note

@@ -34,6 +34,7 @@ __all__ = [
     "DRAINING",
     "DRAINED",
     "MAX_BACKOFF",
+    "ONE_ATTEMPT",
     "NodeMarker",
     "backoff_until",
     "is_marked",
@@ -54,8 +55,10 @@ FAILURES_ANNOTATION = "spotshift.io/drain-failures"
 DRAINING, DRAINED = "draining", "drained"
 
 MAX_BACKOFF = 7 * 24 * 3600.0
-DEFAULT_RETRY = Retry(timeout=30.0)
-"""How long a mark's write rides out API errors unless told otherwise (the run loop passes its own)."""
+ONE_ATTEMPT = Retry(timeout=0.0)
+"""A mark's write tries once unless told otherwise: the run loop never waits on the API server for a node, a drain
+tries again at a later pass (:mod:`rescheduler.cluster.drain`) and :class:`MarkReconciler` at a later cycle; only
+the way out passes a bounded retry."""
 
 
 def iso(ts: float) -> str:
@@ -68,12 +71,13 @@ class NodeMarker:
 
     A merge patch that carries ``metadata.resourceVersion`` is refused with 409 if the node changed since it
     was read (the kubelet updates nodes often), so a concurrent change to the node's taints is never lost;
-    the read-modify-write is retried a few times. Transient errors (the API server or etcd restarting) are
-    retried by ``retry``: a mark that cannot be removed is a node the scheduler avoids for nothing.
+    the read-modify-write is retried a few times at once. Transient errors (the API server or etcd restarting)
+    are retried by ``retry``, by default not at all: the caller schedules the next attempt itself, so that one
+    node's write never holds up the others.
     """
 
     def __init__(
-        self, kube: Kube, *, taint_key: str, mode: str, identity: str = "", retry: Retry = DEFAULT_RETRY
+        self, kube: Kube, *, taint_key: str, mode: str, identity: str = "", retry: Retry = ONE_ATTEMPT
     ) -> None:
         self.kube = kube
         self.taint_key = taint_key
@@ -155,21 +159,9 @@ class NodeMarker:
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             nonlocal removed
-            meta = node.get("metadata") or {}
-            spec = node.get("spec") or {}
-            annotations = meta.get("annotations") or {}
-            patch: dict[str, Any] = {}
-            taints = spec.get("taints") or []
-            kept = [t for t in taints if not _is_our_taint(t, self.taint_key)]
-            if len(kept) != len(taints):
-                patch.setdefault("spec", {})["taints"] = kept
-            if annotations.get(MODE_ANNOTATION) == "cordon" and spec.get("unschedulable"):
-                patch.setdefault("spec", {})["unschedulable"] = None
-            gone = {k: None for k in (STATE_ANNOTATION, MODE_ANNOTATION, STARTED_ANNOTATION) if k in annotations}
-            if gone:
-                patch["metadata"] = {"annotations": gone}
-            removed = bool(patch)
-            return patch or None
+            patch = self._unmark_patch(node)
+            removed = patch is not None
+            return patch
 
         try:
             self._update(name, change)
@@ -177,25 +169,68 @@ class NodeMarker:
             return False
         return removed
 
+    def _unmark_patch(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        """The merge patch that removes our mark from ``node`` (``None``: it carries none)."""
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        patch: dict[str, Any] = {}
+        taints = spec.get("taints") or []
+        kept = [t for t in taints if not _is_our_taint(t, self.taint_key)]
+        if len(kept) != len(taints):
+            patch.setdefault("spec", {})["taints"] = kept
+        if annotations.get(MODE_ANNOTATION) == "cordon" and spec.get("unschedulable"):
+            patch.setdefault("spec", {})["unschedulable"] = None
+        gone = {k: None for k in (STATE_ANNOTATION, MODE_ANNOTATION, STARTED_ANNOTATION) if k in annotations}
+        if gone:
+            patch["metadata"] = {"annotations": gone}
+        return patch or None
+
     def back_off(self, name: str, now: float, base: float) -> tuple[float, int]:
         """Record one more failure and the time until which the node is left alone; returns both."""
         result: tuple[float, int] = (now, 0)
 
         def change(node: dict[str, Any]) -> dict[str, Any]:
             nonlocal result
-            annotations = (node.get("metadata") or {}).get("annotations") or {}
-            try:
-                failures = int(annotations.get(FAILURES_ANNOTATION, "0")) + 1
-            except ValueError:
-                failures = 1
-            until = now + min(base * 2 ** (failures - 1), MAX_BACKOFF)
+            patch, until, failures = _backoff_patch(node, now, base)
             result = (until, failures)
-            return {
-                "metadata": {"annotations": {BACKOFF_UNTIL_ANNOTATION: iso(until), FAILURES_ANNOTATION: str(failures)}}
-            }
+            return patch
 
         self._update(name, change)
         return result
+
+    def roll_back(self, name: str, now: float, base: float) -> tuple[float, int] | None:
+        """Remove the mark and record one more failure in one write, so the node is never seen unmarked without
+        its rest; returns ``(until, failures)``, or ``None`` when the node is gone."""
+        result: tuple[float, int] | None = None
+
+        def change(node: dict[str, Any]) -> dict[str, Any]:
+            nonlocal result
+            patch, until, failures = _backoff_patch(node, now, base)
+            result = (until, failures)
+            unmark = self._unmark_patch(node) or {}
+            patch["metadata"]["annotations"].update((unmark.get("metadata") or {}).get("annotations") or {})
+            if "spec" in unmark:
+                patch["spec"] = unmark["spec"]
+            return patch
+
+        try:
+            self._update(name, change)
+        except NotFound:
+            return None
+        return result
+
+
+def _backoff_patch(node: dict[str, Any], now: float, base: float) -> tuple[dict[str, Any], float, int]:
+    """The merge patch recording one more failed drain of ``node``, the time it rests until, and the failures."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    try:
+        failures = int(annotations.get(FAILURES_ANNOTATION, "0")) + 1
+    except ValueError:
+        failures = 1
+    until = now + min(base * 2 ** (failures - 1), MAX_BACKOFF)
+    patch = {"metadata": {"annotations": {BACKOFF_UNTIL_ANNOTATION: iso(until), FAILURES_ANNOTATION: str(failures)}}}
+    return patch, until, failures
 
 
 def _is_our_taint(taint: dict[str, Any], key: str) -> bool:
@@ -243,9 +278,10 @@ def verdict(node: Node, state: ClusterState, config: Config, pdbs: Sequence[PDB]
 class MarkReconciler:
     """Puts right every node that carries spotshift's mark but is not being drained: called every cycle.
 
-    Why every cycle and not only at start-up: a drain that fails while the API server restarts may not be
-    able to remove its mark even after its retries, and the node would then stay marked (avoided by the
-    scheduler, skipped by every later plan) for good. A node whose mark cannot be put right now is tried
+    Why every cycle and not only at start-up: a drain stopped by a lost lease, or on the way out, while the API
+    server is away leaves its mark behind (it is no longer in flight to try again), and the node would then stay
+    marked (avoided by the scheduler, skipped by every later plan) for good. Each pass makes one attempt per
+    node (the marker's retry, one attempt in the run loop). A node whose mark cannot be put right now is tried
     again in a later cycle, ``backoff`` × 2^(failures-1) seconds later at the earliest (``max_backoff`` at
     most), so an API server that is down is not hammered. ``force`` (shutdown) ignores that wait.
     """

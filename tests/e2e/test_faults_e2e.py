@@ -25,10 +25,17 @@ replicas. Once three nodes are marked ``draining`` the leader is SIGKILLed; the 
 and resumes or rolls back each drain. Checked once it is quiet (no drain in flight, nothing left to start): no
 node left ``draining``, any node still marked ``drained`` and empty, no budget below its minimum, every pod
 Running and Ready, no crash.
+
+``test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it`` is the outage
+case of the same world without a lease: one of the three drains fails and rolls back while its node's writes are
+refused by :mod:`tests.e2e.node_write_gate`, kube-apiserver is killed for 20 s in the middle of that rollback, and
+the other two must finish once it is back while the rollback still fails. The orderings are read from the gate's
+refusal times and the rescheduler's log lines, each step of the test waiting for the state it needs.
 """
 
 from __future__ import annotations
 
+import datetime
 import signal
 import threading
 import time
@@ -43,6 +50,7 @@ import requests
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.faults import Fault, inject, restore
 from tests.e2e.eviction_gate import EvictionGate
+from tests.e2e.node_write_gate import NodeWriteGate
 from tests.e2e.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
@@ -305,18 +313,10 @@ def _created(world: World, app: str, n: int) -> list[dict[str, Any]]:
     return wait_for(pods, timeout=60, what=f"{app}'s {n} pods to be created")
 
 
-def test_the_leader_killed_with_three_drains_in_flight(
-    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler]
-) -> None:
-    """Three on-demand nodes, each with one pod of a Deployment of its own whose other replica runs on the spot
-    node and whose PDB allows one disruption; ``disruption.budgets`` lets three nodes drain at once and three
-    drains start per cycle. No scheduler serves the pods, so every drain waits for its replacement with its node
-    marked. Once three nodes are marked ``draining`` at once, the leader of two replicas is SIGKILLed; the other
-    takes the lease and resumes or rolls back each drain while the test binds the replacements to spot."""
-    began = time.monotonic()
-    spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
-    ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
-    apps = tuple(f"held-{i}" for i in range(3))
+def _one_pod_on_each(world: World, spot: str, ods: list[str]) -> tuple[str, ...]:
+    """A Deployment ``held-<i>`` of two replicas per on-demand node, one replica bound there and one on ``spot``,
+    each with a budget allowing one disruption (computed); returns the Deployments' names."""
+    apps = tuple(f"held-{i}" for i in range(len(ods)))
     for app in apps:
         world.deployment(app, 2, schedulerName=f"held-{world.label}", nodeSelector={})
     for app, od in zip(apps, ods, strict=True):
@@ -328,6 +328,32 @@ def test_the_leader_killed_with_three_drains_in_flight(
         world.pdb(app, app, maxUnavailable=1)
     for app in apps:
         world.wait_pdb(app, 1)
+    return apps
+
+
+def _draining(world: World, ods: list[str]) -> list[str]:
+    """The nodes among ``ods`` marked ``draining`` with spotshift's taint."""
+    out = []
+    for od in ods:
+        node = world.node(od)
+        state = (node["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+        if state == "draining" and any(t.get("key") == TAINT_KEY for t in node["spec"].get("taints") or []):
+            out.append(od)
+    return out
+
+
+def test_the_leader_killed_with_three_drains_in_flight(
+    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler]
+) -> None:
+    """Three on-demand nodes, each with one pod of a Deployment of its own whose other replica runs on the spot
+    node and whose PDB allows one disruption; ``disruption.budgets`` lets three nodes drain at once and three
+    drains start per cycle. No scheduler serves the pods, so every drain waits for its replacement with its node
+    marked. Once three nodes are marked ``draining`` at once, the leader of two replicas is SIGKILLed; the other
+    takes the lease and resumes or rolls back each drain while the test binds the replacements to spot."""
+    began = time.monotonic()
+    spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
+    ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
+    apps = _one_pod_on_each(world, spot, ods)
 
     budgets = BudgetWatcher(control_plane, world.ns)
     budgets.start()
@@ -338,13 +364,7 @@ def test_the_leader_killed_with_three_drains_in_flight(
     killed: set[str] = set()
 
     def draining() -> list[str]:
-        out = []
-        for od in ods:
-            node = world.node(od)
-            state = (node["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
-            if state == "draining" and any(t.get("key") == TAINT_KEY for t in node["spec"].get("taints") or []):
-                out.append(od)
-        return out
+        return _draining(world, ods)
 
     try:
         wait_for(lambda: len(draining()) == 3, timeout=90, what="three drains in flight at once", interval=0.1)
@@ -402,5 +422,123 @@ def test_the_leader_killed_with_three_drains_in_flight(
     assert marks == {}, f"leftover marks: {marks}"
     assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
     assert missing == 0, f"{missing} held pods not Running and Ready"
+    assert crashes == [], crashes
+    assert with_deadline, "the rescheduler did not settle"
+
+
+def _logged(r: Rescheduler, text: str, node: str) -> list[float]:
+    """The times (Unix seconds) of ``r``'s log lines about ``node`` whose message holds ``text``, in order."""
+    return [
+        datetime.datetime.fromisoformat(line["ts"]).timestamp()
+        for line in r.lines()
+        if line.get("node") == node and text in line.get("msg", "")
+    ]
+
+
+def _emptied(world: World, od: str, apps: tuple[str, ...]) -> bool:
+    state = (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+    return state == "drained" and not _held_on(world, od, apps)
+
+
+def _refused_after(gate: NodeWriteGate, moment: float) -> Callable[[], bool]:
+    return lambda: any(t > moment for t in gate.refused)
+
+
+def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it(
+    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler], tmp_path: Path
+) -> None:
+    """Three on-demand nodes drain at once (one pod each of its own Deployment, as in the leader test), each
+    waiting for its replacement, without a lease (the drains ride the outage out). The middle node's replacement is
+    bound to a node that is not spot, so its drain fails and rolls back, and its node's writes are refused (503,
+    :mod:`tests.e2e.node_write_gate`) from before the outage until the test has seen the other two drains finish
+    after it: the rollback keeps failing across the whole scenario, and the outage (kube-apiserver killed for 20 s)
+    falls in the middle of it. The orderings, from the gate's clock and the rescheduler's log lines (the same
+    machine's time), not from sleeps: the rollback's attempts fail before, during and after the outage, one at a
+    time; once the API server is back the other two drains finish while it still fails (a refusal before each
+    finishes and one after); it ends only after them, its mark removed. Then no mark is left, no pod lost, no
+    budget broken, no crash."""
+    began = time.monotonic()
+    spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
+    ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
+    elsewhere = world.make_node("other", labels={"e2e.spotshift.io/test": world.label})["metadata"]["name"]
+    apps = _one_pod_on_each(world, spot, ods)
+    gated, others = ods[1], [ods[0], ods[2]]
+    gate = NodeWriteGate(control_plane, gated, tmp_path).start()
+    budgets = BudgetWatcher(control_plane, world.ns)
+    budgets.start()
+    binder = Binder(world, spot, (apps[0], apps[2]))
+    binder.start()
+    config = world.config(disruption={"budgets": [{"nodes": "3"}]})
+    r = launch(config, "r", "--max-nodes-per-cycle=3", "--replacement-timeout=600s", *NO_LEASE)
+    fault = Fault("kube-apiserver", "kill", 20)
+    try:
+        wait_for(
+            lambda: len(_draining(world, ods)) == 3 and not any(_held_on(world, od, apps) for od in ods),
+            timeout=90,
+            what="three drains in flight, each waiting for its replacement",
+            interval=0.2,
+        )
+        gate.refusing.set()
+        (pending,) = wait_for(
+            lambda: [p for p in world.pods(apps[1]) if not p["spec"].get("nodeName")], timeout=30, what="a pending pod"
+        )
+        _bind(world, pending["metadata"]["name"], elsewhere)
+        wait_for(lambda: bool(gate.refused), timeout=60, what=f"the rollback of {gated} to be refused")
+        killed_at = time.time()
+        restore(control_plane, fault, inject(control_plane, fault))
+        back_at = time.time()
+        wait_for(_refused_after(gate, back_at), timeout=180, what="the rollback to be refused again after the outage")
+        opened_at = time.time()
+        binder.open.set()
+        wait_for(
+            lambda: all(_emptied(world, od, apps) for od in others), timeout=240, what="the other two drains to finish"
+        )
+
+        def finished() -> list[float] | None:
+            times = [_logged(r, f"drained node {od}", od) for od in others]
+            return [t[0] for t in times] if all(times) else None
+
+        done = wait_for(finished, timeout=30, what="the other two drains' log lines")
+        wait_for(_refused_after(gate, max(done)), timeout=60, what="the rollback to be refused after they finished")
+        gate.refusing.clear()
+
+        def settled() -> bool:
+            ready = [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
+            return len(ready) == 2 * len(apps) and not _leftover_marks(world, ods, apps)
+
+        with_deadline = _try_wait(settled, timeout=120)
+        attempts = [
+            (datetime.datetime.fromisoformat(line["ts"]).timestamp(), line["msg"])
+            for line in r.lines()
+            if line.get("node") == gated and "rolling-back: attempt" in line.get("msg", "")
+        ]
+        ended = _logged(r, f"drain of node {gated} failed", gated)
+        marks = _leftover_marks(world, ods, apps)
+        lost = 2 * len(apps) - len(
+            [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
+        )
+        crashes = _crashes([r], set())
+    finally:
+        binder.close()
+        gate.close()
+        violations = budgets.close()
+    during = [t for t, msg in attempts if killed_at < t < back_at and "no answer" in msg]
+    print(
+        f"\nfault-result | api-server-down-20s-with-three-drains-in-flight | rollback attempts {len(attempts)} "
+        f"({len(during)} during the outage) | others finished {[round(t - back_at, 1) for t in done]}s after it "
+        f"was back | marks {len(marks)} | pdb violations {len(violations)} | lost pods {lost} | "
+        f"crashes {len(crashes)} | {time.monotonic() - began:.0f}s"
+    )
+    assert any(t < killed_at for t, _ in attempts), "the rollback's attempts before the outage are not in the log"
+    assert len(during) >= 2, f"the rollback was not tried again during the outage, one attempt at a time: {attempts}"
+    assert any(t > back_at for t, _ in attempts), "the rollback's attempts after the outage are not in the log"
+    for od, t in zip(others, done, strict=True):
+        assert opened_at < t, f"{od} finished before its replacement could be bound"
+        assert any(back_at < refused < t for refused in gate.refused), f"{od} finished before the rollback met the gate"
+        assert any(refused > t for refused in gate.refused), f"the rollback stopped being tried before {od} finished"
+        assert ended and ended[0] > t, f"the rollback of {gated} ended before {od} finished: it held the others up"
+    assert marks == {}, f"leftover marks: {marks}"
+    assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
+    assert lost == 0, f"{lost} held pods not Running and Ready"
     assert crashes == [], crashes
     assert with_deadline, "the rescheduler did not settle"

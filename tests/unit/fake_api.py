@@ -7,7 +7,9 @@ with optimistic concurrency, Events, and the Eviction subresource with PodDisrup
 tier then proves the same code against a real control plane.
 
 Hooks let a test play the other actors: ``on_evict(pod)`` is called after an accepted eviction (a
-ReplicaSet creating the replacement, say), ``fail(method, pattern, *statuses)`` queues error answers.
+ReplicaSet creating the replacement, say), ``fail(method, pattern, *statuses)`` queues error answers (status 0:
+no answer, as from an API server that is down), ``unreachable(pattern, status)`` answers every request to the
+matching paths so until it is called with ``None`` (an outage).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from shared.kube.api import error_for
+from shared.kube.api import ApiError, Unavailable, error_for
 
 Obj = dict[str, Any]
 
@@ -31,6 +33,13 @@ def _status(code: int, reason: str, message: str) -> bytes:
     return orjson.dumps(
         {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
     )
+
+
+def _injected(code: int, method: str, path: str) -> ApiError:
+    """The error a test asked for: an HTTP answer with ``code``, or none at all (0: a connection refused)."""
+    if code == 0:
+        return Unavailable("connection refused (injected)", method=method, path=path)
+    return error_for(code, _status(code, "Injected", f"injected {code}"), method=method, path=path)
 
 
 class _Error(Exception):
@@ -160,6 +169,7 @@ class FakeApiServer:
         self.open_watches = 0
         self.closed = False
         self._failures: list[tuple[str, re.Pattern[str], list[int]]] = []
+        self._unreachable: tuple[re.Pattern[str], int] | None = None
         self._uid = itertools.count(1)
 
     # ---- test helpers ----------------------------------------------------------------------------------
@@ -168,6 +178,11 @@ class FakeApiServer:
         """The next requests of ``method`` whose path matches ``pattern`` answer with these statuses, in order."""
         with self.cond:
             self._failures.append((method, re.compile(pattern), list(statuses)))
+
+    def unreachable(self, pattern: str | None, status: int = 0) -> None:
+        """Every request whose path matches ``pattern`` answers ``status`` (0: no answer) until ``None`` is given."""
+        with self.cond:
+            self._unreachable = None if pattern is None else (re.compile(pattern), status)
 
     def compact(self, kind: str) -> None:
         """Forget the watch history of ``kind``: watches from an older version get 410 Gone."""
@@ -236,12 +251,14 @@ class FakeApiServer:
         q = {k: v for k, v in query}
         with self.cond:
             self.requests.append((method, path, copy.deepcopy(body)))
+            if self._unreachable is not None and self._unreachable[0].search(path):
+                raise _injected(self._unreachable[1], method, path)
             for i, (m, pattern, statuses) in enumerate(self._failures):
                 if m == method and pattern.search(path) and statuses:
                     code = statuses.pop(0)
                     if not statuses:
                         del self._failures[i]
-                    raise error_for(code, _status(code, "Injected", f"injected {code}"), method=method, path=path)
+                    raise _injected(code, method, path)
         try:
             return orjson.dumps(self._route(method, path, q, body))
         except _Error as e:

@@ -410,10 +410,13 @@ def test_a_transient_error_on_the_mark_is_retried(cluster: Cluster) -> None:
     assert cluster.drainer.drain("od-1", keys).outcome == DrainOutcome.SUCCEEDED
 
 
-def test_a_transient_error_listing_the_budgets_is_retried(cluster: Cluster) -> None:
+def test_a_transient_error_listing_the_budgets_skips_the_node_untouched_until_the_next_start(cluster: Cluster) -> None:
     keys = populate(cluster)
     cluster.replicate_to(lambda p: "spot-1")
     cluster.server.fail("GET", r"poddisruptionbudgets$", 500)
+    skipped = cluster.drainer.drain("od-1", keys)
+    assert (skipped.outcome, skipped.reason) == (DrainOutcome.SKIPPED, DrainLabel.PDB_LIST_FAILED)
+    assert taints(cluster, "od-1") == [] and cluster.server.evictions == []
     assert cluster.drainer.drain("od-1", keys).outcome == DrainOutcome.SUCCEEDED
 
 
