@@ -197,11 +197,20 @@ def error_for(
     )
 
 
+NOT_YET_READY = "not yet ready to handle request"
+"""The 403 of a starting API server's admission webhooks and policies before their configuration is read
+(``k8s.io/apiserver`` ``pkg/admission/plugin/webhook/generic/webhook.go`` ``Dispatch``, and
+``pkg/admission/plugin/policy/generic/plugin.go``, at v0.37.2)."""
+
+
 def is_transient(error: ApiError) -> bool:
-    """Whether ``error`` may go away by itself: no answer (connection refused or reset, a timeout), 5xx, or
-    429 (API priority and fairness; for an eviction the caller handles 429 itself, as a PodDisruptionBudget's
-    answer). Everything else (400, 401, 403, 404, 409, 410, 422) is a definite answer: retrying changes nothing.
+    """Whether ``error`` may go away by itself: no answer (connection refused or reset, a timeout), 5xx, 429 (API
+    priority and fairness; for an eviction the caller handles 429 itself, as a PodDisruptionBudget's answer), or
+    the 403 of an API server whose admission webhooks are not yet ready (:data:`NOT_YET_READY`, right after a
+    restart). Everything else (400, 401, 403, 404, 409, 410, 422) is a definite answer: retrying changes nothing.
     """
+    if isinstance(error, Forbidden):
+        return error.message.endswith(NOT_YET_READY)
     return isinstance(error, Unavailable | ServerError | TooManyRequests)
 
 

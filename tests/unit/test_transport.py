@@ -16,7 +16,7 @@ import yaml
 from extender import USER_AGENT as EXTENDER_AGENT
 from extender.cache import worker_kube
 from rescheduler.cluster import USER_AGENT as RESCHEDULER_AGENT
-from shared.kube.api import Kube, transport_from_kubeconfig
+from shared.kube.api import Kube, Unavailable, error_for, is_transient, transport_from_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,3 +111,25 @@ def test_the_extender_builds_its_caches_in_the_worker_after_the_fork() -> None:
     load_app = next(n for n in ast.walk(main) if isinstance(n, ast.FunctionDef) and n.name == "load_app")
     assert len(_calls_of(load_app, "build_cache")) == 1
     assert len(_calls_of(tree, "build_cache")) == 1, "build_cache is called from load_app only"
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "transient"),
+    [
+        pytest.param(0, "connection refused", True, id="no-answer"),
+        pytest.param(503, "", True, id="5xx"),
+        pytest.param(429, "", True, id="priority-and-fairness"),
+        pytest.param(
+            403,
+            'nodes "n" is forbidden: not yet ready to handle request',
+            True,
+            id="403-of-admission-not-yet-ready-after-a-restart",
+        ),
+        pytest.param(403, 'nodes "n" is forbidden: User cannot patch resource', False, id="403-of-rbac"),
+        pytest.param(409, "the object has been modified", False, id="conflict"),
+        pytest.param(422, "", False, id="invalid"),
+    ],
+)
+def test_which_api_errors_may_go_away_by_themselves(status: int, message: str, transient: bool) -> None:
+    error = Unavailable(message) if status == 0 else error_for(status, {"message": message})
+    assert is_transient(error) is transient
