@@ -5,7 +5,8 @@ with no JSON tags (``k8s.io/kube-scheduler/extender/v1``: ``Pod``, ``Nodes``, ``
 ``encoding/json`` matches them case-insensitively on decode, so :func:`fold_keys` does the same, and this
 server always answers with the exact Go spelling.
 
-What comes in is checked against :data:`REVIEW_SHAPE` and :data:`EXTENDER_ARGS_SHAPE` by :func:`check_shape`:
+What comes in is checked against :data:`REVIEW_SHAPE`, :data:`EXTENDER_ARGS_SHAPE` and :data:`NODE_SHAPE` (each
+item of a NodeList) by :func:`check_shape`:
 msgspec structs naming every field the webhook or the extender reads, each with the type the API server's Go
 struct gives it (a string, a map of strings, an ``int32``...). A field of the wrong type, a number out of its Go
 type's range or a missing Node name is refused there with its path (``request.object.metadata: expected an
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_EXTENDER_PRIORITY",
     "REVIEW_SHAPE",
     "EXTENDER_ARGS_SHAPE",
+    "NODE_SHAPE",
     "ShapeError",
     "check_shape",
     "fold_keys",
@@ -249,7 +251,10 @@ class NodeIn(_In):
 
 
 class NodeListIn(_In):
-    items: list[NodeIn] | None = None
+    """A NodeList. Each item is checked on its own as :data:`NODE_SHAPE`
+    (:func:`extender.service.decode_extender_args`), so no more than one Node's typed copy is alive at a time."""
+
+    items: list[Any] | None = None
 
 
 class ExtenderPodIn(_In):
@@ -268,6 +273,7 @@ class ExtenderArgsIn(_In):
 
 REVIEW_SHAPE = AdmissionReviewIn
 EXTENDER_ARGS_SHAPE = ExtenderArgsIn
+NODE_SHAPE = NodeIn
 
 
 T = TypeVar("T")

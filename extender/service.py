@@ -29,6 +29,7 @@ from extender.admission import MutationMemo, MutationPolicy, allow_unchanged, bu
 from extender.errors import ExtenderError, InvalidRequest
 from extender.reviews import (
     EXTENDER_ARGS_SHAPE,
+    NODE_SHAPE,
     AdmissionReview,
     ExtenderFilterResult,
     ShapeError,
@@ -160,6 +161,8 @@ def decode_extender_args(body: bytes, max_nodes: int = DEFAULT_MAX_NODES) -> Ext
         raise InvalidRequest(f"ExtenderArgs.Nodes has {len(items)} items, over the limit of {max_nodes}")
     try:
         check_shape(args, EXTENDER_ARGS_SHAPE, "ExtenderArgs")
+        for i, item in enumerate(items or ()):
+            check_shape(item, NODE_SHAPE, f"ExtenderArgs.Nodes.items[{i}]")
     except ShapeError as e:
         raise InvalidRequest(str(e)) from None
     if names is not None:
