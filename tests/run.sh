@@ -3,7 +3,7 @@
 # project and its test requirements, made by tools/venv.sh; Chromium; kustomize, helm, promtool, the e2e control
 # planes and the container image, built from registry packages and cached after the first build), then lints and
 # runs every tier.
-#   bash tests/run.sh            unit + e2e on the default release, then the compatibility run on the oldest
+#   bash tests/run.sh            unit + e2e on the default release, then the compatibility run on each older one
 #   bash tests/run.sh unit       unit tier only (no control plane, no image)
 # The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e on release X
 # only (no compatibility run). SPOTSHIFT_SKIP_IMAGE=1 skips the image build and its e2e tests (they need root:
@@ -58,10 +58,17 @@ if [ -z "$release" ]; then
 fi
 SPOTSHIFT_K8S_VERSION=$release bash tests/e2e/controlplane/build.sh
 if [ -n "$compat" ]; then
-  # The compatibility release builds while the default one's tiers run (a cold build is mostly compiling, the
-  # e2e tier mostly waiting); its log is printed when it is waited for.
-  compat_log=$(mktemp)
-  SPOTSHIFT_K8S_VERSION=$compat bash tests/e2e/controlplane/build.sh >"$compat_log" 2>&1 &
+  # The compatibility releases build one after another while the default one's tiers run (a cold build is mostly
+  # compiling, the e2e tier mostly waiting); each build's log is printed when its run is reached, and a file named
+  # after the release says the build is over (its content: the build's exit code).
+  compat_dir=$(mktemp -d)
+  (
+    for r in $compat; do
+      rc=0
+      SPOTSHIFT_K8S_VERSION=$r bash tests/e2e/controlplane/build.sh >"$compat_dir/$r.log" 2>&1 || rc=$?
+      echo "$rc" >"$compat_dir/$r.done"
+    done
+  ) &
   compat_build=$!
   # Stopped with this script if a tier fails first (the build's go process is a child of it).
   trap 'pkill -P "$compat_build" 2>/dev/null || true; kill "$compat_build" 2>/dev/null || true' EXIT
@@ -74,14 +81,20 @@ fi
 unit_tier
 echo "tests/run.sh: e2e tier on Kubernetes $release"
 SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly
-if [ -n "$compat" ]; then
-  if ! wait "$compat_build"; then
-    cat "$compat_log" >&2
-    echo "tests/run.sh: the build of Kubernetes $compat failed (its log is above)" >&2
+for r in $compat; do
+  # The compatibility run: the e2e tests marked `compat` (tests/e2e/conftest.py) on each older release.
+  while [ ! -f "$compat_dir/$r.done" ]; do
+    if ! kill -0 "$compat_build" 2>/dev/null && [ ! -f "$compat_dir/$r.done" ]; then
+      echo "tests/run.sh: the compatibility builds stopped before Kubernetes $r was built" >&2
+      exit 1
+    fi
+    sleep 5
+  done
+  cat "$compat_dir/$r.log"
+  if [ "$(cat "$compat_dir/$r.done")" != 0 ]; then
+    echo "tests/run.sh: the build of Kubernetes $r failed (its log is above)" >&2
     exit 1
   fi
-  cat "$compat_log"
-  # The compatibility run: the e2e tests marked `compat` (tests/e2e/conftest.py) on the oldest release.
-  echo "tests/run.sh: compatibility run on Kubernetes $compat"
-  SPOTSHIFT_K8S_VERSION=$compat "$py" -m pytest tests/e2e -q -p no:randomly -m compat
-fi
+  echo "tests/run.sh: compatibility run on Kubernetes $r"
+  SPOTSHIFT_K8S_VERSION=$r "$py" -m pytest tests/e2e -q -p no:randomly -m compat
+done

@@ -38,12 +38,13 @@ class BinariesMissing(RuntimeError):
 
 
 def releases() -> dict[str, str]:
-    """``releases.env`` as a dict: ``SPOTSHIFT_K8S_DEFAULT`` and ``SPOTSHIFT_K8S_COMPAT`` (build.sh sources it)."""
+    """``releases.env`` as a dict: ``SPOTSHIFT_K8S_DEFAULT`` and ``SPOTSHIFT_K8S_COMPAT`` (build.sh sources it; the
+    compatibility releases are one string, separated by spaces)."""
     out: dict[str, str] = {}
     for line in RELEASES_FILE.read_text().splitlines():
         name, sep, value = line.partition("=")
         if sep and not line.startswith("#"):
-            out[name.strip()] = value.strip()
+            out[name.strip()] = value.strip().strip('"')
     return out
 
 
