@@ -26,11 +26,11 @@ and resumes or rolls back each drain. Checked once it is quiet (no drain in flig
 node left ``draining``, any node still marked ``drained`` and empty, no budget below its minimum, every pod
 Running and Ready, no crash.
 
-``test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it`` is the outage
-case of the same world without a lease: one of the three drains fails and rolls back while its node's writes are
-refused by :mod:`tests.e2e.node_write_gate`, kube-apiserver is killed for 20 s in the middle of that rollback, and
-the other two must finish once it is back while the rollback still fails. The orderings are read from the gate's
-refusal times and the rescheduler's log lines, each step of the test waiting for the state it needs.
+``test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it`` is the outage case of
+the same world without a lease: one of the three drains fails and rolls back while its node's writes are refused by
+:class:`~tests.e2e.admission_gate.NodeWriteGate`, kube-apiserver is killed for 20 s in the middle of that rollback, and
+the other two must finish once it is back while the rollback still fails. The orderings are read from the gate's refusal
+times and the rescheduler's log lines, each step of the test waiting for the state it needs.
 """
 
 from __future__ import annotations
@@ -47,10 +47,9 @@ from typing import Any
 import pytest
 import requests
 
+from tests.e2e.admission_gate import EvictionGate, NodeWriteGate
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.faults import Fault, inject, restore
-from tests.e2e.eviction_gate import EvictionGate
-from tests.e2e.node_write_gate import NodeWriteGate
 from tests.e2e.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
@@ -447,16 +446,15 @@ def _refused_after(gate: NodeWriteGate, moment: float) -> Callable[[], bool]:
 def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it(
     control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler], tmp_path: Path
 ) -> None:
-    """Three on-demand nodes drain at once (one pod each of its own Deployment, as in the leader test), each
-    waiting for its replacement, without a lease (the drains ride the outage out). The middle node's replacement is
-    bound to a node that is not spot, so its drain fails and rolls back, and its node's writes are refused (503,
-    :mod:`tests.e2e.node_write_gate`) from before the outage until the test has seen the other two drains finish
-    after it: the rollback keeps failing across the whole scenario, and the outage (kube-apiserver killed for 20 s)
-    falls in the middle of it. The orderings, from the gate's clock and the rescheduler's log lines (the same
-    machine's time), not from sleeps: the rollback's attempts fail before, during and after the outage, one at a
-    time; once the API server is back the other two drains finish while it still fails (a refusal before each
-    finishes and one after); it ends only after them, its mark removed. Then no mark is left, no pod lost, no
-    budget broken, no crash."""
+    """Three on-demand nodes drain at once (one pod each of its own Deployment, as in the leader test), each waiting for
+    its replacement, without a lease (the drains ride the outage out). The middle node's replacement is bound to a node
+    that is not spot, so its drain fails and rolls back, and its node's writes are refused (503,
+    :class:`~tests.e2e.admission_gate.NodeWriteGate`) from before the outage until the test has seen the other two
+    drains finish after it: the rollback keeps failing across the whole scenario, and the outage (kube-apiserver killed
+    for 20 s) falls in the middle of it. The orderings, from the gate's clock and the rescheduler's log lines (the same
+    machine's time), not from sleeps: the rollback's attempts fail before, during and after the outage, one at a time;
+    once the API server is back the other two drains finish while it still fails (a refusal before each finishes and one
+    after); it ends only after them, its mark removed. Then no mark is left, no pod lost, no budget broken, no crash."""
     began = time.monotonic()
     spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
     ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
