@@ -387,7 +387,10 @@ class Drainer:
         """Enter ``phase``, and the next one when its entry says so (nothing to wait for there)."""
         while phase is not None:
             drain.phase, drain.since = phase, self.clock()
-            log.info("drain of node %s: %s", drain.node, phase.value, extra=fields(node=drain.node, phase=phase.value))
+            # Worded apart from the "drain of node ... failed/interrupted" lines that operators and tests look for.
+            log.info(
+                "node %s: drain phase %s", drain.node, phase.value, extra=fields(node=drain.node, phase=phase.value)
+            )
             entry = self._ENTRIES.get(phase)
             phase = entry(self, drain) if entry is not None else None
 
@@ -415,7 +418,7 @@ class Drainer:
             wait = min(max(w.delay, e.retry_after or 0.0), WRITE_MAX_BACKOFF)
             w.next_at, w.delay = now + wait, min(w.delay * 2, WRITE_MAX_BACKOFF)
             log.warning(
-                "drain of node %s: %s: attempt %d failed, tried again in %.1fs: %s",
+                "node %s: drain phase %s: attempt %d failed, tried again in %.1fs: %s",
                 drain.node,
                 drain.phase.value,
                 w.attempts,
