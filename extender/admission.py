@@ -336,7 +336,7 @@ def _pod_tolerations(spec: Mapping[str, Any], keys: frozenset[str]) -> list[Tole
     """
     out = []
     for raw in spec.get("tolerations") or ():
-        if isinstance(raw, dict) and (not raw.get("key") or raw.get("key") in keys):
+        if not raw.get("key") or raw.get("key") in keys:
             out.append(Toleration.from_api(raw))
     return out
 
@@ -354,10 +354,7 @@ def _get(doc: Mapping[str, Any], path: Sequence[str]) -> Any:
 
 
 def _add_preferred(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy) -> bool:
-    existing = _get(pod, _PREFERRED)
-    if existing is not None and not isinstance(existing, list):
-        return False
-    have = {_signature(p.get("preference")) for p in existing or () if isinstance(p, Mapping)}
+    have = {_signature(p.get("preference")) for p in _get(pod, _PREFERRED) or ()}
     if have & policy.spot_signatures:
         return False  # the pod already prefers spot in its own words (or ours, on reinvocation)
     patch.append(_PREFERRED, *policy.preferred_terms)
@@ -400,10 +397,7 @@ def _add_required(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy) 
 
 
 def _add_tolerations(pod: Mapping[str, Any], patch: Patch, policy: MutationPolicy) -> bool:
-    spec = pod.get("spec") or {}
-    if spec.get("tolerations") is not None and not isinstance(spec.get("tolerations"), list):
-        return False
-    have = _pod_tolerations(spec, policy.toleration_keys)
+    have = _pod_tolerations(pod.get("spec") or {}, policy.toleration_keys)
     missing = [api for want, api in policy.toleration_items if not any(_covers(h, want) for h in have)]
     patch.append(_TOLERATIONS, *missing)
     return bool(missing)
@@ -492,8 +486,6 @@ class MutationMemo:
     def key(pod: Mapping[str, Any], namespace: str, operation: str) -> bytes | None:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
-        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
-            return None
         try:
             return orjson.dumps(
                 (
