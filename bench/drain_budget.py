@@ -36,9 +36,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rescheduler.cluster.state import KINDS
+from rescheduler.cluster.watch_cache import KINDS
 from rescheduler.plan.cycle import gate
-from rescheduler.plan.marks import STATE_ANNOTATION
+from rescheduler.plan.drain_marks import STATE_ANNOTATION
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
 from shared.switches import CURRENT

@@ -344,10 +344,10 @@ def traced(
 
 
 def rescheduler_held(items: list[dict[str, Any]]) -> Held:
-    """What the rescheduler's :class:`~rescheduler.cluster.state.ClusterState` keeps, fed as its informers feed
-    it (pods by :class:`~rescheduler.cluster.state.PodPages`, finished pods left out as its field selector
+    """What the rescheduler's :class:`~rescheduler.cluster.watch_cache.ClusterState` keeps, fed as its informers feed
+    it (pods by :class:`~rescheduler.cluster.watch_cache.PodPages`, finished pods left out as its field selector
     does); "per pod" counts PDBs and volumes with the pods."""
-    from rescheduler.cluster.state import NODES, PDBS, PODS, PVCS, PVS, ClusterState, PodPages
+    from rescheduler.cluster.watch_cache import NODES, PDBS, PODS, PVCS, PVS, ClusterState, PodPages
 
     watched = {"Node": NODES, "PersistentVolume": PVS, "PersistentVolumeClaim": PVCS, "PodDisruptionBudget": PDBS}
     watched["Pod"] = PODS

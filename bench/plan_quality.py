@@ -54,8 +54,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.planner import plan
-from rescheduler.snapshot.reader import load_bytes
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT, PDB_RULES, Config
 from shared.fit import fits
 from shared.interpod import check_inter_pod_affinity, term_matches

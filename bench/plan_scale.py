@@ -16,7 +16,7 @@ printed, with the CPU seconds (user + system) of all its processes, which other 
 
 Then, unless ``--no-phases``, one more run in this process prints where the time goes, phase by phase, with the
 planner's own parts called as :func:`rescheduler.plan.planner.plan` calls them: parse (file to snapshot, in
-one process, then, with more than one CPU, in two as ``plan`` reads it: :mod:`rescheduler.snapshot.split`),
+one process, then, with more than one CPU, in two as ``plan`` reads it: :mod:`rescheduler.decode.split`),
 index (the simulation: targets, classes, topology index), candidates (each on-demand node's pods analysed,
 budgets and ceilings), each packing strategy of the portfolio, and the improvement search; wall and CPU
 seconds each, with the cyclic garbage collector off as the command has it; each strategy alone, then (on
@@ -65,13 +65,13 @@ def phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
 
 
 def _phases(path: Path) -> list[tuple[str, tuple[float, float]]]:
+    from rescheduler.decode.reader import load_snapshot
     from rescheduler.parallel.packing import default_workers, run_all
     from rescheduler.plan.candidates import Candidates, PlanCache
     from rescheduler.plan.placement import Planner, run
     from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL, improve
-    from rescheduler.plan.state import Simulation
+    from rescheduler.plan.simulation import Simulation
     from rescheduler.plan.strategies import LARGE_PORTFOLIO, PORTFOLIO
-    from rescheduler.snapshot.reader import load_snapshot
     from shared.config import Config
     from shared.switches import CURRENT
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, STORAGE_CLASSES, ClusterState
+from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, STORAGE_CLASSES, ClusterState
 from rescheduler.plan.candidates import PlanCache
 from rescheduler.plan.cycle import decide, gate, plan_nodes
 from rescheduler.plan.safety import unschedulable_pods

@@ -35,8 +35,8 @@ import yaml
 
 from demo.stack import ROOT, SCHEDULER_NAME, SPOTSHIFT_NAMESPACE, LogTail, Stack
 from demo.view import MoveTracker, NodeRow, Observation, PodRow, Style, fmt_time, render_screen, render_table
-from rescheduler.cluster.marks import DRAINING
-from rescheduler.plan.marks import STATE_ANNOTATION
+from rescheduler.cluster.marking import DRAINING
+from rescheduler.plan.drain_marks import STATE_ANNOTATION
 from shared.classes import node_class
 from shared.config import Config, parse_config
 from shared.model import Node, Pod

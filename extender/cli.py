@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = _check_kubeconfig(args.kubeconfig)
         if problem:
             return fail(problem)
-        from extender.version import read_release, release_sentence
+        from extender.release import read_release, release_sentence
 
         found = read_release(args.kubeconfig)  # its transport is closed before gunicorn forks the workers
         said = release_sentence(found)

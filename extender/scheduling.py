@@ -28,8 +28,8 @@ import orjson
 from extender.reviews import ExtenderFilterResult
 from shared.classes import NodeClass, classifier, reclaim_reason
 from shared.config import Config, ExtenderConfig, NodeClasses, SpotCeilingConfig
+from shared.fit_reasons import ERR_RECLAIMED
 from shared.model import Node, Taint
-from shared.reasons import ERR_RECLAIMED
 from shared.workloads import SpotCeiling, SpotShare, spot_allowed, spot_ceiling
 from shared.workloads import workload_key_of_meta as workload_key
 

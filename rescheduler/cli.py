@@ -34,14 +34,14 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from rescheduler.cluster.listing import load_cluster
+from rescheduler.decode.reader import Progress, SnapshotError, load_snapshot
 from rescheduler.flags import add_plan_config_arguments, config_from_args
 from rescheduler.output.document import render_json
 from rescheduler.output.table import render_table
 from rescheduler.parallel.packing import default_workers, passes
-from rescheduler.plan.capacity import CapacityNeed, capacity_needs
+from rescheduler.plan.capacity_needs import CapacityNeed, capacity_needs
 from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
-from rescheduler.snapshot.reader import Progress, SnapshotError, load_snapshot
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version, parse_version
@@ -268,7 +268,7 @@ def _switches_from_flag(args: argparse.Namespace) -> Switches | None:
 def _discover(args: argparse.Namespace, stderr: IO[str]) -> Switches:
     """The live cluster's ``/version``: its release's rules, said on stderr (a warning when not usable)."""
     from rescheduler.cluster import USER_AGENT
-    from rescheduler.cluster.version import planning_sentence
+    from rescheduler.cluster.rules import planning_sentence
     from shared.kube.api import Kube, KubeconfigError, transport_from_kubeconfig
     from shared.kube.version import read_switches
 

@@ -2,7 +2,7 @@
 
 What runs, in one process:
 
-* an informer thread per watched kind keeps :class:`~rescheduler.cluster.state.ClusterState` current (list once,
+* an informer thread per watched kind keeps :class:`~rescheduler.cluster.watch_cache.ClusterState` current (list once,
   then watch);
 * a leader-election thread holds the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits);
 * an HTTP thread serves ``/metrics``, ``/healthz`` and ``/readyz``;
@@ -26,7 +26,7 @@ released so the other replica takes over at once. A lost lease interrupts them t
 one attempt at a time. Before every cycle (one attempt per node, then a backoff), and once more on the way out
 while the lease is still ours, the leader puts right every node that carries spotshift's mark and is not being
 drained by it: a crashed or killed predecessor's drains, or a rollback that the API server did not let through
-(:class:`~rescheduler.cluster.marks.MarkReconciler`). The loop reads time through ``clock`` and ``wall`` only and
+(:class:`~rescheduler.cluster.marking.MarkReconciler`). The loop reads time through ``clock`` and ``wall`` only and
 never sleeps in a decision, so a simulation can drive it.
 
 Command-line flags (:mod:`rescheduler.flags`) use pusher/k8s-spot-rescheduler's names where the concept is the
@@ -50,21 +50,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rescheduler.cluster import USER_AGENT
-from rescheduler.cluster.capacity import CapacityRequester
+from rescheduler.cluster.capacity_requests import CapacityRequester
 from rescheduler.cluster.drain import Drain, Drainer, DrainOutcome, DrainResult
 from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
-from rescheduler.cluster.marks import MarkReconciler, NodeMarker, clean_leftovers
-from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, StateInformer
-from rescheduler.cluster.version import discover_switches
+from rescheduler.cluster.marking import MarkReconciler, NodeMarker, clean_leftovers
+from rescheduler.cluster.rules import discover_switches
+from rescheduler.cluster.watch_cache import PDBS, WATCHES, ClusterState, StateInformer
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
-from rescheduler.plan.controls import reads_clock
 from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, budget_claims, decide, gate, plan_nodes
-from rescheduler.plan.reasons import CONTROLS, Kind
+from rescheduler.plan.gate import reads_clock
 from rescheduler.plan.records import Plan
+from rescheduler.plan.stay_reasons import CONTROLS, Kind
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.model import Pod
@@ -159,7 +159,8 @@ class Rescheduler:
             back_off=self._back_off,
             owner=self._placeholder_owner,
         )
-        """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity`)."""
+        """Placeholder pods asking for spot room (``capacity.enabled``;
+        :mod:`rescheduler.cluster.capacity_requests`)."""
         self._bookkeeping()
 
     def _bookkeeping(self) -> None:
@@ -510,7 +511,7 @@ class Rescheduler:
 
     def _ask_capacity(self, snapshot: ClusterSnapshot, *, hold: bool) -> None:
         """Capacity mode: follow the placeholder requests out, and ask for the nodes that only lack spot room
-        (:mod:`rescheduler.cluster.capacity`), from this cycle's plan; with ``hold``, ask for none."""
+        (:mod:`rescheduler.cluster.capacity_requests`), from this cycle's plan; with ``hold``, ask for none."""
         plan = self.last_plan
         if plan is None or plan.window_closed:
             # No drain may start now (outside every drain window): ask for no new room, whose placeholders would

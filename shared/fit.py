@@ -17,12 +17,12 @@ is whether its replacement (which will not have it) would fit elsewhere.
 
 from __future__ import annotations
 
+from shared.fit_reasons import Reason
 from shared.interpod import check_inter_pod_affinity
 from shared.model import Pod
 from shared.nodeaffinity import check_node_affinity
 from shared.nodestate import check_ready, check_unschedulable
 from shared.ports import check_host_ports
-from shared.reasons import Reason
 from shared.resources import check_resources
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.spread import check_topology_spread

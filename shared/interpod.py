@@ -43,15 +43,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from shared.memo import SnapshotMemo
-from shared.model import Pod, PodAffinityTerm, WeightedPodAffinityTerm
-from shared.reasons import (
+from shared.fit_reasons import (
     ERR_AFFINITY,
     ERR_ANTI_AFFINITY,
     ERR_EXISTING_ANTI_AFFINITY,
     Reason,
     reason,
 )
+from shared.memo import SnapshotMemo
+from shared.model import Pod, PodAffinityTerm, WeightedPodAffinityTerm
 from shared.snapshot import ClusterSnapshot, NodeInfo
 
 __all__ = [

@@ -17,8 +17,8 @@ Rules, all decided at parse time in :mod:`shared.selectors` and :class:`shared.m
 
 from __future__ import annotations
 
+from shared.fit_reasons import ERR_NODE_AFFINITY, Reason
 from shared.model import Node, Pod
-from shared.reasons import ERR_NODE_AFFINITY, Reason
 
 __all__ = ["check_node_affinity", "matches_node_selector_and_affinity", "preferred_affinity_score"]
 

@@ -13,8 +13,8 @@ node is no target, hence :func:`check_ready`.
 
 from __future__ import annotations
 
+from shared.fit_reasons import ERR_NOT_READY, ERR_UNSCHEDULABLE, Reason
 from shared.model import NO_SCHEDULE, Node, Pod, Taint
-from shared.reasons import ERR_NOT_READY, ERR_UNSCHEDULABLE, Reason
 from shared.taints import tolerations_tolerate_taint
 
 __all__ = ["TAINT_NODE_UNSCHEDULABLE", "check_unschedulable", "check_ready"]

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from shared.fit_reasons import ERR_NODE_PORTS, Reason
 from shared.model import HostPort, Pod
-from shared.reasons import ERR_NODE_PORTS, Reason
 from shared.snapshot import NodeInfo
 
 __all__ = ["DEFAULT_BIND_ALL_HOST_IP", "host_port_conflicts", "check_host_ports"]

@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
 from shared.model import Pod
 from shared.names import is_qualified_name
-from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
 from shared.snapshot import NodeInfo
 from shared.switches import CURRENT, Switches
 

@@ -47,11 +47,11 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from shared.fit_reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL, Reason, reason
 from shared.interpod import is_self
 from shared.memo import SnapshotMemo
 from shared.model import NO_EXECUTE, NO_SCHEDULE, Pod, TopologySpreadConstraint
 from shared.nodeaffinity import matches_node_selector_and_affinity
-from shared.reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL, Reason, reason
 from shared.selectors import LabelSelector
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches

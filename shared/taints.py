@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from shared.fit_reasons import ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED, Reason
 from shared.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Node, Pod, Taint, Toleration
-from shared.reasons import ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED, Reason
 from shared.selectors import go_parse_int64
 from shared.switches import CURRENT, Switches
 
@@ -124,7 +124,7 @@ def check_taints(pod: Pod, node: Node, *, switches: Switches = CURRENT) -> Reaso
     Otherwise ``UnschedulableAndUnresolvable`` (evicting pods does not remove a taint) with the text of the
     cluster's release: ``node(s) had untolerated taint(s)`` from v1.34, ``node(s) had untolerated taint {key:
     value}`` (the first untolerated taint) before (``switches.taint_reason_omits_taint``); the code is
-    :data:`~shared.reasons.ERR_UNTOLERATED_TAINT` either way. ``PreferNoSchedule`` never filters; it only
+    :data:`~shared.fit_reasons.ERR_UNTOLERATED_TAINT` either way. ``PreferNoSchedule`` never filters; it only
     lowers the score (:func:`count_intolerable_prefer_no_schedule`).
     """
     taints = node.taints

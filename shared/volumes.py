@@ -43,9 +43,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from shared.memo import SnapshotMemo
-from shared.model import Node, PersistentVolume, PersistentVolumeClaim, Pod, Volume
-from shared.reasons import (
+from shared.fit_reasons import (
     ERR_UNBOUND_IMMEDIATE_CLAIMS,
     ERR_VOLUME_BIND_CONFLICT,
     ERR_VOLUME_NODE_AFFINITY,
@@ -53,6 +51,8 @@ from shared.reasons import (
     ERR_VOLUME_ZONE,
     Reason,
 )
+from shared.memo import SnapshotMemo
+from shared.model import Node, PersistentVolume, PersistentVolumeClaim, Pod, Volume
 from shared.snapshot import ClusterSnapshot
 from shared.storage import StorageClass
 from shared.switches import CURRENT, Switches

@@ -46,12 +46,12 @@ from bench.churnlab.scenario import (
 )
 from extender.admission import MutationPolicy, mutate_pod
 from extender.scheduling import ExtenderPolicy, reduce_node
-from rescheduler.cluster.state import KINDS, ClusterState
+from rescheduler.cluster.watch_cache import KINDS, ClusterState
 from shared.config import Config
 from shared.fit import fits
+from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.model import Node, Pod
 from shared.nodeaffinity import preferred_affinity_score
-from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.taints import count_intolerable_prefer_no_schedule
 from tests.unit.fake_api import FakeApiServer, namespace

@@ -16,7 +16,7 @@ within the disruption budgets the loop enforces (:mod:`rescheduler.run`). Each p
 2. :attr:`Phase.MARKING` — the mark, so evicted pods do not come back: a ``PreferNoSchedule`` taint
    ``<drain_taint_key>=spotshift-rescheduler`` or a cordon, plus the annotation ``spotshift.io/drain-state:
    draining``. The mark names spotshift, so a restarted rescheduler or the next leader finds what it left
-   (:mod:`rescheduler.cluster.marks`) and never touches a cordon or taint set by someone else. Nothing is
+   (:mod:`rescheduler.cluster.marking`) and never touches a cordon or taint set by someone else. Nothing is
    evicted before it is written. A write that meets an API error is tried again (see the node writes below)
    until ``pod_eviction_timeout`` after the start; then, or on a definite refusal, the drain fails
    (``mark-failed``) and rolls back.
@@ -24,13 +24,13 @@ within the disruption budgets the loop enforces (:mod:`rescheduler.run`). Each p
    Failed or gone) within ``disruption.job_timeout``; the mark keeps new pods off meanwhile, and other drains go
    on. On timeout the drain is rolled back and the node backed off.
 4. :attr:`Phase.FREEING` — the spot room the pods go to is made free first, and the first eviction waits
-   until the watch shows it free (:func:`rescheduler.plan.capacity.in_the_way`): the node's own placeholder
+   until the watch shows it free (:func:`rescheduler.plan.capacity_needs.in_the_way`): the node's own placeholder
    pods (capacity mode), any placeholder on a target node, and any placeholder waiting for a node are deleted
    (``free_room``), and the drain goes on once none is left in the watched state. kube-scheduler preempts a
    placeholder only for a pod that fits no node at all, so a replacement that found its room still held, or
    taken by a placeholder tried again the moment the room was freed, would be placed on an on-demand node with
    room instead. The run loop asks for no new placeholder while a drain is in flight
-   (:meth:`rescheduler.cluster.capacity.CapacityRequester.step`), so none can take the room until the
+   (:meth:`rescheduler.cluster.capacity_requests.CapacityRequester.step`), so none can take the room until the
    replacements are bound. Placeholders still there ``pod_eviction_timeout`` later end the drain with nothing
    evicted (``room-not-freed``), the node backed off. Nothing in the way: the phase takes no time.
 5. :attr:`Phase.EVICTING` — every pod is evicted through :class:`~rescheduler.cluster.evictor.Evictor`, one
@@ -48,13 +48,13 @@ within the disruption budgets the loop enforces (:mod:`rescheduler.run`). Each p
 8. :attr:`Phase.FINISHING` — the emptied node keeps its mark as ``drained`` for the autoscaler
    (``keep_drained_tainted``), or is made schedulable again; tried until ``pod_eviction_timeout`` after the
    replacements were Ready, after which the drain has succeeded all the same and
-   :class:`~rescheduler.cluster.marks.MarkReconciler` finishes the node.
+   :class:`~rescheduler.cluster.marking.MarkReconciler` finishes the node.
 
 :attr:`Phase.ROLLING_BACK` — any failure after the start (the mark's too: a write that got no answer may have
 landed) removes the mark, and, when the failure calls for a backoff, records it in the same write. The rollback
 has no deadline: the drain stays in flight (it counts against the disruption budgets, and the pods it had yet to
 evict keep their PodDisruptionBudgets claimed) until its mark is gone. A definite refusal ends it, the mark left
-to :class:`~rescheduler.cluster.marks.MarkReconciler`; a backoff that could not be written is kept in memory.
+to :class:`~rescheduler.cluster.marking.MarkReconciler`; a backoff that could not be written is kept in memory.
 
 The node writes (mark, finish, rollback) are tried once per advance: an attempt that gets no answer, a 5xx, a
 429 or a conflict is tried again after a backoff (:data:`WRITE_BACKOFF` doubling to :data:`WRITE_MAX_BACKOFF`;
@@ -64,7 +64,7 @@ it, each by its own backoff, and no other drain.
 A shutdown (SIGTERM) or a lost lease interrupts every drain in flight (:meth:`Drainer.interrupt`): no further
 eviction, and the drain rolls back like a failed one (pods already evicted are replaced by their controllers).
 On the way out :meth:`Drainer.end_rollback` rides out API errors for a bounded time instead, and a mark it
-could not remove is left to the next leader's :class:`~rescheduler.cluster.marks.MarkReconciler`.
+could not remove is left to the next leader's :class:`~rescheduler.cluster.marking.MarkReconciler`.
 """
 
 from __future__ import annotations
@@ -90,11 +90,11 @@ from rescheduler.cluster.events import (
     Ref,
 )
 from rescheduler.cluster.evictor import EvictionResult, EvictionTry, Evictor
-from rescheduler.cluster.marks import ONE_ATTEMPT, NodeMarker, iso
-from rescheduler.cluster.state import ClusterState
+from rescheduler.cluster.marking import ONE_ATTEMPT, NodeMarker, iso
+from rescheduler.cluster.watch_cache import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
-from rescheduler.plan.capacity import in_the_way
+from rescheduler.plan.capacity_needs import in_the_way
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.safety import Refusal, pdb_refusals
 from shared.classes import node_class
@@ -138,7 +138,7 @@ WRITE_MAX_BACKOFF = 5.0
 
 FreeRoom = Callable[[str, Sequence[Pod]], None]
 """``(node, placeholders)``: delete the placeholders in the way of ``node``'s drain, and the node's own request
-(the run loop's :meth:`~rescheduler.cluster.capacity.CapacityRequester.give_room`)."""
+(the run loop's :meth:`~rescheduler.cluster.capacity_requests.CapacityRequester.give_room`)."""
 
 
 class DrainOutcome:

@@ -3,7 +3,7 @@
 ``spot-rescheduler plan`` without ``--snapshot`` (and ``kubectl spotshift plan``) plans the cluster of the
 kubeconfig. Nodes, namespaces, PVs, PVCs, StorageClasses, PDBs and non-terminal pods are listed with the
 project's one pager (:func:`shared.kube.informer.list_pages`: ``limit``/``continue``), and each page's raw body
-is decoded by the same typed decoders as a snapshot file (:mod:`rescheduler.snapshot.reader`), so a live plan and
+is decoded by the same typed decoders as a snapshot file (:mod:`rescheduler.decode.reader`), so a live plan and
 a file plan read objects alike; the Kubernetes client's model objects would be far too slow for 150,000 pods.
 PDBs fall back to ``policy/v1beta1`` where the server lacks ``policy/v1`` (Kubernetes before 1.21). Read
 only: nothing in the cluster changes.
@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 from msgspec import Raw, Struct
 
-from rescheduler.snapshot.pods import NONE
-from rescheduler.snapshot.reader import LIST_DECODERS, Progress, SnapshotError, SnapshotReader, json_problem
+from rescheduler.decode.pods import NONE
+from rescheduler.decode.reader import LIST_DECODERS, Progress, SnapshotError, SnapshotReader, json_problem
 from shared.kube.informer import Page, list_pages
 from shared.model import ParseError
 from shared.snapshot import ClusterSnapshot

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from rescheduler.plan.capacity import CapacityNeed
+from rescheduler.plan.capacity_needs import CapacityNeed
 from rescheduler.plan.records import Plan
 
 __all__ = ["render_json"]

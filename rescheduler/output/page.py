@@ -4,7 +4,7 @@ Every spot and on-demand node is drawn as a bin of CPU and memory, before and af
 the pods that stay, the pods that leave (on their node, before) and arrive (on their target, after), each
 pod a segment with its name on hover. Drained nodes are marked, nodes that stay say why (the planner's one
 sentence), spot nodes that are not targets say why not. A "why nodes stay" list counts the nodes that stay by
-the kind of their reason (:class:`~rescheduler.plan.reasons.StayReason`, as :mod:`rescheduler.output.table`
+the kind of their reason (:class:`~rescheduler.plan.stay_reasons.StayReason`, as :mod:`rescheduler.output.table`
 does). Nodes of neither class are counted, not drawn.
 
 Why a page and not a chart library: the page must open anywhere, offline and behind any proxy, so it carries

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rescheduler.plan.capacity import CapacityNeed
+from rescheduler.plan.capacity_needs import CapacityNeed
 from rescheduler.plan.records import Plan, Summary
 
 __all__ = ["render_table"]

@@ -1,6 +1,6 @@
 """One piece of work in a forked child, its answer read back as bytes: :func:`fork` and :func:`read_back`.
 
-What :mod:`rescheduler.snapshot.split` (half a snapshot file) and :mod:`rescheduler.parallel.packing` (packing
+What :mod:`rescheduler.decode.split` (half a snapshot file) and :mod:`rescheduler.parallel.packing` (packing
 passes) share. The child sees this process's memory as it was at the fork (copy-on-write), runs ``work`` and
 writes what it returns to a pipe only the two processes hold, then ends at once (``os._exit``: no atexit
 handlers, no buffer flushed twice; this process owns the exit). Any failure, to fork or in the child, reads as

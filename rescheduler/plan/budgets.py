@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.candidates import Candidate, Candidates
-from rescheduler.plan.reasons import Kind, StayReason
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.model import PDB
 from shared.workloads import BREACH_FLOOR, ceiling_breach, workload_key

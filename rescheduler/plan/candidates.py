@@ -22,15 +22,15 @@ import operator
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rescheduler.plan.controls import RULE_KINDS, hold_candidates
-from rescheduler.plan.reasons import (
+from rescheduler.plan.gate import RULE_KINDS, hold_candidates
+from rescheduler.plan.simulation import Simulation
+from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
     NODE_NOT_READY_TEXT,
     PDB_UNKNOWN_POLICY_TEXT,
     Kind,
     StayReason,
 )
-from rescheduler.plan.state import Simulation
 from rescheduler.plan.topology_memo import TopologyMemo
 from rescheduler.plan.waiting import EmptiedCache
 from shared.config import Config
@@ -75,9 +75,9 @@ class Candidate:
     cost: float = 0.0
     """Size weighted by the scarcity of the room its pods can use (:meth:`Candidates.scarcity`)."""
     left_alone: StayReason | None = None
-    """Set when the caller leaves the node alone this cycle (:data:`~rescheduler.plan.reasons.Kind.LEFT_ALONE`)."""
+    """Set when the caller leaves the node alone this cycle (:data:`~rescheduler.plan.stay_reasons.Kind.LEFT_ALONE`)."""
     held: StayReason | None = None
-    """Set when an operator's control makes the node wait (:func:`rescheduler.plan.controls.hold_candidates`)."""
+    """Set when an operator's control makes the node wait (:func:`rescheduler.plan.gate.hold_candidates`)."""
     budgets: tuple[int | None, ...] = ()
     """Per movable pod: the budget its eviction uses in this plan (``analysis.pdbs`` but for not-Ready pods the
     Eviction API lets go without using theirs)."""
@@ -117,7 +117,7 @@ def _same(kept: Sequence[Pod], now: Sequence[Pod]) -> bool:
 class PlanCache:
     """What a plan derives from each node's pods, kept from one call to the next: the run loop's cycles.
 
-    The watch-backed state (:mod:`rescheduler.cluster.state`) hands every cycle the very ``Pod`` objects of the
+    The watch-backed state (:mod:`rescheduler.cluster.watch_cache`) hands every cycle the very ``Pod`` objects of the
     previous one until a watch event replaces one, so at 150,000 pods most of the per-pod work of a plan
     (movability, PodDisruptionBudget matches, ceilings, workloads, the topology index's postings) would
     be redone on the same objects. Per node, this keeps a copy of the pod list the values were derived

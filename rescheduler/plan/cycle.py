@@ -30,12 +30,12 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rescheduler.plan.controls import draining
+from rescheduler.plan.drain_marks import backoff_until, is_marked
+from rescheduler.plan.gate import draining
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.plan.marks import backoff_until, is_marked
-from rescheduler.plan.reasons import CONTROLS, StayReason
 from rescheduler.plan.records import Plan
 from rescheduler.plan.safety import pdb_refusals
+from rescheduler.plan.stay_reasons import CONTROLS, StayReason
 from shared.classes import classifier
 from shared.config import Config
 from shared.controls import allowance

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 from rescheduler.plan.budgets import Ledger, budget_rule, count_conflicts, dynamic_order, workload_shares
 from rescheduler.plan.candidates import Candidate, Candidates
-from rescheduler.plan.reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
-from rescheduler.plan.state import FullestFirst, Placed, Simulation, Skip
+from rescheduler.plan.simulation import FullestFirst, Placed, Simulation, Skip
+from rescheduler.plan.stay_reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import RETRIES, NodeOrder, PodOrder, Strategy, TargetRule
 from shared.model import Pod
 

@@ -10,12 +10,12 @@ clock (a caller that wants a time budget passes its clock). The rules (docs/arch
 * A node is drained all or nothing: every pod must be movable (:func:`shared.movable.movability`) and every
   movable pod must fit a target given every move planned before it, checked with the scheduler's filters in
   kube-scheduler's order (:mod:`rescheduler.plan.placement`, :mod:`rescheduler.plan.topology`); otherwise a
-  :class:`~rescheduler.plan.reasons.StayReason` says why the node stays.
+  :class:`~rescheduler.plan.stay_reasons.StayReason` says why the node stays.
 * PodDisruptionBudgets and per-workload spot ceilings are kept (:mod:`rescheduler.plan.budgets`): by default a
   budget is a rate limit (a node is blocked only by a budget allowing no disruption now), and the plan names
   the budgets that will pace each drain (:attr:`~rescheduler.plan.records.Plan.pacing`).
 * Expendable pods (priority below ``movability.expendable_priority_cutoff``) neither block nor move, and on a
-  spot target they take no room (:mod:`rescheduler.plan.state`).
+  spot target they take no room (:mod:`rescheduler.plan.simulation`).
 * Pods waiting for a node are planned first (:mod:`rescheduler.plan.waiting`): the spot room they can use is
   theirs, and a node one of them could use stays (kind ``waiting-pod``); a pod that fits no node holds nothing.
   The summary's ``pending_unschedulable`` counts the unschedulable pods, ``waiting_pods`` (set when any wait) names
@@ -37,13 +37,13 @@ from dataclasses import replace
 
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
-from rescheduler.plan.controls import budget_cut, window_text
+from rescheduler.plan.gate import budget_cut, window_text
 from rescheduler.plan.placement import Planner, Result, run
-from rescheduler.plan.reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.records import DisruptionBudget, Move, Plan, Summary, top_reasons
 from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL
 from rescheduler.plan.search import improve as improve_plan
-from rescheduler.plan.state import Simulation
+from rescheduler.plan.simulation import Simulation
+from rescheduler.plan.stay_reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, NONE, PORTFOLIO, PUSHER, Strategy
 from rescheduler.plan.waiting import Waiting, release, reserve
 from shared.config import Config
@@ -116,7 +116,7 @@ def plan(
     marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
     room they would take go to the nodes that can be drained.
     ``now`` (Unix seconds) is the time the operator's ``disruption`` controls are judged at (pod and target
-    ages, drain windows, budgets: :mod:`rescheduler.plan.controls`); without it they are not applied, except
+    ages, drain windows, budgets: :mod:`rescheduler.plan.gate`); without it they are not applied, except
     those that need no time (scope and Jobs, which are movability rules).
     ``passes``, when given, runs all the strategies' passes at once and returns their results in order
     (``spot-rescheduler plan`` hands :func:`rescheduler.parallel.packing.passes`, which forks); it is used on

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rescheduler.plan.reasons import StayReason
+from rescheduler.plan.stay_reasons import StayReason
 
 if TYPE_CHECKING:
     from rescheduler.plan.budgets import Pacing
@@ -111,7 +111,7 @@ class Summary:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """Moves in the order they were planned (each valid after the ones before it), the nodes they empty,
-    and for every other on-demand node why it stays (:class:`~rescheduler.plan.reasons.StayReason`);
+    and for every other on-demand node why it stays (:class:`~rescheduler.plan.stay_reasons.StayReason`);
     ``pacing``: per drained node, the PodDisruptionBudgets that will pace its drain
     (:func:`rescheduler.plan.budgets.pacing`)."""
 

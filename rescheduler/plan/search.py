@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from rescheduler.plan.candidates import Candidate
 from rescheduler.plan.placement import PlannedMove, Planner, Result, capacity, choose, run
-from rescheduler.plan.state import Placed
+from rescheduler.plan.simulation import Placed
 from rescheduler.plan.strategies import Strategy, TargetRule
 from shared.model import Pod
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 
 from rescheduler.plan.topology_memo import NodePart, TopologyMemo, anchor_of
+from shared.fit_reasons import Reason
 from shared.interpod import (
     AFFINITY,
     ANTI_AFFINITY,
@@ -52,7 +53,6 @@ from shared.interpod import (
     term_matches,
 )
 from shared.model import Pod, PodAffinityTerm, TopologySpreadConstraint
-from shared.reasons import Reason
 from shared.selectors import LabelSelector
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.spread import (

@@ -17,7 +17,7 @@ the pods before it left it:
 * otherwise (an impossible nodeSelector, a missing claim, more than any node offers, a node of another class
   only) it **holds nothing**: no move takes room it could use.
 
-A held node stays with a :class:`~rescheduler.plan.reasons.StayReason` of kind ``waiting-pod`` naming the pod.
+A held node stays with a :class:`~rescheduler.plan.stay_reasons.StayReason` of kind ``waiting-pod`` naming the pod.
 Which drains a spot reservation holds is found by planning once more without the reservations
 (:func:`rescheduler.plan.planner.plan`): the nodes drained only then, on moves to a reserved node, are held by
 the pods reserved there.
@@ -33,8 +33,8 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rescheduler.plan.reasons import Kind, StayReason
 from rescheduler.plan.safety import unschedulable_pods
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
 from shared.fit import fits

@@ -29,8 +29,8 @@ from bench.churnlab import replay
 from bench.churnlab.scenario import ALLOCATABLE_SHARE, ZONES
 from bench.churnlab.world import RECLAIM_TAINT, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, cheapest_nodes, groups_to_add
 from shared.fit import fits
+from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.model import Node, Pod
-from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
 from tests.e2e.controlplane.kubelet import NOT_READY_TAINT

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.reasons import ERR_RECLAIMED
+from shared.fit_reasons import ERR_RECLAIMED
 from tests.e2e.controlplane import ControlPlane, wait_for
 from tests.e2e.extender_server import ROOT, ExtenderProcess
 

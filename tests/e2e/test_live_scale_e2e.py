@@ -45,7 +45,7 @@ from tests.support.cluster_gen import FULL, iter_items  # noqa: E402
 NODES, PODS, SEED = 200, 6000, 1
 PAGE = 500  # the informers' page size (shared/kube/informer.py)
 
-# What the rescheduler watches (rescheduler/cluster/state.py) and the list paths `kubectl get -o json` would read.
+# What the rescheduler watches (rescheduler/cluster/watch_cache.py) and the list paths `kubectl get -o json` would read.
 KINDS = {
     "nodes": ("/api/v1/nodes", "v1", "Node"),
     "pods": ("/api/v1/pods", "v1", "Pod"),

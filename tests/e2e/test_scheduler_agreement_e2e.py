@@ -41,7 +41,7 @@ import pytest
 
 from rescheduler.cluster.listing import load_cluster
 from shared.fit import fits
-from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_INSUFFICIENT, ERR_SPREAD, Reason
+from shared.fit_reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_INSUFFICIENT, ERR_SPREAD, Reason
 from shared.snapshot import ClusterSnapshot
 from shared.switches import for_version_info
 from tests.e2e.controlplane import ControlPlane, wait_for

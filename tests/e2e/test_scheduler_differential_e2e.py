@@ -37,8 +37,8 @@ import pytest
 
 from rescheduler.cluster.listing import load_cluster
 from shared.fit import fits
+from shared.fit_reasons import InsufficientResource, Reason
 from shared.model import Pod
-from shared.reasons import InsufficientResource, Reason
 from shared.snapshot import ClusterSnapshot
 from shared.switches import Switches, for_version_info
 from tests.e2e.controlplane import ControlPlane, wait_for

@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from rescheduler.plan.reasons import (
+from rescheduler.plan.records import Move, Plan, Summary
+from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
     NODE_NOT_READY_TEXT,
     PDB_UNKNOWN_POLICY_TEXT,
     Kind,
     StayReason,
 )
-from rescheduler.plan.records import Move, Plan, Summary
 from rescheduler.plan.waiting import release, reserve
 from shared.classes import node_class, reclaim_reason
 from shared.config import PDB_RATE_LIMIT, Config

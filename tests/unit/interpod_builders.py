@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from shared.fit_reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.model import Node, Pod
-from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from tests import builders
 from tests.builders import expr, namespace, weighted
 from tests.builders import pod_affinity_term as term

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.fit_reasons import ERR_NODE_AFFINITY, Reason
 from shared.model import Node, Pod
-from shared.reasons import ERR_NODE_AFFINITY, Reason
 from tests import builders
 from tests.builders import expr
 from tests.builders import node_selector as required

@@ -8,8 +8,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
 from shared.model import Node, Pod
-from shared.reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
 from shared.snapshot import NodeInfo
 from tests import builders
 from tests.builders import container

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.fit_reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
 from shared.model import Node, Pod
-from shared.reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, Switches

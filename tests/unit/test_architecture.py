@@ -58,7 +58,7 @@ class Folder(NamedTuple):
 FOLDERS = (
     Folder("rescheduler/plan", ("rescheduler.plan", "shared"), pure=True),
     Folder("rescheduler/output", ("rescheduler.output", "rescheduler.plan", "shared"), pure=True),
-    Folder("rescheduler/snapshot", ("rescheduler.snapshot", "rescheduler.parallel.forked", "shared"), pure=False),
+    Folder("rescheduler/decode", ("rescheduler.decode", "rescheduler.parallel.forked", "shared"), pure=False),
     Folder("rescheduler/parallel", ("rescheduler.parallel", "rescheduler.plan", "shared"), pure=False),
 )
 
@@ -164,19 +164,19 @@ def test_every_folder_rule_checks_modules(folder: Folder) -> None:
     [
         pytest.param(FOLDERS[0], "from rescheduler.cluster import drain", id="plan-acts-on-the-cluster"),
         pytest.param(FOLDERS[0], "import time", id="plan-reads-the-clock"),
-        pytest.param(FOLDERS[1], "from rescheduler.cluster.marks import NodeMarker", id="output-acts-on-the-cluster"),
+        pytest.param(FOLDERS[1], "from rescheduler.cluster.marking import NodeMarker", id="output-acts-on-the-cluster"),
         pytest.param(FOLDERS[1], "from shared.kube.api import Kube", id="output-talks-to-the-api-server"),
         pytest.param(FOLDERS[1], "import logging", id="output-logs"),
         pytest.param(
-            FOLDERS[2], "from rescheduler.cluster.state import ClusterState", id="snapshot-acts-on-the-cluster"
+            FOLDERS[2], "from rescheduler.cluster.watch_cache import ClusterState", id="snapshot-acts-on-the-cluster"
         ),
         pytest.param(FOLDERS[2], "from shared.kube import api", id="snapshot-talks-to-the-api-server"),
         pytest.param(FOLDERS[0], "from shared.kube.version import read_switches", id="plan-asks-the-api-server"),
         pytest.param(FOLDERS[3], "import shared.kube.informer", id="parallel-watches"),
         pytest.param(FOLDERS[2], "from rescheduler import run", id="snapshot-runs-the-loop"),
         pytest.param(FOLDERS[2], "from rescheduler.parallel.packing import passes", id="snapshot-plans"),
-        pytest.param(FOLDERS[3], "from rescheduler.snapshot.reader import load_snapshot", id="parallel-reads-files"),
-        pytest.param(FOLDERS[3], "from rescheduler.cluster.state import ClusterState", id="parallel-acts"),
+        pytest.param(FOLDERS[3], "from rescheduler.decode.reader import load_snapshot", id="parallel-reads-files"),
+        pytest.param(FOLDERS[3], "from rescheduler.cluster.watch_cache import ClusterState", id="parallel-acts"),
     ],
 )
 def test_a_folder_rule_refuses_a_bad_import(folder: Folder, source: str) -> None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from rescheduler.plan.capacity import (
+from rescheduler.plan.capacity_needs import (
     DELETED,
     ON_DEMAND,
     PREEMPTED,
@@ -24,8 +24,8 @@ from rescheduler.plan.capacity import (
 )
 from rescheduler.plan.placeholder_pods import node_label_value, placeholder_pod
 from rescheduler.plan.planner import plan
-from rescheduler.plan.reasons import Kind, StayReason
 from rescheduler.plan.safety import unschedulable_pods
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.config import CapacityConfig, Config
 from shared.fit import fits
 from shared.model import Pod
@@ -397,7 +397,7 @@ def test_in_the_way_of_a_drain_are_its_own_placeholders_those_on_its_targets_and
 
 
 def test_the_movability_memo_answers_as_movability_and_forgets_when_the_budgets_selection_changes() -> None:
-    from rescheduler.plan.capacity import MovabilityMemo
+    from rescheduler.plan.capacity_needs import MovabilityMemo
     from shared.movable import movability
     from tests.unit.movable_builders import pdb as budget
 

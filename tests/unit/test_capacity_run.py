@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from rescheduler.cluster.capacity import CapacityRequester
+from rescheduler.cluster.capacity_requests import CapacityRequester
 from rescheduler.cluster.events import EventRecorder
-from rescheduler.cluster.state import NODES, PODS, ClusterState
+from rescheduler.cluster.watch_cache import NODES, PODS, ClusterState
 from rescheduler.metrics import Metrics
 from rescheduler.plan.planner import plan
 from rescheduler.run import Rescheduler, RunOptions

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from rescheduler.cluster.state import NODES, PDBS, PODS, ClusterState
+from rescheduler.cluster.watch_cache import NODES, PDBS, PODS, ClusterState
 from rescheduler.plan.cycle import Decision, NodeMoves, PlannedCycle, decide, excluded_nodes, gate, plan_nodes
+from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.records import Plan, Summary
 from shared.config import PDB_ALL_AT_ONCE, Config, parse_config
 from shared.snapshot import ClusterSnapshot

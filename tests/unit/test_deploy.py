@@ -348,7 +348,7 @@ def test_the_lease_names_granted_are_the_lease_names_used() -> None:
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_rescheduler_may_list_and_watch_every_kind_its_state_watches(overlay: str) -> None:
-    from rescheduler.cluster.state import KINDS, PDBS, STORAGE_CLASSES
+    from rescheduler.cluster.watch_cache import KINDS, PDBS, STORAGE_CLASSES
 
     groups = {PDBS.name: "policy", STORAGE_CLASSES.name: "storage.k8s.io"}
     rules = rules_of(render(DEPLOY / "overlays" / overlay), "spotshift-rescheduler")

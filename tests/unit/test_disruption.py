@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.safety import REFUSE_PDB_EXHAUSTED, pdb_refusals
-from rescheduler.snapshot.reader import load_bytes
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.disruption import computed_status, with_computed_status
 from shared.model import PDB, Pod

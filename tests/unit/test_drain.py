@@ -17,11 +17,11 @@ from rescheduler.cluster.drain import (
 )
 from rescheduler.cluster.events import EventRecorder
 from rescheduler.cluster.evictor import Evictor
-from rescheduler.cluster.marks import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
-from rescheduler.cluster.state import PDBS, WATCHES, ClusterState, StateInformer
+from rescheduler.cluster.marking import DRAINED, FAILURES_ANNOTATION, NodeMarker, clean_leftovers
+from rescheduler.cluster.watch_cache import PDBS, WATCHES, ClusterState, StateInformer
 from rescheduler.metrics import Metrics
+from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE
 from shared.config import PDB_ALL_AT_ONCE, Config
 from shared.kube.api import Kube
 from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
@@ -462,7 +462,7 @@ def test_an_empty_drained_node_keeps_its_mark_while_other_pods_wait_to_be_schedu
 
 
 def test_the_node_as_it_is_now_decides_not_the_watch_that_is_behind(cluster: Cluster) -> None:
-    from rescheduler.cluster.marks import MarkReconciler
+    from rescheduler.cluster.marking import MarkReconciler
 
     marked = node("od-1", taints=[{"key": KEY, "value": TAINT_VALUE, "effect": "PreferNoSchedule"}])
     marked["metadata"]["annotations"] = {STATE_ANNOTATION: "draining"}

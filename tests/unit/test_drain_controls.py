@@ -9,9 +9,9 @@ from typing import Any
 
 from rescheduler.cluster.drain import DrainOutcome
 from rescheduler.plan.cycle import Decision
+from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION
-from rescheduler.plan.reasons import Kind, StayReason
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from rescheduler.run import Rescheduler, RunOptions, default_planner
 from shared.config import Config, parse_config
 from tests.unit.fake_api import pod

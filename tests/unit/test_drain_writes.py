@@ -15,9 +15,9 @@ import pytest
 
 from rescheduler import run
 from rescheduler.cluster.drain import WRITE_BACKOFF, WRITE_MAX_BACKOFF, Drain, DrainOutcome, DrainResult, Phase
-from rescheduler.cluster.marks import FAILURES_ANNOTATION
+from rescheduler.cluster.marking import FAILURES_ANNOTATION
+from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config
 from tests.unit.fake_api import FakeApiServer, pod

@@ -19,7 +19,7 @@ from werkzeug.test import TestResponse
 from extender.app import create_app
 from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, PodPlacement, reduce_node
 from shared.config import Config, parse_config
-from shared.reasons import ERR_RECLAIMED
+from shared.fit_reasons import ERR_RECLAIMED
 from tests.builders import Json, node_json, owner, pod_json, taint
 
 SPOT = {"karpenter.sh/capacity-type": "spot"}

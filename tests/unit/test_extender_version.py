@@ -1,4 +1,4 @@
-"""spot-extender reads the cluster's release from ``/version`` (extender/version.py over shared/kube/version.py).
+"""spot-extender reads the cluster's release from ``/version`` (extender/release.py over shared/kube/version.py).
 
 The project's own fake API server (:mod:`tests.unit.fake_api`) stands behind the transport boundary, as it does
 for the rescheduler; the real HTTP transport is used once, against a port where nothing listens.
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.version import read_release, read_release_over, release_sentence
+from extender.release import read_release, read_release_over, release_sentence
 from shared.kube.api import Kube, Unavailable
 from shared.switches import STRICTEST, for_version
 from tests.unit.fake_api import FakeApiServer

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from shared.fit import fits
-from shared.model import Pod
-from shared.reasons import (
+from shared.fit_reasons import (
     ERR_ANTI_AFFINITY,
     ERR_INSUFFICIENT,
     ERR_NODE_AFFINITY,
@@ -21,6 +20,7 @@ from shared.reasons import (
     ERR_UNTOLERATED_TAINT,
     ERR_VOLUME_NODE_AFFINITY,
 )
+from shared.model import Pod
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
 from tests.builders import Json, node_json, pod_json, snapshot
 

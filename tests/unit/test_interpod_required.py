@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from shared.fit_reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.interpod import check_inter_pod_affinity
 from shared.model import Node, Pod
-from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.snapshot import ClusterSnapshot
 from tests.unit.interpod_builders import (
     AA,

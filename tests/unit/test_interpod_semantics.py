@@ -11,10 +11,10 @@ import copy
 import gc
 from typing import Any
 
+from shared.fit_reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.interpod import check_inter_pod_affinity, preferred_inter_pod_affinity_score
 from shared.memo import SnapshotMemo
 from shared.model import Pod
-from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.snapshot import ClusterSnapshot
 from tests.unit.interpod_builders import (
     AA,

@@ -1,4 +1,4 @@
-"""rescheduler.plan.marks: the drain marks' timestamps parse to the Unix time datetime gives, without it."""
+"""rescheduler.plan.drain_marks: the drain marks' timestamps parse to the Unix time datetime gives, without it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from rescheduler.plan.marks import parse_utc
+from rescheduler.plan.drain_marks import parse_utc
 
 
 def _reference(text: str) -> float:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from shared.fit_reasons import ERR_NOT_READY, ERR_UNSCHEDULABLE, Reason
 from shared.model import Node, Pod
 from shared.nodestate import TAINT_NODE_UNSCHEDULABLE, check_ready, check_unschedulable
-from shared.reasons import ERR_NOT_READY, ERR_UNSCHEDULABLE, Reason
 from tests import builders
 
 CORDONED = Reason(ERR_UNSCHEDULABLE, ERR_UNSCHEDULABLE, True)

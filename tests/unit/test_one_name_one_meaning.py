@@ -53,3 +53,38 @@ def test_the_allowed_list_holds_only_names_still_defined_twice() -> None:
 def test_the_walk_sees_the_product() -> None:
     names = defined_names()
     assert names["fits"] == {"shared/fit.py"} and "ExtenderService" in names and len(names) > 400
+
+
+# Modules named by their role: two files of the product share a name only where the name means the same role in
+# each component (each command's entry point and its metrics), and no module is named like a package elsewhere.
+SAME_ROLE_FILES = {"__init__.py", "cli.py", "metrics.py"}
+
+
+def module_files() -> dict[str, set[str]]:
+    """Every module file name of the product, with the paths carrying it."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            out[path.name].add(path.relative_to(ROOT).as_posix())
+    return out
+
+
+def test_no_two_product_modules_share_a_file_name_but_one_role_in_each_component() -> None:
+    twice = {name: sorted(paths) for name, paths in module_files().items() if len(paths) > 1}
+    assert set(twice) <= SAME_ROLE_FILES, (
+        f"file names used twice: { {n: p for n, p in twice.items() if n not in SAME_ROLE_FILES} }"
+    )
+    for name in SAME_ROLE_FILES - {"__init__.py"}:
+        components = [path.split("/")[0] for path in twice.get(name, [])]
+        assert len(components) == len(set(components)), f"{name} twice in one component: {twice[name]}"
+
+
+def test_no_module_is_named_like_a_package_of_the_product() -> None:
+    packages = {path.parent.name for package in PRODUCT for path in (ROOT / package).rglob("__init__.py")}
+    modules = {name.removesuffix(".py") for name in module_files()} - {"__init__"}
+    assert not packages & modules, f"a module and a package share a name: {sorted(packages & modules)}"
+
+
+def test_the_file_name_walk_sees_the_product() -> None:
+    files = module_files()
+    assert files["cli.py"] == {"extender/cli.py", "rescheduler/cli.py"} and len(files) > 80

@@ -18,9 +18,9 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.planner import PUSHER, plan
 from rescheduler.run import default_planner
-from rescheduler.snapshot.reader import load_bytes
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate

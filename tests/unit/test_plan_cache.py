@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rescheduler.cluster.state import NAMESPACES, NODES, PDBS, PODS, ClusterState
+from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, ClusterState
 from rescheduler.plan.cycle import plan_nodes
 from rescheduler.plan.planner import PlanCache, plan
 from rescheduler.plan.topology import TopologyIndex

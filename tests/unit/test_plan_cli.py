@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rescheduler.plan.reasons import Kind
+from rescheduler.plan.stay_reasons import Kind
 from tests.builders import api_list, node_json, owner, pod_json
 from tests.support.cluster_gen import DRAINABLE, generate, write_list
 

@@ -1,4 +1,4 @@
-"""The operator's controls in a plan (rescheduler/plan/controls.py): each holds a node with its own kind of reason,
+"""The operator's controls in a plan (rescheduler/plan/gate.py): each holds a node with its own kind of reason,
 grouped in the summary like the others; budgets keep a prefix of the plan; the run loop's planner answer carries
 what the controls held back."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 from rescheduler.output.table import render_table
 from rescheduler.plan.cycle import decide, plan_nodes
-from rescheduler.plan.marks import STATE_ANNOTATION, TAINT_VALUE
+from rescheduler.plan.drain_marks import STATE_ANNOTATION, TAINT_VALUE
 from rescheduler.plan.planner import plan
-from rescheduler.plan.reasons import CONTROLS, Kind, control_of
 from rescheduler.plan.records import DisruptionBudget
+from rescheduler.plan.stay_reasons import CONTROLS, Kind, control_of
 from shared.config import Config, parse_config
 from shared.model import Pod, Taint
 from tests.support.plan_check import check_plan

@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.cycle import plan_nodes
 from rescheduler.plan.planner import plan
-from rescheduler.snapshot.reader import load_bytes
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT, Config
 from shared.snapshot import ClusterSnapshot
 from tests.support import cluster_gen

@@ -14,12 +14,12 @@ from dataclasses import replace
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.budgets import RateLimit, dynamic_order
 from rescheduler.plan.candidates import Candidate, Candidates, PlanCache
 from rescheduler.plan.placement import Planner
 from rescheduler.plan.planner import PUSHER, plan
-from rescheduler.plan.state import FullestFirst, Simulation, SortedFree
-from rescheduler.snapshot.reader import load_bytes
+from rescheduler.plan.simulation import FullestFirst, Simulation, SortedFree
 from shared.config import Config
 from shared.model import Pod
 from tests.support.cluster_gen import PDB_HEAVY, generate

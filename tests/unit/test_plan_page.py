@@ -19,10 +19,10 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.output.page import _json_for_script, page_data, render_html
 from rescheduler.plan.planner import plan
-from rescheduler.plan.reasons import Kind
-from rescheduler.snapshot.reader import load_bytes
+from rescheduler.plan.stay_reasons import Kind
 from shared.config import Config, parse_config
 from shared.movable import BLOCK_NOT_SAFE_TO_EVICT
 from tests.builders import api_list, node_json, owner, pod_json

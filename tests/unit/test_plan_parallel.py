@@ -12,13 +12,13 @@ import orjson
 import pytest
 
 from rescheduler.cli import main
+from rescheduler.decode.reader import load_bytes
 from rescheduler.parallel import packing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.planner import plan
-from rescheduler.plan.state import Simulation
+from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, PORTFOLIO, Strategy
-from rescheduler.snapshot.reader import load_bytes
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rescheduler.plan.reasons import Kind
+from rescheduler.plan.stay_reasons import Kind
 from rescheduler.plan.waiting import WAITING_LIMIT, release, reserve, waiting_pods
 from shared.model import Pod
 from tests.unit.planner_builders import DEFAULT, cluster, node, planned, pod, snapshot_state

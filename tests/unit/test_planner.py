@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.planner import PORTFOLIO, PUSHER, plan
-from rescheduler.snapshot.reader import load_bytes
 from shared.snapshot import ClusterSnapshot
 from tests.support.cluster_gen import DRAINABLE, FULL, generate
 from tests.support.plan_check import check_plan

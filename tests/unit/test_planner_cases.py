@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from rescheduler.plan.planner import HELD_BACK, PUSHER, plan
-from rescheduler.plan.reasons import Kind
+from rescheduler.plan.stay_reasons import Kind
 from shared.config import parse_config
+from shared.fit_reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.model import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.movable import BLOCK_RESOURCE_CLAIMS
-from shared.reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_NODE_PORTS
 from shared.switches import CURRENT, Switches, for_version
 from tests.support.pusher import pusher_plan
 from tests.unit.planner_builders import (

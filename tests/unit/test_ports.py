@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from shared.fit_reasons import ERR_NODE_PORTS, Reason
 from shared.model import HostPort, Pod
 from shared.ports import check_host_ports, host_port_conflicts
-from shared.reasons import ERR_NODE_PORTS, Reason
 from shared.snapshot import NodeInfo
 from tests import builders
 

@@ -17,9 +17,9 @@ import msgspec
 import orjson
 import pytest
 
+from rescheduler.decode.pods import PodItem, PodReader
 from rescheduler.plan.planner import plan
-from rescheduler.plan.reasons import Kind
-from rescheduler.snapshot.pods import PodItem, PodReader
+from rescheduler.plan.stay_reasons import Kind
 from shared.config import Config
 from shared.model import ParseError, Pod, pod_requests, status_requests
 from shared.resources import check_resources

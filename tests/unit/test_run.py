@@ -17,7 +17,7 @@ from rescheduler.cluster.events import EventRecorder, Ref
 from rescheduler.logs import JsonFormatter, fields
 from rescheduler.metrics import Metrics, MetricsServer
 from rescheduler.plan.cycle import PlannedCycle
-from rescheduler.plan.marks import STATE_ANNOTATION
+from rescheduler.plan.drain_marks import STATE_ANNOTATION
 from rescheduler.plan.records import Plan, Summary
 from rescheduler.run import Rescheduler, RunOptions, add_run_arguments, config_from_args
 from shared.config import Config, ConfigError, load_config
@@ -583,7 +583,7 @@ def test_logs_are_one_json_object_per_line_with_the_fields() -> None:
     )
 
 
-# --- the cluster's kube-scheduler rules (rescheduler/cluster/version.py) -------------------------------------------
+# --- the cluster's kube-scheduler rules (rescheduler/cluster/rules.py) -------------------------------------------
 
 
 def over_committed(git_version: str | None) -> FakeApiServer:
@@ -653,8 +653,8 @@ def test_without_a_usable_version_the_loop_plans_with_the_strictest_rules_and_sa
 
 
 def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
+    from rescheduler.decode.reader import load_bytes
     from rescheduler.run import default_planner
-    from rescheduler.snapshot.reader import load_bytes
 
     server = over_committed(None)
     items = [*server.store["nodes"].values(), *server.store["pods"].values()]
@@ -670,7 +670,7 @@ def test_default_planner_asks_for_the_rules_at_each_plan() -> None:
 def test_the_rescheduler_role_lists_and_watches_every_kind_the_state_watches() -> None:
     import yaml
 
-    from rescheduler.cluster.state import KINDS
+    from rescheduler.cluster.watch_cache import KINDS
 
     rbac = Path(__file__).resolve().parents[2] / "deploy/base/rescheduler/rbac.yaml"
     role = next(d for d in yaml.safe_load_all(rbac.read_text()) if d and d["kind"] == "ClusterRole")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rescheduler.run import Rescheduler, RunOptions
-from shared.reasons import ERR_VOLUME_BIND_CONFLICT
+from shared.fit_reasons import ERR_VOLUME_BIND_CONFLICT
 from shared.storage import StorageClass
 from tests.unit.fake_api import FakeApiServer, namespace, node, pod
 from tests.unit.test_run import fast

@@ -1,4 +1,4 @@
-"""rescheduler.snapshot.reader: the fast loader equals the library's constructors, and refuses bad input in one line."""
+"""rescheduler.decode.reader: the fast loader equals the library's constructors, and refuses bad input in one line."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from rescheduler.cluster.listing import NotServed, load_cluster
-from rescheduler.snapshot.pods import FAST_PATH_COMPLETE, SPEC_KEYS, PodItem, PodReader
-from rescheduler.snapshot.reader import Progress, SnapshotError, load_bytes, load_snapshot
+from rescheduler.decode.pods import FAST_PATH_COMPLETE, SPEC_KEYS, PodItem, PodReader
+from rescheduler.decode.reader import Progress, SnapshotError, load_bytes, load_snapshot
 from shared.model import PDB, Node, Pod
 from shared.storage import StorageClass
 from tests.support.cluster_gen import FULL, generate, write_list
@@ -160,7 +160,7 @@ def _decode_pod(raw: dict[str, Any]) -> Pod:
 
 
 def test_fast_path_covers_every_pod_field() -> None:
-    assert FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.snapshot.pods does not fill"
+    assert FAST_PATH_COMPLETE, "shared.model.Pod has a field rescheduler.decode.pods does not fill"
 
 
 def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:

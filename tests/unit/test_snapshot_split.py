@@ -1,4 +1,4 @@
-"""A snapshot file read by two processes (:mod:`rescheduler.snapshot.split`): the same parts as one process
+"""A snapshot file read by two processes (:mod:`rescheduler.decode.split`): the same parts as one process
 reads, in the same order; any other layout, or any problem in either half, falls back to the one-process read
 (which words the error as always). Real forked processes and real files."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from rescheduler.cli import main
-from rescheduler.snapshot import reader, split
-from rescheduler.snapshot.reader import Progress, SnapshotError, SnapshotParts, load_snapshot, read_tagged
+from rescheduler.decode import reader, split
+from rescheduler.decode.reader import Progress, SnapshotError, SnapshotParts, load_snapshot, read_tagged
 from tests.support.cluster_gen import FULL, PDB_HEAVY, generate, write_list
 from tests.unit.test_snapshot_reader import EXTRA_PODS
 
@@ -131,7 +131,7 @@ def test_a_bad_item_in_either_half_falls_back_and_is_worded_as_always(tmp_path: 
 
 
 def _big_file(tmp_path: Path) -> Path:
-    """A file above :data:`~rescheduler.snapshot.split.MIN_BYTES`: a small cluster whose pods carry kubectl's
+    """A file above :data:`~rescheduler.decode.split.MIN_BYTES`: a small cluster whose pods carry kubectl's
     last-applied-configuration, as big as some do."""
     items = generate(27, 40, 900, PDB_HEAVY)
     for item in items:
@@ -159,7 +159,7 @@ def test_only_the_reader_of_the_first_half_shows_progress(tmp_path: Path) -> Non
 def test_plan_reads_a_big_file_in_two_and_prints_the_same_plan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through the command, on a file above :data:`~rescheduler.snapshot.split.MIN_BYTES`."""
+    """Through the command, on a file above :data:`~rescheduler.decode.split.MIN_BYTES`."""
     path = _big_file(tmp_path)
     assert _read(path) is not None
     read_in_two = reader.read_in_two

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from shared.fit_reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
 from shared.model import Node, Pod
-from shared.reasons import ERR_SPREAD, ERR_SPREAD_MISSING_LABEL
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, STRICTEST, Switches, for_version

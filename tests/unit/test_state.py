@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from rescheduler.cluster.state import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, PodPages, StateInformer
+from rescheduler.cluster.watch_cache import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, PodPages, StateInformer
 from shared.kube.api import Kube
 from tests.support import cluster_gen
 from tests.unit.fake_api import FakeApiServer, node, pdb, pod

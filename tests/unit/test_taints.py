@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from shared.fit_reasons import ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED, Reason
 from shared.model import Node, Pod, Taint, Toleration
-from shared.reasons import ERR_UNTOLERATED_TAINT, ERR_UNTOLERATED_TAINT_NAMED, Reason
 from shared.switches import for_version
 from shared.taints import (
     DO_NOT_SCHEDULE_EFFECTS,

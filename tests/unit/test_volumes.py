@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from shared.fit_reasons import ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_ZONE, Reason
 from shared.model import Node, PersistentVolume, PersistentVolumeClaim, Pod
-from shared.reasons import ERR_VOLUME_NODE_AFFINITY, ERR_VOLUME_ZONE, Reason
 from shared.snapshot import ClusterSnapshot
 from shared.switches import for_version
 from shared.volumes import check_volumes, label_zones_to_set

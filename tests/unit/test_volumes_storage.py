@@ -11,14 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
-from rescheduler.snapshot.reader import load_bytes
-from shared.model import Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
-from shared.reasons import (
+from rescheduler.decode.reader import load_bytes
+from shared.fit_reasons import (
     ERR_UNBOUND_IMMEDIATE_CLAIMS,
     ERR_VOLUME_BIND_CONFLICT,
     ERR_VOLUME_NODE_AFFINITY,
     Reason,
 )
+from shared.model import Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot
 from shared.storage import StorageClass
 from shared.volumes import check_volumes

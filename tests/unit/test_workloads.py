@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from rescheduler.snapshot.reader import load_bytes
+from rescheduler.decode.reader import load_bytes
 from shared.config import Config, parse_config
 from shared.model import Pod
 from shared.pdbs import PdbIndex

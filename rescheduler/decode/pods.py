@@ -10,7 +10,7 @@ safe and saves memory.
 
 Every part is parsed by ``Pod.from_api`` itself, and ``tests/unit/test_snapshot_reader.py`` checks that the fast
 path builds pods equal to ``Pod.from_api`` on the same JSON, so it cannot drift from the library silently.
-:mod:`rescheduler.snapshot.reader` (files) and :mod:`rescheduler.cluster.listing` (a live cluster) both use it.
+:mod:`rescheduler.decode.reader` (files) and :mod:`rescheduler.cluster.listing` (a live cluster) both use it.
 """
 
 from __future__ import annotations

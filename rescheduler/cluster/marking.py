@@ -16,9 +16,15 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from rescheduler.cluster.events import NORMAL, TAINT_CLEANED, EventRecorder, Ref
-from rescheduler.cluster.state import ClusterState
+from rescheduler.cluster.watch_cache import ClusterState
 from rescheduler.logs import fields
-from rescheduler.plan.marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION, TAINT_VALUE, backoff_until, is_marked
+from rescheduler.plan.drain_marks import (
+    BACKOFF_UNTIL_ANNOTATION,
+    STATE_ANNOTATION,
+    TAINT_VALUE,
+    backoff_until,
+    is_marked,
+)
 from shared.config import Config
 from shared.kube.api import ApiError, Conflict, Kube, NotFound, Retry, node_path
 from shared.model import PDB, PREFER_NO_SCHEDULE, Node, Taint

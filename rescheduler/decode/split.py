@@ -1,7 +1,7 @@
 """A big snapshot file read by two processes at once: :func:`read_in_two`.
 
 Reading a 1.25 GB snapshot is one core's work for seconds (``bench/plan_scale.py``): msgspec decodes the JSON,
-then every pod is built (:mod:`rescheduler.snapshot.pods`). Both scale with the bytes, so on a machine with
+then every pod is built (:mod:`rescheduler.decode.pods`). Both scale with the bytes, so on a machine with
 another core the file is cut in two at an item boundary; a forked child reads the second half while this
 process reads the first, then sends what it built as plain rows (each pod's own fields, plus its template's
 once), which this process turns back into the same objects. The snapshot is the one a single process reads:
@@ -32,8 +32,8 @@ from typing import Any
 
 import msgspec
 
+from rescheduler.decode.pods import TEMPLATE_FIELDS
 from rescheduler.parallel import forked
-from rescheduler.snapshot.pods import TEMPLATE_FIELDS
 from shared.model import EMPTY, Pod, Volume
 
 __all__ = ["read_in_two", "split_point", "MIN_BYTES", "HEAD"]
@@ -52,7 +52,7 @@ _CLOSE = b"]}"  # after the first half's last item, in place of ",\n"
 _OPEN = b'{"items":['  # before the second half's first item, in place of ",\n" and 8 spaces
 
 Reader = Callable[[Any, bool], Any]
-"""Decodes a buffer holding a tagged ``v1 List`` into :class:`~rescheduler.snapshot.reader.SnapshotParts`; with
+"""Decodes a buffer holding a tagged ``v1 List`` into :class:`~rescheduler.decode.reader.SnapshotParts`; with
 ``True``, a top level holding any key but ``apiVersion`` and ``items`` is an error."""
 
 
@@ -119,7 +119,7 @@ def _read_in_two(view: mmap.mmap, read: Reader, min_bytes: int) -> Any | None:
 _KINDS = ("nodes", "pdbs", "namespaces", "pvs", "pvcs", "storage_classes")
 _FIELDS = Pod.__dataclass_fields__
 _TEMPLATE = ("namespace", "labels", *TEMPLATE_FIELDS)
-"""The fields pods of one template share (the same objects: :mod:`rescheduler.snapshot.pods`)."""
+"""The fields pods of one template share (the same objects: :mod:`rescheduler.decode.pods`)."""
 _OWN = tuple(f for f in _FIELDS if f not in _TEMPLATE)
 """Each pod's own fields."""
 _template_of = attrgetter(*_TEMPLATE)

@@ -9,7 +9,7 @@ whole path, figures in ``bench/README.md``). So:
   (everything else - ``managedFields``, ``containerStatuses``, node images - is skipped without being
   allocated). The scheduling-relevant parts of a pod spec (containers, affinity, tolerations...) stay
   ``msgspec.Raw`` byte slices of the input, decoded only when first seen.
-* Pods take the fast path of :mod:`rescheduler.snapshot.pods`: parsed once per distinct template, each part
+* Pods take the fast path of :mod:`rescheduler.decode.pods`: parsed once per distinct template, each part
   cached on its own bytes, tested to build pods equal to ``Pod.from_api``.
 * Everything else (nodes, PDBs, namespaces, PVs, PVCs, StorageClasses) goes through the shared ``from_api``
   constructors.
@@ -37,9 +37,9 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
-from rescheduler.snapshot.pods import NONE, PodItem, PodReader, validation_problem
-from rescheduler.snapshot.split import MIN_BYTES as SPLIT_MIN_BYTES
-from rescheduler.snapshot.split import read_in_two
+from rescheduler.decode.pods import NONE, PodItem, PodReader, validation_problem
+from rescheduler.decode.split import MIN_BYTES as SPLIT_MIN_BYTES
+from rescheduler.decode.split import read_in_two
 from shared.disruption import with_computed_status
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.snapshot import ClusterSnapshot
@@ -349,7 +349,7 @@ def json_problem(e: Exception) -> str:
 
 
 class _FirstHalf(Struct, forbid_unknown_fields=True):
-    """The first part of a list cut in two (:mod:`rescheduler.snapshot.split`): nothing but these keys."""
+    """The first part of a list cut in two (:mod:`rescheduler.decode.split`): nothing but these keys."""
 
     apiVersion: str | None = None
     items: list[_Tagged] | None = None
@@ -461,7 +461,7 @@ def load_snapshot(
 ) -> ClusterSnapshot:
     """Load ``path`` (``-`` is stdin). A regular file is memory-mapped rather than read into the heap; with
     ``workers`` above 1, a big file in kubectl's layout is read by two processes at once
-    (:mod:`rescheduler.snapshot.split`), which gives the same snapshot."""
+    (:mod:`rescheduler.decode.split`), which gives the same snapshot."""
     if path == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
         progress.phase("reading standard input")

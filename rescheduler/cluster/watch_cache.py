@@ -39,8 +39,8 @@ import msgspec
 import orjson
 
 from rescheduler.cluster.listing import raw_page
-from rescheduler.snapshot.pods import PodReader
-from rescheduler.snapshot.reader import LIST_DECODERS
+from rescheduler.decode.pods import PodReader
+from rescheduler.decode.reader import LIST_DECODERS
 from shared.disruption import with_computed_status
 from shared.kube.api import Collection, Kube
 from shared.kube.informer import Informer, Page
@@ -409,7 +409,7 @@ class _Handler:
 
 
 class PodPages:
-    """Pod list pages read by the typed decoder of snapshot files and live ``plan`` (:mod:`rescheduler.snapshot`):
+    """Pod list pages read by the typed decoder of snapshot files and live ``plan`` (:mod:`rescheduler.decode`):
     about three times faster than a dict per pod and ``Pod.from_api``, and the parts replicas share (containers,
     tolerations, affinity) are held once. The pods are equal to ``Pod.from_api``'s (a test of the snapshot reader
     checks it). A page that decoder refuses is read the dict way, object by object, so a pod that cannot be

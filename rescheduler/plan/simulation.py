@@ -27,11 +27,11 @@ from shared.classes import node_class, reclaim_reason
 from shared.config import Config
 from shared.controls import target_too_young
 from shared.fit import fits
+from shared.fit_reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_SPREAD, ERR_SPREAD_MISSING_LABEL, Reason
 from shared.model import Pod
 from shared.movable import is_expendable
 from shared.placeholders import is_placeholder
 from shared.ports import check_host_ports
-from shared.reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_SPREAD, ERR_SPREAD_MISSING_LABEL, Reason
 from shared.resources import check_resources, requests_anything
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches

@@ -3,15 +3,15 @@ much may be asked for at once, and how a request for a node ends.
 
 A node is worth asking capacity for when the plan leaves it on-demand for lack of room alone: every pod on it
 may move, its PodDisruptionBudgets and spot ceilings let it drain, and the reason it stays is
-:data:`~rescheduler.plan.reasons.Kind.NO_CAPACITY` (all spot targets together have too little free),
-:data:`~rescheduler.plan.reasons.Kind.NO_SPOT_NODES`, or :data:`~rescheduler.plan.reasons.Kind.NO_FIT` whose
+:data:`~rescheduler.plan.stay_reasons.Kind.NO_CAPACITY` (all spot targets together have too little free),
+:data:`~rescheduler.plan.stay_reasons.Kind.NO_SPOT_NODES`, or :data:`~rescheduler.plan.stay_reasons.Kind.NO_FIT` whose
 most frequent cause is room taken by others (:data:`ROOM_CAUSES`: resources, pod slots, anti-affinity,
 spread). The planner checks movability, then budgets and ceilings, then room
 (:func:`rescheduler.plan.placement.run`), so those kinds imply the earlier checks passed. A pod that fits no
 spot node because of a taint, its node affinity or a volume stays where it is: a new spot node would not take
 it either, and a placeholder cannot hold a host port (spotshift's namespace is restricted).
 
-The run loop's API part (:mod:`rescheduler.cluster.capacity`) creates the placeholders
+The run loop's API part (:mod:`rescheduler.cluster.capacity_requests`) creates the placeholders
 (:mod:`rescheduler.plan.placeholder_pods`), watches them and deletes them; :func:`judge` says when a request
 is over and why, :func:`in_the_way` which placeholders a drain must see gone before its first eviction.
 Nothing here reads a clock: ages are passed in.
@@ -22,19 +22,19 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rescheduler.plan.reasons import Kind, StayReason
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.config import CapacityConfig, Config
-from shared.model import PDB, Pod
-from shared.movable import Movability, movability
-from shared.pdbs import PdbIndex
-from shared.placeholders import NODE_ANNOTATION
-from shared.quantity import resource_value
-from shared.reasons import (
+from shared.fit_reasons import (
     ERR_ANTI_AFFINITY,
     ERR_EXISTING_ANTI_AFFINITY,
     ERR_SPREAD,
     ERR_TOO_MANY_PODS,
 )
+from shared.model import PDB, Pod
+from shared.movable import Movability, movability
+from shared.pdbs import PdbIndex
+from shared.placeholders import NODE_ANNOTATION
+from shared.quantity import resource_value
 from shared.snapshot import ClusterSnapshot
 
 __all__ = [

@@ -4,18 +4,18 @@ Once per cycle, after the plan (``capacity.enabled``; :meth:`CapacityRequester.s
 
 1. placeholders that no live request of this process owns (a predecessor's, after a crash or a restart) are
    deleted (``orphaned``); the rescheduler owns its placeholders by label, not by ``ownerReferences``;
-2. each request out is judged (:func:`rescheduler.plan.capacity.judge`) against the watch: ``provisioned``
+2. each request out is judged (:func:`rescheduler.plan.capacity_needs.judge`) against the watch: ``provisioned``
    once every placeholder runs on spot (the plan then counts their room as free, since the planner treats
    placeholders like expendable pods, and drains the node as any other); ended when one lands on a non-spot
    node (``on-demand``), one is preempted (``preempted``), the node no longer needs the room (``deleted``), or
    ``capacity.timeout`` passes (``timed-out``). ``timed-out`` and ``on-demand`` back the node off like a
    failed drain (``rescheduler.node_backoff``, doubling: the same annotations, the same Event);
-3. new requests for the plan's :func:`~rescheduler.plan.capacity.capacity_needs`, whole nodes only, while the
+3. new requests for the plan's :func:`~rescheduler.plan.capacity_needs.capacity_needs`, whole nodes only, while the
    placeholders out stay within ``capacity.max_pods``, ``max_cpu`` and ``max_memory``.
 
 A drain, before its first eviction, calls :meth:`CapacityRequester.give_room`: the node's own request ends
 (``drained``), and so does every request with a placeholder in the way of the drain
-(:func:`~rescheduler.plan.capacity.in_the_way`: on a target node, or waiting for a node; ``deleted``, asked
+(:func:`~rescheduler.plan.capacity_needs.in_the_way`: on a target node, or waiting for a node; ``deleted``, asked
 again once no drain is in flight); the drain evicts nothing until the watch shows them gone
 (:mod:`rescheduler.cluster.drain`). kube-scheduler preempts a placeholder only for a pod that fits no node
 at all, so a replacement that found the room held would be scheduled onto an on-demand node with room rather
@@ -47,10 +47,10 @@ from rescheduler.cluster.events import (
     EventRecorder,
     Ref,
 )
-from rescheduler.cluster.state import ClusterState
+from rescheduler.cluster.watch_cache import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
-from rescheduler.plan.capacity import (
+from rescheduler.plan.capacity_needs import (
     BACKS_OFF,
     DELETED,
     DRAINED,
@@ -66,7 +66,7 @@ from rescheduler.plan.capacity import (
     judge,
 )
 from rescheduler.plan.placeholder_pods import placeholder_pod
-from rescheduler.plan.reasons import StayReason
+from rescheduler.plan.stay_reasons import StayReason
 from shared.classes import node_class
 from shared.config import Config
 from shared.kube.api import ApiError, Kube, NotFound, pod_path
@@ -326,7 +326,7 @@ class CapacityRequester:
         self._count()
 
     def _judge(self, wanted: Collection[str]) -> set[str]:
-        """Judge every request out (see :func:`rescheduler.plan.capacity.judge`); returns the nodes whose
+        """Judge every request out (see :func:`rescheduler.plan.capacity_needs.judge`); returns the nodes whose
         request ended."""
         ended: set[str] = set()
         classes = self.config.node_classes

@@ -3,7 +3,7 @@ the nodes the plan empties may start draining now.
 
 Pure, with the time passed in (``now``, Unix seconds): the rules themselves are :mod:`shared.controls` (ages,
 ready replicas, budgets and windows) and :mod:`shared.movable` (scope, Jobs); here they become
-:class:`~rescheduler.plan.reasons.StayReason` records the CLI, the run loop's metrics and Events read.
+:class:`~rescheduler.plan.stay_reasons.StayReason` records the CLI, the run loop's metrics and Events read.
 
 * :func:`hold_candidates` runs once the pods' movability is known, on the candidates nothing else blocks: a pod
   to move that is too young, or whose workload has too few Ready replicas, makes its node wait. Held nodes are
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from rescheduler.plan.marks import STATE_ANNOTATION, is_marked
-from rescheduler.plan.reasons import Kind, StayReason
+from rescheduler.plan.drain_marks import STATE_ANNOTATION, is_marked
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.config import Config
 from shared.controls import Allowance, allowance, format_time, pod_too_young, ready_replicas, too_few_replicas
 from shared.model import Node, Pod
