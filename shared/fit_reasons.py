@@ -21,6 +21,9 @@ __all__ = [
     "ERR_NODE_PORTS",
     "ERR_INSUFFICIENT",
     "ERR_TOO_MANY_PODS",
+    "ERR_INSUFFICIENT_CPU",
+    "ERR_INSUFFICIENT_MEMORY",
+    "is_insufficient",
     "ERR_EXISTING_ANTI_AFFINITY",
     "ERR_AFFINITY",
     "ERR_ANTI_AFFINITY",
@@ -53,6 +56,15 @@ ERR_NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 # noderesources/fit.go: fmt.Sprintf("Insufficient %v", resourceName) and "Too many pods"
 ERR_INSUFFICIENT = "Insufficient {resource}"
 ERR_TOO_MANY_PODS = "Too many pods"
+ERR_INSUFFICIENT_CPU = ERR_INSUFFICIENT.format(resource="cpu")
+ERR_INSUFFICIENT_MEMORY = ERR_INSUFFICIENT.format(resource="memory")
+
+
+def is_insufficient(text: str) -> bool:
+    """Whether ``text`` is noderesources' ``Insufficient <resource>`` for some resource."""
+    return text.startswith(ERR_INSUFFICIENT.removesuffix("{resource}"))
+
+
 # interpodaffinity/filtering.go
 ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_AFFINITY = "node(s) didn't match pod affinity rules"

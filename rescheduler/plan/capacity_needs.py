@@ -29,6 +29,7 @@ from shared.fit_reasons import (
     ERR_EXISTING_ANTI_AFFINITY,
     ERR_SPREAD,
     ERR_TOO_MANY_PODS,
+    is_insufficient,
 )
 from shared.model import PDB, Pod
 from shared.movable import Movability, movability
@@ -117,7 +118,7 @@ def is_room_reason(reason: StayReason) -> bool:
     if reason.kind in (Kind.NO_CAPACITY, Kind.NO_SPOT_NODES):
         return True
     if reason.kind is Kind.NO_FIT and reason.cause is not None:
-        return reason.cause.startswith("Insufficient ") or reason.cause in ROOM_CAUSES
+        return is_insufficient(reason.cause) or reason.cause in ROOM_CAUSES
     return False
 
 

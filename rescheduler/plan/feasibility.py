@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from shared.fit_reasons import ERR_INSUFFICIENT
 from shared.model import Pod
 from shared.nodeaffinity import check_node_affinity
 from shared.nodestate import check_ready, check_unschedulable
@@ -105,7 +106,7 @@ class StaticFilter:
             return r.message
         for name, want in extended:
             if want > info.allocatable(name):
-                return f"Insufficient {name}"
+                return ERR_INSUFFICIENT.format(resource=name)
         if pod.volumes:
             r = check_volumes(pod, node, self.snapshot, switches=self.switches)
             if r is not None:

@@ -21,6 +21,7 @@ from rescheduler.plan.candidates import Candidate, Candidates
 from rescheduler.plan.simulation import FullestFirst, Placed, Simulation, Skip
 from rescheduler.plan.stay_reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import RETRIES, NodeOrder, PodOrder, Strategy, TargetRule
+from shared.fit_reasons import ERR_INSUFFICIENT_CPU, ERR_INSUFFICIENT_MEMORY, ERR_TOO_MANY_PODS
 from shared.model import Pod
 
 __all__ = ["Planner", "PlannedMove", "Result", "run", "place", "choose", "capacity", "fit_error"]
@@ -225,9 +226,9 @@ def best_fit(
     floor = mem if by_memory else cpu
     start = 0 if floor is None else bisect.bisect_left(entries, (floor, -1))
     if start:
-        why["Insufficient memory" if by_memory else "Insufficient cpu"] += start
+        why[ERR_INSUFFICIENT_MEMORY if by_memory else ERR_INSUFFICIENT_CPU] += start
     other, need, lack = (
-        (sim.free_cpu, cpu, "Insufficient cpu") if by_memory else (sim.free_mem, mem, "Insufficient memory")
+        (sim.free_cpu, cpu, ERR_INSUFFICIENT_CPU) if by_memory else (sim.free_mem, mem, ERR_INSUFFICIENT_MEMORY)
     )
     free_pods = sim.free_pods
     skip: Skip | None = None
@@ -235,7 +236,7 @@ def best_fit(
     for j in range(start, len(entries)):
         idx = entries[j][1]
         if free_pods[idx] < 1:
-            why["Too many pods"] += 1
+            why[ERR_TOO_MANY_PODS] += 1
             continue
         if need is not None and other[idx] < need:
             why[lack] += 1
@@ -269,13 +270,13 @@ def first_fit(
         if idx not in members:
             continue
         if free_pods[idx] < 1:
-            why["Too many pods"] += 1
+            why[ERR_TOO_MANY_PODS] += 1
             continue
         if cpu is not None and free_cpu[idx] < cpu:
-            why["Insufficient cpu"] += 1
+            why[ERR_INSUFFICIENT_CPU] += 1
             continue
         if mem is not None and free_mem[idx] < mem:
-            why["Insufficient memory"] += 1
+            why[ERR_INSUFFICIENT_MEMORY] += 1
             continue
         if skip is not None:  # as in best_fit
             known = skip.known(idx)
