@@ -11,7 +11,7 @@ stops arriving or breaks off) is answered with a 4xx and a JSON message, and the
 of ours never blocks a pod: the service gives the no-opinion answer, and counts it in
 ``spotshift_internal_errors_total`` (an alert fires on any increase).
 
-Limits (documented in the README, with what a caller gets past them): request bodies of
+Limits (documented in docs/limits.md, with what a caller gets past them): request bodies of
 :data:`DEFAULT_MAX_ADMISSION_BYTES` and :data:`DEFAULT_MAX_EXTENDER_BYTES` (a larger one is refused with
 413 and ``Connection: close`` before its body is read), :data:`DEFAULT_MAX_NODES` node names or Node
 objects per extender call (400), and a deadline per request below its caller's timeout

@@ -192,7 +192,7 @@ def _walk(cls: type, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def env_names() -> dict[str, str]:
-    """``SPOTSHIFT_*`` variable → field path, for every setting (the README's reference table)."""
+    """``SPOTSHIFT_*`` variable → field path, for every setting (the reference table of docs/configuration.md)."""
     return {ENV_PREFIX + path.replace(".", "_").upper(): path for path, _ in _walk(Config)}
 
 

@@ -1,7 +1,7 @@
 """The sections of :class:`shared.config.Config`: one frozen dataclass per section, each field with its default,
-its converter (:mod:`shared.config_values`) and, under it, the docstring the README's configuration reference is
-generated from (``tools/gen_reference.py``). Loading, layering and the checks across fields live in
-:mod:`shared.config`, which re-exports everything here."""
+its converter (:mod:`shared.config_values`) and, under it, the docstring the configuration reference of
+docs/configuration.md is generated from (``tools/gen_reference.py``). Loading, layering and the checks across
+fields live in :mod:`shared.config`, which re-exports everything here."""
 
 from __future__ import annotations
 

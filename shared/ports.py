@@ -19,8 +19,8 @@ leaving pod's entries even when another pod on the node holds the same port, whi
 free. The kubelet does not: its admission (``pkg/kubelet/lifecycle/predicate.go``, line 159 at v1.37.2, 160 at
 v1.34.4) rebuilds a ``NodeInfo`` from the pods on the node and runs ``nodeports.Fits``
 (``pkg/scheduler/eventhandlers.go`` ``AdmissionCheck``), so a pod the scheduler sends there fails admission.
-Following the scheduler would plan exactly those moves; README.md ("Host ports shared by two pods") says what
-keeping the stricter rule costs.
+Following the scheduler would plan exactly those moves; docs/predicates.md ("Host ports shared by two pods") says
+what keeping the stricter rule costs.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need on a fresh Debian machine (a virtual environment with the
 # project and its test requirements, made by tools/venv.sh; Chromium; kustomize, helm, promtool, the e2e control
-# planes and the container image, built from registry packages and cached after the first build), then lints and
-# runs every tier.
+# planes and the container image, built from registry packages and cached after the first build), then lints,
+# builds the documentation site and runs every tier.
 #   bash tests/run.sh            unit + e2e on the default release, then the compatibility run on each older one
 #   bash tests/run.sh unit       unit tier only (no control plane, no image)
 # The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e on release X
@@ -19,6 +19,9 @@ unset SPOTSHIFT_VENV SPOTSHIFT_REBUILD_BASE
 "$py" -m ruff check shared extender rescheduler tests bench demo tools
 "$py" -m ruff format --check shared extender rescheduler tests bench demo tools
 "$py" -m mypy shared extender rescheduler
+# The documentation site (mkdocs.yml, docs/): built strict into a scratch directory, so a broken link or anchor, or a
+# page missing from the nav, fails the run. Not --quiet: mkdocs 1.6 then drops the warnings --strict counts.
+"$py" -m mkdocs build --strict --site-dir "$(mktemp -d)"
 # The HTML plan is rendered in headless Chromium by a unit test: Debian's chromium, installed once.
 if ! command -v chromium >/dev/null 2>&1; then
   sudo=""

@@ -1,11 +1,12 @@
 """Write what deploy/chart/spotshift takes from elsewhere, so it cannot drift from its source.
 
-    python3 tools/gen_chart.py           copy deploy/dashboards' files into the chart, rewrite README.md's values table
+    python3 tools/gen_chart.py           copy deploy/dashboards' files into the chart, rewrite the values table
+                                         of docs/install.md
     python3 tools/gen_chart.py --check   exit 1 if either is stale
 
 - ``deploy/chart/spotshift/files/``: the PrometheusRule, the PodMonitors and the Grafana dashboard of
   ``deploy/dashboards`` (a chart can read only its own files), byte for byte.
-- README.md's Helm values table, from ``values.schema.json`` (every leaf: its dotted key, type, allowed values and
+- docs/install.md's Helm values table, from ``values.schema.json`` (every leaf: its dotted key, type, allowed values and
   description) with each default from ``values.yaml``.
 
 ``tests/unit/test_chart.py`` fails when either is stale.
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy/chart/spotshift"
 DASHBOARDS = ROOT / "deploy/dashboards"
 COPIED = ("prometheusrule.yaml", "podmonitors.yaml", "spotshift-dashboard.json")
-README = ROOT / "README.md"
+INSTALL_PAGE = ROOT / "docs" / "install.md"
 VALUES_BEGIN = "<!-- generated: chart values (python3 tools/gen_chart.py) -->"
 END = "<!-- end of generated section -->"
 
@@ -71,8 +72,8 @@ def values_table() -> str:
     return "\n".join(lines)
 
 
-def updated_readme(text: str) -> str:
-    """README text with the values table rewritten (raises ValueError if a marker is missing)."""
+def updated_install_page(text: str) -> str:
+    """docs/install.md's text with the values table rewritten (raises ValueError if a marker is missing)."""
     start = text.index(VALUES_BEGIN) + len(VALUES_BEGIN)
     stop = text.index(END, start)
     return text[:start] + "\n" + values_table() + "\n" + text[stop:]
@@ -84,12 +85,14 @@ def stale_files() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the chart's copies or README.md are stale")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the chart's copies or docs/install.md are stale"
+    )
     args = parser.parse_args(argv)
-    current = README.read_text(encoding="utf-8")
-    wanted = updated_readme(current)
+    current = INSTALL_PAGE.read_text(encoding="utf-8")
+    wanted = updated_install_page(current)
     if args.check:
-        stale = stale_files() + (["README.md"] if wanted != current else [])
+        stale = stale_files() + (["docs/install.md"] if wanted != current else [])
         if stale:
             print(f"stale: {', '.join(stale)}; run python3 tools/gen_chart.py", file=sys.stderr)
             return 1
@@ -97,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     (CHART / "files").mkdir(exist_ok=True)
     for name in COPIED:
         (CHART / "files" / name).write_bytes((DASHBOARDS / name).read_bytes())
-    README.write_text(wanted, encoding="utf-8")
+    INSTALL_PAGE.write_text(wanted, encoding="utf-8")
     return 0
 
 

@@ -1,19 +1,19 @@
-"""Write the README's configuration and metrics references from the code, so they cannot drift from it.
+"""Write the documentation's configuration and metrics references from the code, so they cannot drift from it.
 
-    python3 tools/gen_reference.py           rewrite the two generated sections of README.md
-    python3 tools/gen_reference.py --check   exit 1 if README.md differs from what the code says
+    python3 tools/gen_reference.py           rewrite the generated sections of docs/configuration.md, docs/metrics.md
+    python3 tools/gen_reference.py --check   exit 1 if either page differs from what the code says
 
 The configuration table comes from :mod:`shared.config`: every setting's dotted path and ``SPOTSHIFT_*``
 variable (:func:`shared.config.env_names`), its default (the dataclass default), and its description (the
 attribute docstring under the field, read from the source with :mod:`ast`, since Python keeps no such
 docstrings at run time). Each setting also needs an example in :data:`EXAMPLES`; every example is validated
-by the real loader, and a setting without one is an error, so a new setting cannot reach the README
-undocumented.
+by the real loader, and a setting without one is an error, so a setting cannot reach the
+documentation undocumented.
 
 The metrics table comes from the collectors themselves (:mod:`extender.metrics`, :class:`rescheduler.metrics.
 Metrics`), with the names Prometheus scrapes (``_total`` for counters, ``_bucket``/``_sum``/``_count`` for
 histograms); :func:`exported_series` is also what ``tests/unit/test_dashboards.py`` checks the dashboard and
-the alerts against. ``tests/unit/test_readme_reference.py`` fails when README.md is stale.
+the alerts against. ``tests/unit/test_readme_reference.py`` fails when either page is stale.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from shared.classes import Selector  # noqa: E402
 from shared.config import Config, parse_config  # noqa: E402
 from shared.model import Toleration  # noqa: E402
 
-README = ROOT / "README.md"
+CONFIG_PAGE = ROOT / "docs" / "configuration.md"
+METRICS_PAGE = ROOT / "docs" / "metrics.md"
 CONFIG_BEGIN = "<!-- generated: configuration reference (python3 tools/gen_reference.py) -->"
 METRICS_BEGIN = "<!-- generated: metrics reference (python3 tools/gen_reference.py) -->"
 END = "<!-- end of generated section -->"
@@ -303,7 +304,7 @@ def metrics_reference() -> str:
     return "\n".join(lines)
 
 
-# --- README ----------------------------------------------------------------------------------------------------
+# --- the pages -------------------------------------------------------------------------------------------------
 
 
 def _replace(text: str, begin: str, body: str) -> str:
@@ -312,27 +313,38 @@ def _replace(text: str, begin: str, body: str) -> str:
     return text[:start] + "\n" + body + "\n" + text[stop:]
 
 
-def updated_readme(text: str) -> str:
-    """README text with both generated sections rewritten (raises ValueError if a marker is missing)."""
-    text = _replace(text, CONFIG_BEGIN, config_reference())
+def updated_config_page(text: str) -> str:
+    """docs/configuration.md's text with its settings table rewritten (raises ValueError if the marker is missing)."""
+    return _replace(text, CONFIG_BEGIN, config_reference())
+
+
+def updated_metrics_page(text: str) -> str:
+    """docs/metrics.md's text with its metrics table rewritten (raises ValueError if the marker is missing)."""
     return _replace(text, METRICS_BEGIN, metrics_reference())
+
+
+PAGES = ((CONFIG_PAGE, updated_config_page), (METRICS_PAGE, updated_metrics_page))
+"""Each generated page and the function that rewrites its text."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is not up to date")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is not up to date")
     args = parser.parse_args(argv)
-    current = README.read_text(encoding="utf-8")
-    wanted = updated_readme(current)
-    if args.check:
-        if wanted != current:
-            print("README.md: the generated references are stale; run python3 tools/gen_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    if wanted != current:
-        README.write_text(wanted, encoding="utf-8")
-        print("README.md: references updated")
-    return 0
+    stale = 0
+    for page, updated in PAGES:
+        name = page.relative_to(ROOT)
+        current = page.read_text(encoding="utf-8")
+        wanted = updated(current)
+        if wanted == current:
+            continue
+        if args.check:
+            print(f"{name}: the generated reference is stale; run python3 tools/gen_reference.py", file=sys.stderr)
+            stale += 1
+        else:
+            page.write_text(wanted, encoding="utf-8")
+            print(f"{name}: reference updated")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -347,12 +347,16 @@ def test_the_chart_carries_the_project_version() -> None:
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/spotshift/spotshift:{version}"
 
 
-def test_the_chart_copies_of_deploy_dashboards_and_the_readme_values_table_are_current() -> None:
-    from tools.gen_chart import stale_files, updated_readme
+def test_the_chart_copies_of_deploy_dashboards_and_the_install_page_values_table_are_current() -> None:
+    from tools.gen_chart import INSTALL_PAGE, VALUES_BEGIN, stale_files, updated_install_page
 
     assert stale_files() == [], "run python3 tools/gen_chart.py"
-    text = (ROOT / "README.md").read_text()
-    assert updated_readme(text) == text, "README.md's chart values table is stale: run python3 tools/gen_chart.py"
+    assert INSTALL_PAGE == ROOT / "docs" / "install.md"
+    text = INSTALL_PAGE.read_text()
+    assert VALUES_BEGIN in text
+    assert updated_install_page(text) == text, (
+        "docs/install.md's chart values table is stale: run python3 tools/gen_chart.py"
+    )
 
 
 def test_node_classes_and_config_values_reach_a_configuration_the_servers_accept() -> None:

@@ -76,7 +76,8 @@ def test_config_is_frozen() -> None:
 
 
 def test_every_setting_is_documented() -> None:
-    """Each field of each section has a docstring right below it (the README reference is built from them)."""
+    """Each field of each section has a docstring right below it (docs/configuration.md's reference is built from
+    them)."""
     undocumented = []
     classes = [n for src in CONFIG_SOURCES for n in ast.parse(src.read_text()).body if isinstance(n, ast.ClassDef)]
     assert {c.name for c in classes} >= {"Config", "ReschedulerConfig", "CapacityConfig"}

@@ -59,7 +59,7 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""  # no progress when stderr is not a terminal
     doc: dict[str, Any] = orjson.loads(proc.stdout)
-    # capacity: capacity mode's view (on by default; README, "Asking for spot capacity").
+    # capacity: capacity mode's view (on by default; docs/capacity.md).
     assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing", "capacity"]
     assert doc["moves"], "the fixture cluster should drain something"
     for m in doc["moves"]:

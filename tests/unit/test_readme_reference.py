@@ -1,7 +1,8 @@
-"""README.md's configuration and metrics references are what the code says (tools/gen_reference.py).
+"""The documentation's configuration and metrics references are what the code says (tools/gen_reference.py).
 
 A setting added to shared/config_sections.py, or a metric added or renamed in extender/metrics.py or
-rescheduler/metrics.py, fails here until ``python3 tools/gen_reference.py`` rewrites the README.
+rescheduler/metrics.py, fails here until ``python3 tools/gen_reference.py`` rewrites docs/configuration.md and
+docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -13,31 +14,46 @@ import pytest
 from shared.config import env_names
 from tools.gen_reference import (
     CONFIG_BEGIN,
+    CONFIG_PAGE,
     EXAMPLES,
     METRICS_BEGIN,
-    README,
+    METRICS_PAGE,
     _check_example,
     metric_families,
     settings,
-    updated_readme,
+    updated_config_page,
+    updated_metrics_page,
 )
 
-
-def test_readme_references_are_up_to_date() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert CONFIG_BEGIN in text and METRICS_BEGIN in text
-    assert updated_readme(text) == text, "README.md is stale: run python3 tools/gen_reference.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_setting_and_its_variable_is_in_the_readme() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_references_are_written_into_the_documentation_pages() -> None:
+    assert CONFIG_PAGE == ROOT / "docs" / "configuration.md"
+    assert METRICS_PAGE == ROOT / "docs" / "metrics.md"
+
+
+def test_the_configuration_reference_is_up_to_date() -> None:
+    text = CONFIG_PAGE.read_text(encoding="utf-8")
+    assert CONFIG_BEGIN in text
+    assert updated_config_page(text) == text, "docs/configuration.md is stale: run python3 tools/gen_reference.py"
+
+
+def test_the_metrics_reference_is_up_to_date() -> None:
+    text = METRICS_PAGE.read_text(encoding="utf-8")
+    assert METRICS_BEGIN in text
+    assert updated_metrics_page(text) == text, "docs/metrics.md is stale: run python3 tools/gen_reference.py"
+
+
+def test_every_setting_and_its_variable_is_in_the_configuration_page() -> None:
+    text = CONFIG_PAGE.read_text(encoding="utf-8")
     for variable, path in env_names().items():
         assert f"| `{path}` |" in text and f"`{variable}`" in text
     assert len(settings()) == len(env_names())
 
 
-def test_every_exported_metric_is_in_the_readme() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_every_exported_metric_is_in_the_metrics_page() -> None:
+    text = METRICS_PAGE.read_text(encoding="utf-8")
     families = metric_families()
     assert len(families) >= 18
     for family in families:
@@ -56,5 +72,7 @@ def test_a_wrong_example_would_be_caught() -> None:
         _check_example("webhook.weight", "150")
 
 
-def test_the_generator_script_is_where_the_readme_says() -> None:
-    assert (Path(__file__).resolve().parents[2] / "tools" / "gen_reference.py").exists()
+def test_the_generator_script_is_where_the_pages_say() -> None:
+    assert (ROOT / "tools" / "gen_reference.py").exists()
+    for page in (ROOT / "docs" / "configuration.md", ROOT / "docs" / "metrics.md"):
+        assert "python3 tools/gen_reference.py" in page.read_text(encoding="utf-8")
