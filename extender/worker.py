@@ -58,10 +58,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent import futures
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from gunicorn import sock as gsock
+from gunicorn.http import wsgi
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
 from extender import direct
@@ -75,6 +77,7 @@ from extender.connections import (
     TimedSocket,
     TimedSSLSocket,
 )
+from extender.direct import DirectDoor
 from extender.framing import COMPLETE, PARTIAL, Framing, UnreadableRequest
 from extender.spreading import SpreadConnections, shared_spreader
 
@@ -132,6 +135,7 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
     see the module docstring."""
 
     wsgi: Any  # gunicorn's Worker attribute, wrapped in load_wsgi
+    alive: bool  # gunicorn's Worker attribute: False once the worker is stopping
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,7 +154,8 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         self.worker_connections = 1 << 30  # gunicorn's own cap stops accepting; ours closes idle ones instead
         self._resume_accepting_at: float | None = None  # accepting paused (listeners off the poller) until then
         self._body_limit: Callable[[str], int] | None = None
-        self._direct: Callable[[str, bytes, float | None], bytes | None] | None = None
+        self._door: DirectDoor | None = None  # the app's door of the scheduler's calls
+        self._go_form = False  # read Go's form of those calls from the bytes (not while an access log is written)
         self._local = threading.local()  # the arrival time of the request a thread is answering
         self._large = futures.ThreadPoolExecutor(1, thread_name_prefix="large-request")
 
@@ -162,10 +167,10 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         if isinstance(app, ExtenderApp):
             self._body_limit = app.body_limit
             app.arrival = self._arrival
-            # Scheduler calls are answered before gunicorn reads them (extender/direct.py), unless every request
-            # must go through gunicorn to be written to the access log.
-            logged = getattr(self.log, "access_log_enabled", True)  # gunicorn's Logger, computed from its settings
-            self._direct = None if logged else app.direct.decide
+            self._door = app.direct
+            # Go's form of a scheduler call is read from the bytes, unless every request goes through gunicorn's
+            # parser to be written to the access log.
+            self._go_form = not getattr(self.log, "access_log_enabled", True)  # gunicorn's Logger, from its settings
 
         def closing_app(environ: dict[str, Any], start_response: Any) -> Any:
             def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -259,12 +264,11 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
     def _answer_direct(self, conn: Any) -> bool:
         """Answer a kube-scheduler call from the buffered bytes and send it in one piece, without gunicorn's
         request, WSGI or Flask (extender/direct.py); False leaves the request, untouched, to :meth:`_answer`."""
-        if self._direct is None or conn.is_http2 or self.nr + 1 >= self.max_requests:
-            return False  # gunicorn's own handling counts toward max_requests and restarts the worker
+        if self._door is None or not self._go_form or conn.is_http2 or self.nr + 1 >= self.max_requests:
+            return False  # gunicorn's parser and handle_request count toward max_requests and restart the worker
         unreader = conn.parser.unreader
         data = unreader.buf.getvalue()
-        may_keep = self.alive and bool(self.cfg.keepalive) and len(self.keepalived_conns) < self.max_keepalived
-        done = direct.answer(data, self._direct, conn.arrived, may_keep, self._body_limit)
+        done = direct.answer(data, self._door.decide, conn.arrived, self._may_keep_alive(), self._body_limit)
         if done is None:
             return False
         response, end, keepalive = done
@@ -273,6 +277,33 @@ class PollerHandshakeWorker(SpreadConnections, ThreadWorker):  # type: ignore[mi
         self.nr += 1
         self._write(conn, deque([memoryview(response)]), keepalive)
         return True
+
+    def _may_keep_alive(self) -> bool:
+        return self.alive and bool(self.cfg.keepalive) and len(self.keepalived_conns) < self.max_keepalived
+
+    def handle_request(self, req: Any, conn: Any) -> bool:
+        """gunicorn's, except that a scheduler call in any form is answered by the direct door, never the app."""
+        if self._door is None or req.path not in direct.PATHS:
+            return bool(super().handle_request(req, conn))
+        began = datetime.now()
+        self.cfg.pre_request(self, req)
+        resp, environ = wsgi.create(req, conn.sock, conn.client, conn.server, self.cfg)  # sends 100 Continue
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+        length = next((int(v) for k, v in req.headers if k == "CONTENT-LENGTH"), None)
+        may_keep = self._may_keep_alive() and not req.should_close()
+        response, keep = self._door.respond(req.method, req.path, length, req.body.read, self._arrival(), may_keep)
+        conn.sock.sendall(response)
+        if self.log.access_log_enabled:
+            head, _, sent = response.partition(b"\r\n\r\n")
+            status, *fields = head.decode("latin-1").split("\r\n")
+            resp.status, resp.sent = status.split(" ", 1)[1], len(sent)
+            resp.headers = [tuple(field.split(": ", 1)) for field in fields]
+            self.log.access(resp, req, environ, datetime.now() - began)
+        self.cfg.post_request(self, req, environ, resp)
+        return keep
 
     def _read_ahead(self, conn: PolledConn) -> str:
         """Read what the socket holds, without blocking and within the budget, into ``conn``'s parser buffer,
