@@ -1,10 +1,10 @@
-"""The Flask door: ``/mutate``, ``/filter``, ``/prioritize``, ``/healthz``, ``/readyz``, ``/metrics``.
+"""The Flask door: ``/mutate``, ``/healthz``, ``/readyz``, ``/metrics``.
 
 A thin adapter over :class:`extender.service.ExtenderService`: read the body, decode it once, ask the service,
 send its :class:`~extender.service.Answer`. Built by :func:`create_app` (no module-global app), so tests make as
-many as they like with their own configuration and caches. The poller worker's direct door
-(:mod:`extender.direct`) answers kube-scheduler's NodeNames calls before gunicorn reads them; the app carries it
-(:attr:`ExtenderApp.direct`), with the body limit of each path, for the worker to use.
+many as they like with their own configuration and caches. kube-scheduler's ``/filter`` and ``/prioritize`` have
+no route here: the poller worker gives every such call to the direct door (:mod:`extender.direct`), which the app
+carries (:attr:`ExtenderApp.direct`) with the body limit of each path.
 
 Error policy. A request we cannot read (bad JSON, wrong kind, no uid, not a Pod, too large, a body that
 stops arriving or breaks off) is answered with a 4xx and a JSON message, and the worker carries on. A bug
@@ -40,11 +40,8 @@ from extender.service import (
     EXTENDER_DEADLINE,
     MUTATE_DEADLINE,
     Answer,
-    ExtenderArgs,
     ExtenderService,
-    Handoff,
     NodeSource,
-    decode_extender_args,
     error_answer,
 )
 from shared.config import Config
@@ -81,11 +78,12 @@ class ExtenderApp(Flask):
     """The Flask door, with what the poller worker (:mod:`extender.worker`) uses: :meth:`body_limit`, the
     :attr:`direct` door, and :attr:`arrival`, which the worker sets to tell the request's first byte."""
 
-    def __init__(self, service: ExtenderService, direct: DirectDoor, body_limits: dict[str, int]) -> None:
+    def __init__(self, service: ExtenderService, body_limits: dict[str, int], max_nodes: int) -> None:
         super().__init__("spotshift")
         self.service = service
-        self.direct = direct
         self.body_limits = body_limits
+        self.direct = DirectDoor(service, max_nodes, self.body_limit)
+        """The door of ``/filter`` and ``/prioritize``."""
         self.arrival: Callable[[], float | None] = _unknown_arrival
         """``time.monotonic()`` at the first byte of the request being answered; None: unknown (now)."""
 
@@ -142,14 +140,13 @@ def create_app(
     ``POST /echo``, which returns its body: the benchmark's baseline for "the same stack doing nothing"."""
     config = config or Config()
     service = ExtenderService(config, cache)
-    handoff = Handoff()
     limits = {"/mutate": max_admission_bytes, "/filter": max_extender_bytes, "/prioritize": max_extender_bytes}
     if echo:
         limits["/echo"] = max_admission_bytes
-    app = ExtenderApp(service, DirectDoor(service, handoff, max_nodes), limits)
+    app = ExtenderApp(service, limits, max_nodes)
     app.config["SPOTSHIFT_CONFIG"] = config
     _add_hooks(app)
-    _add_service_routes(app, handoff, max_nodes)
+    _add_mutate_route(app)
     _add_status_routes(app)
     if echo:
         app.add_url_rule(
@@ -192,24 +189,14 @@ def _add_hooks(app: ExtenderApp) -> None:
         return _send(app.service.internal_error(request.endpoint or "unknown"))
 
 
-def _add_service_routes(app: ExtenderApp, handoff: Handoff, max_nodes: int) -> None:
-    """``/mutate``, ``/filter`` and ``/prioritize``: the body decoded once, the service's answer sent. A
-    scheduler call the direct door declined is sent with the answer it left in ``handoff``."""
+def _add_mutate_route(app: ExtenderApp) -> None:
+    """``/mutate``: the review decoded once, the service's answer sent."""
     service = app.service
 
     def mutate() -> Response:
         return _send(service.mutate(parse_review(_read_body(app.body_limit("/mutate"))), g.arrived))
 
-    def scheduler_call(path: str, decide: Callable[[ExtenderArgs, float | None], Answer]) -> Response:
-        body = _read_body(app.body_limit(path))
-        answer = handoff.take(path, body)
-        return _send(answer if answer is not None else decide(decode_extender_args(body, max_nodes), g.arrived))
-
     app.add_url_rule("/mutate", "mutate", mutate, methods=["POST"])
-    app.add_url_rule("/filter", "filter", lambda: scheduler_call("/filter", service.filter), methods=["POST"])
-    app.add_url_rule(
-        "/prioritize", "prioritize", lambda: scheduler_call("/prioritize", service.prioritize), methods=["POST"]
-    )
 
 
 def _add_status_routes(app: ExtenderApp) -> None:

@@ -1,7 +1,7 @@
 """The extender service: ``mutate``, ``filter`` and ``prioritize`` on decoded arguments, answering a status and bytes.
 
-Every door a request comes in by (the Flask app, :mod:`extender.app`; the poller worker's direct door for the
-scheduler's calls, :mod:`extender.direct`) decodes the body once with :func:`decode_extender_args` or
+Each request kind has one door (the Flask app, :mod:`extender.app`, for reviews; the direct door,
+:mod:`extender.direct`, for the scheduler's calls); the door decodes the body once with :func:`decode_extender_args` or
 :func:`extender.admission.parse_review`, asks :class:`ExtenderService`, and sends the :class:`Answer` it gets. The
 service is the one place that decides the no-opinion answers and counts the metrics.
 
@@ -15,7 +15,6 @@ carries its nodes), when the request's first byte arrived longer ago than its de
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -58,7 +57,6 @@ __all__ = [
     "NodeSource",
     "Service",
     "ExtenderService",
-    "Handoff",
     "decode_extender_args",
     "error_answer",
     "DEFAULT_MAX_NODES",
@@ -336,29 +334,3 @@ class ExtenderService:
         for name in failed:
             entry = entries.get(name)
             metrics.FILTERED.labels(entry.reclaim if entry is not None and entry.reclaim else "reclaimed").inc()
-
-
-class Handoff:
-    """The answer to a request one door decided and left to another to send, so the request is decoded and
-    decided once. Holds one request, matched by path and body; taking it empties it."""
-
-    __slots__ = ("_held", "_lock")
-
-    def __init__(self) -> None:
-        self._held: tuple[str, bytes, Answer] | None = None
-        self._lock = threading.Lock()
-
-    def put(self, path: str, body: bytes, answer: Answer) -> None:
-        with self._lock:
-            self._held = (path, body, answer)
-
-    def take(self, path: str, body: bytes) -> Answer | None:
-        """The answer left for this request, or None to decide it."""
-        if self._held is None:
-            return None
-        with self._lock:
-            held = self._held
-            if held is None or held[0] != path or held[1] != body:
-                return None
-            self._held = None
-        return held[2]

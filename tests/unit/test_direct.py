@@ -1,8 +1,8 @@
-"""kube-scheduler's calls read and answered from raw bytes (extender/direct.py), against the Flask path.
+"""kube-scheduler's calls read and answered from raw bytes (extender/direct.py), against the door's other form.
 
 The reader takes exactly the form Go's client sends and nothing else: every unusual form must give None so the
-request goes through gunicorn and Flask unchanged. What it answers must be the Flask path's answer, byte for
-byte, counted in the same metrics.
+request is parsed by gunicorn's parser and given to the door's :meth:`~extender.direct.DirectDoor.respond`. Both
+forms give the same answer, byte for byte, counted in the same metrics.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from prometheus_client import REGISTRY
 
 from extender import direct
 from extender.app import EXTENDER_DEADLINE, ExtenderApp, create_app
+from extender.service import Answer
 from shared.config import Config
+from tests.unit.door_client import AppClient
 from tests.unit.test_extender_api import CLUSTER, NAMES, BrokenCache, FakeCache, pod, post_chunked
 
 BODY = orjson.dumps({"Pod": pod(), "Nodes": None, "NodeNames": NAMES})
@@ -107,12 +109,12 @@ UNUSUAL = [
 
 
 @pytest.mark.parametrize("data", UNUSUAL)
-def test_every_unusual_form_is_left_to_gunicorn(data: bytes) -> None:
+def test_every_unusual_form_is_left_to_gunicorns_parser(data: bytes) -> None:
     assert direct.parse(data) is None
-    assert direct.answer(data, lambda *_: b"{}", None, True) is None
+    assert direct.answer(data, lambda *_: Answer(200, b"{}"), None, True) is None
 
 
-def test_a_body_over_the_paths_limit_is_left_to_gunicorn() -> None:
+def test_a_body_over_the_paths_limit_is_left_to_gunicorns_parser() -> None:
     assert direct.parse(go_request(), lambda path: len(BODY) - 1) is None
     assert direct.parse(go_request(), lambda path: len(BODY)) is not None
 
@@ -130,7 +132,7 @@ def app_for(cache: Any = None) -> ExtenderApp:
 
 @pytest.mark.parametrize("path", ["/filter", "/prioritize"])
 @pytest.mark.parametrize("keep_alive", [True, False])
-def test_the_answer_is_the_flask_paths_byte_for_byte(path: str, keep_alive: bool) -> None:
+def test_the_answer_is_the_other_forms_byte_for_byte(path: str, keep_alive: bool) -> None:
     app = app_for()
     done = direct.answer(go_request(path), app.direct.decide, time.monotonic(), keep_alive)
     assert done is not None
@@ -141,9 +143,9 @@ def test_the_answer_is_the_flask_paths_byte_for_byte(path: str, keep_alive: bool
     assert fields[b"Content-Type"] == b"application/json"
     assert int(fields[b"Content-Length"]) == len(body)
     assert (fields.get(b"Connection") == b"close") is not keep_alive
-    client = app.test_client()
-    sized = client.post(path, data=BODY, content_type="application/json")  # Flask's route, with a length
-    chunked = post_chunked(client, path, BODY)  # no length: Flask's route
+    client = AppClient(app)
+    sized = client.post(path, data=BODY)  # another form, with a length
+    chunked = post_chunked(client, path, BODY)  # no length
     assert sized.status_code == chunked.status_code == 200
     assert body == sized.data == chunked.data
     if path == "/filter":
@@ -168,46 +170,50 @@ BAD_BODIES = [
 
 @pytest.mark.parametrize("path", ["/filter", "/prioritize"])
 @pytest.mark.parametrize("body", BAD_BODIES)
-def test_a_bad_body_is_left_to_flask_which_answers_400(path: str, body: bytes) -> None:
+def test_a_bad_body_is_answered_400_and_the_connection_kept(path: str, body: bytes) -> None:
     app = app_for()
-    assert direct.answer(go_request(path, body), app.direct.decide, None, True) is None
-    r = app.test_client().post(path, data=body, content_type="application/json")
-    assert r.status_code == 400 and orjson.loads(r.data)["status"] == 400
+    done = direct.answer(go_request(path, body), app.direct.decide, None, True)
+    assert done is not None
+    status, _, sent = split(done[0])
+    assert status == b"HTTP/1.1 400 Bad Request" and orjson.loads(sent)["status"] == 400 and done[2] is True
+    r = AppClient(app).post(path, data=body)
+    assert (r.status_code, r.data) == (400, sent)
 
 
-def test_calls_the_app_would_not_answer_with_a_200_are_left_to_flask() -> None:
+@pytest.mark.parametrize("path", ["/filter", "/prioritize"])
+def test_calls_not_decided_get_the_no_opinion_answer(path: str) -> None:
     not_synced = app_for(FakeCache(CLUSTER, Config(), synced=False))
-    assert direct.answer(go_request(), not_synced.direct.decide, None, True) is None
     too_late = time.monotonic() - EXTENDER_DEADLINE - 1
-    assert direct.answer(go_request(), app_for().direct.decide, too_late, True) is None  # type: ignore[attr-defined]
+    for app, arrived in ((not_synced, None), (app_for(), too_late), (app_for(BrokenCache()), None)):
+        done = direct.answer(go_request(path), app.direct.decide, arrived, True)
+        assert done is not None
+        status, _, body = split(done[0])
+        assert status == b"HTTP/1.1 200 OK"
+        if path == "/prioritize":
+            assert body == b"[]"
+        else:
+            assert orjson.loads(body)["Error"].startswith("spotshift")
     full_nodes = orjson.dumps({"Pod": pod(), "Nodes": {"items": []}})
-    assert direct.answer(go_request(body=full_nodes), app_for().direct.decide, None, True) is None  # type: ignore[attr-defined]
-    broken = app_for(BrokenCache())
-    assert direct.answer(go_request(), broken.direct.decide, None, True) is None
+    done = direct.answer(go_request(path, full_nodes), app_for().direct.decide, None, True)
+    assert done is not None and split(done[0])[0] == b"HTTP/1.1 200 OK"
 
 
-def test_an_exception_in_the_decision_is_left_to_flask() -> None:
-    def explode(*_: Any) -> bytes:
-        raise RuntimeError("boom")
-
-    assert direct.answer(go_request(), explode, None, True) is None
-
-
-def _counted(endpoint: str) -> tuple[float, float]:
-    requests = REGISTRY.get_sample_value("spotshift_http_requests_total", {"endpoint": endpoint, "code": "200"})
+def _counted(endpoint: str, code: str = "200") -> tuple[float, float]:
+    requests = REGISTRY.get_sample_value("spotshift_http_requests_total", {"endpoint": endpoint, "code": code})
     latency = REGISTRY.get_sample_value("spotshift_http_request_duration_seconds_count", {"endpoint": endpoint})
     return requests or 0.0, latency or 0.0
 
 
 @pytest.mark.parametrize(("path", "endpoint"), [("/filter", "filter"), ("/prioritize", "prioritize")])
-def test_answers_are_counted_like_the_flask_paths(path: str, endpoint: str) -> None:
+def test_answers_are_counted_alike_in_either_form(path: str, endpoint: str) -> None:
     app = app_for()
     before = _counted(endpoint)
     assert direct.answer(go_request(path), app.direct.decide, None, True) is not None
-    after_direct = _counted(endpoint)
-    assert app.test_client().post(path, data=BODY, content_type="application/json").status_code == 200
-    after_flask = _counted(endpoint)
-    assert after_direct == (before[0] + 1, before[1] + 1)
-    assert after_flask == (after_direct[0] + 1, after_direct[1] + 1)
-    assert direct.answer(go_request(path, b"{"), app.direct.decide, None, True) is None
-    assert _counted(endpoint) == after_flask, "a call left to Flask is counted there, not here"
+    after_go_form = _counted(endpoint)
+    assert AppClient(app).post(path, data=BODY).status_code == 200
+    after_other = _counted(endpoint)
+    assert after_go_form == (before[0] + 1, before[1] + 1)
+    assert after_other == (after_go_form[0] + 1, after_go_form[1] + 1)
+    refused = _counted(endpoint, "400")[0]
+    assert direct.answer(go_request(path, b"{"), app.direct.decide, None, True) is not None
+    assert _counted(endpoint, "400")[0] == refused + 1, "a refused call is counted with its status"

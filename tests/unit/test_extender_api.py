@@ -6,21 +6,19 @@ names as keys (no JSON tags), decoded case-insensitively, the unused one of Node
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
 import pytest
-from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
-from werkzeug.test import TestResponse
 
 from extender.app import create_app
 from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, PodPlacement, reduce_node
 from shared.config import Config, parse_config
 from shared.fit_reasons import ERR_RECLAIMED
 from tests.builders import Json, node_json, owner, pod_json, taint
+from tests.unit.door_client import AppClient, DoorResponse
 
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
@@ -77,21 +75,19 @@ CLUSTER = [
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 
 
-def client_for(
-    config: Config | None = None, cache: Any = None, nodes: Iterable[dict[str, Any]] = CLUSTER
-) -> FlaskClient:
+def client_for(config: Config | None = None, cache: Any = None, nodes: Iterable[dict[str, Any]] = CLUSTER) -> AppClient:
     config = config or Config()
     if cache is None:
         cache = FakeCache(nodes, config)
-    return create_app(config, cache).test_client()
+    return AppClient(create_app(config, cache))
 
 
 @pytest.fixture
-def client() -> FlaskClient:
+def client() -> AppClient:
     return client_for()
 
 
-def post(c: FlaskClient, path: str, payload: Any) -> Any:
+def post(c: AppClient, path: str, payload: Any) -> Any:
     r = c.post(path, data=orjson.dumps(payload), content_type="application/json")
     assert r.status_code == 200, r.data
     assert r.mimetype == "application/json"
@@ -101,7 +97,7 @@ def post(c: FlaskClient, path: str, payload: Any) -> Any:
 # --- filter -----------------------------------------------------------------------------------------------
 
 
-def test_filter_with_node_names_drops_reclaimed_nodes_with_the_shared_reason(client: FlaskClient) -> None:
+def test_filter_with_node_names_drops_reclaimed_nodes_with_the_shared_reason(client: AppClient) -> None:
     result = post(client, "/filter", {"Pod": pod(), "Nodes": None, "NodeNames": NAMES})
     assert result == {
         "Nodes": None,
@@ -125,23 +121,13 @@ def test_filter_follows_nodes_that_start_and_stop_being_reclaimed() -> None:
     assert post(c, "/filter", {"Pod": pod(), "NodeNames": ["spot-1", "spot-itn"]})["FailedNodes"] == {}
 
 
-CHUNKED_INPUT = {"wsgi.input_terminated": True}
-"""What gunicorn sets for a chunked body: the input ends where the body does (else Werkzeug reads nothing)."""
-
-
-def post_chunked(client: FlaskClient, path: str, body: bytes) -> TestResponse:
-    """``body`` POSTed without a length (``Transfer-Encoding: chunked``), as gunicorn hands such a request on."""
-    return client.post(
-        path,
-        input_stream=io.BytesIO(body),
-        content_type="application/json",
-        headers={"Transfer-Encoding": "chunked"},
-        environ_overrides=CHUNKED_INPUT,
-    )
+def post_chunked(client: AppClient, path: str, body: bytes) -> DoorResponse:
+    """``body`` POSTed without a length (``Transfer-Encoding: chunked``), as the worker hands such a call on."""
+    return client.call("POST", path, body, chunked=True)
 
 
 @pytest.mark.parametrize("path", ["/filter", "/prioritize"])
-def test_a_names_call_is_answered_alike_with_and_without_a_content_length(client: FlaskClient, path: str) -> None:
+def test_a_names_call_is_answered_alike_with_and_without_a_content_length(client: AppClient, path: str) -> None:
     """A chunked body (no length; gunicorn marks its input terminated) is read like one with a length."""
     body = orjson.dumps({"Pod": pod(), "NodeNames": NAMES})
     sized = client.post(path, data=body, content_type="application/json")
@@ -166,7 +152,7 @@ def test_every_reclaim_taint_is_filtered(taint_key: str) -> None:
     assert result["NodeNames"] == [] and result["FailedNodes"] == {"n": ERR_RECLAIMED}
 
 
-def test_filter_with_full_nodes_answers_a_node_list_and_null_names(client: FlaskClient) -> None:
+def test_filter_with_full_nodes_answers_a_node_list_and_null_names(client: AppClient) -> None:
     node_list = {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": CLUSTER}
     result = post(client, "/filter", {"Pod": pod(), "Nodes": node_list, "NodeNames": None})
     assert result["NodeNames"] is None
@@ -177,12 +163,12 @@ def test_filter_with_full_nodes_answers_a_node_list_and_null_names(client: Flask
 
 
 def test_full_nodes_work_without_any_node_cache() -> None:
-    c = create_app(Config()).test_client()
+    c = AppClient(create_app(Config()))
     result = post(c, "/filter", {"Pod": pod(), "Nodes": {"items": CLUSTER}})
     assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == NAMES[:5]
 
 
-def test_filter_keeps_a_node_the_cache_does_not_know_yet(client: FlaskClient) -> None:
+def test_filter_keeps_a_node_the_cache_does_not_know_yet(client: AppClient) -> None:
     result = post(client, "/filter", {"Pod": pod(), "NodeNames": ["brand-new", "spot-itn"]})
     assert result["NodeNames"] == ["brand-new"]
 
@@ -201,7 +187,7 @@ def test_filter_reclaimed_can_be_turned_off() -> None:
         pytest.param(("pod", "nodeNames"), id="camel-case"),
     ],
 )
-def test_decode_is_case_insensitive_like_go(client: FlaskClient, keys: tuple[str, str]) -> None:
+def test_decode_is_case_insensitive_like_go(client: AppClient, keys: tuple[str, str]) -> None:
     pod_key, names_key = keys
     result = post(client, "/filter", {pod_key: pod(), names_key: ["spot-1", "spot-itn"]})
     assert result["NodeNames"] == ["spot-1"]
@@ -219,7 +205,7 @@ def test_filter_before_the_cache_synced_reports_an_error_so_an_ignorable_extende
 
 
 def test_prioritize_scores_spot_high_and_nodes_being_reclaimed_0_as_integers_from_0_to_10(
-    client: FlaskClient,
+    client: AppClient,
 ) -> None:
     scores = post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
     assert scores == [
@@ -234,7 +220,7 @@ def test_prioritize_scores_spot_high_and_nodes_being_reclaimed_0_as_integers_fro
     assert all(type(s["Score"]) is int and 0 <= s["Score"] <= 10 for s in scores)
 
 
-def test_prioritize_full_nodes_gives_the_same_scores(client: FlaskClient) -> None:
+def test_prioritize_full_nodes_gives_the_same_scores(client: AppClient) -> None:
     by_names = post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
     by_nodes = post(client, "/prioritize", {"Pod": pod(), "Nodes": {"items": CLUSTER}})
     assert by_nodes == by_names
@@ -246,7 +232,7 @@ def test_scores_come_from_the_configuration() -> None:
     assert [s["Score"] for s in scores] == [8, 2, 1]
 
 
-def test_unknown_node_scores_zero(client: FlaskClient) -> None:
+def test_unknown_node_scores_zero(client: AppClient) -> None:
     assert post(client, "/prioritize", {"Pod": pod(), "NodeNames": ["ghost"]}) == [{"Host": "ghost", "Score": 0}]
 
 
@@ -347,7 +333,7 @@ def test_healthz_and_readyz() -> None:
     assert unsynced.get("/readyz").status_code == 503
 
 
-def test_metrics_count_requests_patches_and_skips(client: FlaskClient) -> None:
+def test_metrics_count_requests_patches_and_skips(client: AppClient) -> None:
     post(client, "/prioritize", {"Pod": pod(), "NodeNames": NAMES})
     review = {
         "apiVersion": "admission.k8s.io/v1",

@@ -363,6 +363,7 @@ def send(app: ExtenderApp, case: Case) -> tuple[int, bytes]:
         if direct is not None:
             head, _, body = direct[0].partition(b"\r\n\r\n")
             return int(head.split(b" ")[1]), body
+        raise AssertionError(f"the direct door did not answer {case.path}")
     r = app.test_client().post(case.path, data=case.body, content_type="application/json")
     return r.status_code, r.data
 

@@ -22,7 +22,6 @@ from typing import Any
 import jsonpatch
 import orjson
 import pytest
-from flask.testing import FlaskClient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
@@ -30,6 +29,7 @@ from prometheus_client import REGISTRY
 from extender.app import create_app
 from shared.classes import PRESETS
 from shared.config import WEBHOOK_MODES, Config, parse_config
+from tests.unit.door_client import AppClient
 from tests.unit.test_extender_api import CLUSTER, FakeCache
 
 REQUESTS_PER_ENDPOINT = 10_000
@@ -206,12 +206,12 @@ def _policy_configs() -> list[Any]:
 
 
 POLICIES = [p.values[0] for p in _policy_configs()]
-_clients: dict[int, FlaskClient] = {}
+_clients: dict[int, AppClient] = {}
 
 
-def _client(index: int) -> FlaskClient:
+def _client(index: int) -> AppClient:
     if index not in _clients:
-        _clients[index] = create_app(parse_config(POLICIES[index])).test_client()
+        _clients[index] = AppClient(create_app(parse_config(POLICIES[index])))
     return _clients[index]
 
 
@@ -235,7 +235,7 @@ class NoFallback:
             assert _fallbacks() == self.before, "the internal-error fallback answered a request of this example"
 
 
-def _post(client: FlaskClient, path: str, body: bytes) -> Any:
+def _post(client: AppClient, path: str, body: bytes) -> Any:
     r = client.post(path, data=body, content_type="application/json")
     assert r.status_code < 500, (path, body[:2000], r.data)
     return r
@@ -286,7 +286,7 @@ def test_mutate_never_5xx_every_patch_applies_and_a_second_invocation_adds_nothi
 # --- the extender ---------------------------------------------------------------------------------------------
 
 CONFIGS = [Config()] + [parse_config({"node_classes": {"presets": [preset]}}) for preset in PRESETS]
-EXTENDERS = [create_app(c, FakeCache(CLUSTER, c)).test_client() for c in CONFIGS]
+EXTENDERS = [AppClient(create_app(c, FakeCache(CLUSTER, c))) for c in CONFIGS]
 EXTENDER = EXTENDERS[0]
 NAMES = [n["metadata"]["name"] for n in CLUSTER]
 

@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 
 from extender.app import create_app
 from tests.builders import Json, pod_json
+from tests.unit.door_client import AppClient
 from tests.unit.servers import start_server, stop_server
 
 LIMIT = 4 * 1024 * 1024
@@ -92,7 +93,7 @@ BAD_REQUESTS: list[Any] = [
 
 @pytest.mark.parametrize(("path", "body", "status"), BAD_REQUESTS)
 def test_bad_request_gets_a_4xx_with_a_json_message(path: str, body: bytes, status: int) -> None:
-    client = create_app().test_client()
+    client = AppClient(create_app())
     r = client.post(path, data=body, content_type="application/json")
     assert r.status_code == status
     assert r.is_json and r.json["error"], r.data
@@ -111,7 +112,7 @@ def test_a_request_past_its_deadline_gets_the_no_opinion_answer() -> None:
     import time
 
     app = create_app()
-    client = app.test_client()
+    client = AppClient(app)
     app.arrival = lambda: time.monotonic() - 10
     r = client.post("/mutate", data=orjson.dumps(review()))
     assert r.status_code == 200 and "patch" not in r.json["response"] and r.json["response"]["warnings"]
@@ -166,18 +167,17 @@ def test_a_bug_in_a_door_before_the_service_decides_is_counted_with_its_endpoint
     import extender.direct as direct_module
 
     monkeypatch.setattr(app_module, "parse_review", _boom)
-    monkeypatch.setattr(app_module, "decode_extender_args", _boom)
     monkeypatch.setattr(direct_module, "decode_extender_args", _boom)
     endpoint = path.lstrip("/")
     before = _fallbacks(endpoint)
     data = review() if path == "/mutate" else {"Pod": pod(), "NodeNames": ["n"]}
-    r = create_app().test_client().post(path, data=orjson.dumps(data), content_type="application/json")
+    r = AppClient(create_app()).post(path, data=orjson.dumps(data), content_type="application/json")
     assert (r.status_code, r.json) == (status, body)
     assert _fallbacks(endpoint) == before + 1
 
 
 def test_a_bad_request_is_not_counted_as_an_internal_error() -> None:
-    client = create_app().test_client()
+    client = AppClient(create_app())
     before = {e: _fallbacks(e) for e in ("mutate", "filter", "prioritize")}
     assert client.post("/mutate", data=orjson.dumps({**review(), "request": []})).status_code == 400
     assert client.post("/filter", data=b'{"Pod": [], "NodeNames": []}').status_code == 400

@@ -1,9 +1,9 @@
 """kube-scheduler's calls answered by the poller worker straight from the bytes (extender/direct.py), with real
-sockets through a real ``spot-extender``: kept-alive and pipelined calls, ``Connection: close``, and requests
-of every other form falling back to gunicorn and Flask on the same connection.
+sockets through a real ``spot-extender``: kept-alive and pipelined calls, ``Connection: close``, and calls of
+every other form, read by gunicorn's parser and answered by the same door on the same connection.
 
 An answer built by extender/direct.py carries no ``Server`` header and gunicorn's always does: that tells the
-tests which path answered.
+tests which door answered.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from extender.app import create_app
 from shared.config import Config
+from tests.unit.door_client import AppClient
 from tests.unit.servers import Server, start_server, stop_server
 from tests.unit.test_extender_api import pod, post_chunked
 
@@ -82,8 +83,8 @@ class Reader:
 
 
 def expected(path: str, body: bytes = BODY) -> tuple[int, bytes]:
-    """What Flask's own route answers for the same call (a chunked body: the direct door never reads it)."""
-    r = post_chunked(create_app(Config()).test_client(), path, body)
+    """What the door answers for the same call given in another form (a chunked body)."""
+    r = post_chunked(AppClient(create_app(Config())), path, body)
     return r.status_code, r.data
 
 
@@ -133,7 +134,7 @@ def test_connection_close_is_answered_then_the_connection_ends(server: Server) -
         conn.close()
 
 
-def test_other_forms_fall_back_to_flask_on_the_same_connection(server: Server) -> None:
+def test_other_forms_are_answered_by_the_direct_door_on_the_same_connection(server: Server) -> None:
     conn = server.tls_connection()
     try:
         reader = Reader(conn)
@@ -143,11 +144,15 @@ def test_other_forms_fall_back_to_flask_on_the_same_connection(server: Server) -
         )
         conn.sendall(chunked)
         status, fields, body = reader.response()
-        assert (status, body) == expected("/filter") and not direct(fields)
+        assert (status, body) == expected("/filter") and direct(fields)
 
-        conn.sendall(call("/prioritize", headers=b"X-Request-Id: 1\r\n"))  # a header it does not read
+        conn.sendall(call("/prioritize", headers=b"X-Request-Id: 1\r\n"))  # a header Go's form does not have
         status, fields, body = reader.response()
-        assert (status, body) == expected("/prioritize") and not direct(fields)
+        assert (status, body) == expected("/prioritize") and direct(fields)
+
+        conn.sendall(b"GET /filter?x=1 HTTP/1.1\r\nHost: spotshift\r\n\r\n")  # another method: 405
+        status, fields, body = reader.response()
+        assert status == 405 and orjson.loads(body)["status"] == 405 and direct(fields)
 
         conn.sendall(call("/filter"))  # and the usual form is answered directly again
         status, fields, body = reader.response()
@@ -157,13 +162,13 @@ def test_other_forms_fall_back_to_flask_on_the_same_connection(server: Server) -
 
 
 @pytest.mark.parametrize("path", ["/filter", "/prioritize"])
-def test_a_malformed_body_gets_flasks_400_and_the_connection_goes_on(server: Server, path: str) -> None:
+def test_a_malformed_body_gets_a_400_and_the_connection_goes_on(server: Server, path: str) -> None:
     conn = server.tls_connection()
     try:
         reader = Reader(conn)
         conn.sendall(call(path, b'{"Pod": {'))
         status, fields, body = reader.response()
-        assert (status, body) == expected(path, b'{"Pod": {') and not direct(fields)
+        assert (status, body) == expected(path, b'{"Pod": {') and direct(fields)
         assert status == 400 and b"not valid JSON" in body
         conn.sendall(call(path))
         status, fields, body = reader.response()
