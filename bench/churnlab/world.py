@@ -189,8 +189,8 @@ class World:
                 pending += 1
                 continue
             running += 1
-            book = nodes.get(pb.node)
-            if book is not None and book.spot:
+            node = nodes.get(pb.node)
+            if node is not None and node.spot:
                 on_spot += 1
             elif not self.workloads[pb.workload].pinned:
                 eligible_od += 1
