@@ -56,17 +56,42 @@ def node_json(i: int) -> dict[str, Any]:
     zone = ZONES[i % 3]
     name = f"ip-10-0-{i // 250}-{i % 250}.eu-west-1.compute.internal"
     labels = node_labels(i, spot, name)
-    images = [
-        {
-            "names": [
-                f"registry.example.com/team/app-{j}@sha256:{j:064x}",
-                f"registry.example.com/team/app-{j}:v1.{j}.0",
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"00000000-0000-4000-8000-{i:012x}",
+            "resourceVersion": str(1_000_000 + i),
+            "creationTimestamp": "2024-05-01T10:00:00Z",
+            "labels": labels,
+            "annotations": {
+                "alpha.kubernetes.io/provided-node-ip": f"10.0.{i // 250}.{i % 250}",
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
+        },
+        "spec": {
+            "providerID": f"aws:///{zone}/i-{i:017x}",
+            "taints": [{"key": "spotshift.io/spot", "value": "true", "effect": "NoSchedule"}] if spot else [],
+        },
+        "status": {
+            "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "memory": "32408676Ki", "pods": "58"},
+            "allocatable": {"cpu": "7910m", "ephemeral-storage": "95551679124", "memory": "31391844Ki", "pods": "58"},
+            "conditions": node_conditions(),
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{i // 250}.{i % 250}"},
+                {"type": "Hostname", "address": name},
+                {"type": "InternalDNS", "address": name},
             ],
-            "sizeBytes": 50_000_000 + j * 1_000_003,
-        }
-        for j in range(10)
-    ]
-    conditions = [
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": node_info(i),
+            "images": node_images(),
+        },
+    }
+
+
+def node_conditions() -> list[dict[str, Any]]:
+    """A healthy kubelet's node conditions: no pressure of any kind, Ready."""
+    return [
         {
             "type": t,
             "status": "False",
@@ -90,48 +115,36 @@ def node_json(i: int) -> dict[str, Any]:
             "message": "kubelet is posting ready status",
         }
     ]
+
+
+def node_info(i: int) -> dict[str, str]:
+    """``status.nodeInfo`` of node ``i``: an EKS node's machine, OS and kubelet."""
     return {
-        "metadata": {
-            "name": name,
-            "uid": f"00000000-0000-4000-8000-{i:012x}",
-            "resourceVersion": str(1_000_000 + i),
-            "creationTimestamp": "2024-05-01T10:00:00Z",
-            "labels": labels,
-            "annotations": {
-                "alpha.kubernetes.io/provided-node-ip": f"10.0.{i // 250}.{i % 250}",
-                "node.alpha.kubernetes.io/ttl": "0",
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-            },
-        },
-        "spec": {
-            "providerID": f"aws:///{zone}/i-{i:017x}",
-            "taints": [{"key": "spotshift.io/spot", "value": "true", "effect": "NoSchedule"}] if spot else [],
-        },
-        "status": {
-            "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "memory": "32408676Ki", "pods": "58"},
-            "allocatable": {"cpu": "7910m", "ephemeral-storage": "95551679124", "memory": "31391844Ki", "pods": "58"},
-            "conditions": conditions,
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.0.{i // 250}.{i % 250}"},
-                {"type": "Hostname", "address": name},
-                {"type": "InternalDNS", "address": name},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "machineID": f"{i:032x}",
-                "systemUUID": f"ec2{i:029x}",
-                "bootID": f"{i:08x}-0000-4000-8000-000000000000",
-                "kernelVersion": "5.10.215-203.850.amzn2.x86_64",
-                "osImage": "Amazon Linux 2",
-                "containerRuntimeVersion": "containerd://1.7.11",
-                "kubeletVersion": "v1.29.3-eks-ae9a62a",
-                "kubeProxyVersion": "v1.29.3-eks-ae9a62a",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-            "images": images,
-        },
+        "machineID": f"{i:032x}",
+        "systemUUID": f"ec2{i:029x}",
+        "bootID": f"{i:08x}-0000-4000-8000-000000000000",
+        "kernelVersion": "5.10.215-203.850.amzn2.x86_64",
+        "osImage": "Amazon Linux 2",
+        "containerRuntimeVersion": "containerd://1.7.11",
+        "kubeletVersion": "v1.29.3-eks-ae9a62a",
+        "kubeProxyVersion": "v1.29.3-eks-ae9a62a",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
     }
+
+
+def node_images() -> list[dict[str, Any]]:
+    """The ten application images a node reports, each by digest and by tag."""
+    return [
+        {
+            "names": [
+                f"registry.example.com/team/app-{j}@sha256:{j:064x}",
+                f"registry.example.com/team/app-{j}:v1.{j}.0",
+            ],
+            "sizeBytes": 50_000_000 + j * 1_000_003,
+        }
+        for j in range(10)
+    ]
 
 
 def pod_json() -> dict[str, Any]:

@@ -134,6 +134,22 @@ def optimum(snapshot: ClusterSnapshot, config: Config, time_limit: float) -> tup
             snapshot.add_pod(p)
 
 
+class _Milp:
+    """The MILP's variables and what its constraints are built from: ``y[n]`` per candidate node, ``x[i, j]`` per
+    movable pod ``pods[i]`` and target ``j``, the candidate nodes each budget and each workload needs drained, and
+    each workload's spot ceiling and on-demand floor."""
+
+    def __init__(self, h: Any) -> None:
+        self.h = h
+        self.y: dict[str, Any] = {}
+        self.x: dict[tuple[int, int], Any] = {}
+        self.pods: list[Pod] = []
+        self.node_of: list[str] = []
+        self.pdb_need: dict[int, list[tuple[str, int]]] = {}
+        self.workload_need: dict[str, Counter[str]] = {}
+        self.limits: dict[str, tuple[int, int]] = {}
+
+
 def _solve(
     snapshot: ClusterSnapshot,
     config: Config,
@@ -148,48 +164,66 @@ def _solve(
     h.setOptionValue("threads", 1)
     pdbs = list(snapshot.pdbs)
     rule = config.rescheduler.pdb_rule
-    ns_labels = snapshot.namespace_labels
-    y: dict[str, Any] = {}
-    x: dict[tuple[int, int], Any] = {}
-    pods: list[Pod] = []
-    node_of: list[str] = []
-    pdb_need: dict[int, list[tuple[str, int]]] = {}
-    workload_need: dict[str, Counter[str]] = {}
-    limits: dict[str, tuple[int, int]] = {}
+    m = _Milp(h)
     for info in candidates:
-        why, movable, pdb_of = movable_pods(info, config, pdbs)
-        if why is not None:
-            continue
-        if rule == PDB_RATE_LIMIT and any(b is not None and pdbs[b].disruptions_allowed < 1 for b in pdb_of):
-            continue  # a budget allowing no disruption now blocks the node
-        feasible_all = True
-        options: list[list[int]] = []
-        for p in movable:
-            opts = [j for j, t in enumerate(targets) if _static_ok(p, t, snapshot)]
-            if not opts:
-                feasible_all = False
-                break
-            options.append(opts)
-        if not feasible_all:
-            continue
-        y[info.name] = h.addBinary()
-        for p, opts, b in zip(movable, options, pdb_of, strict=True):
-            i = len(pods)
-            pods.append(p)
-            node_of.append(info.name)
-            for j in opts:
-                x[(i, j)] = h.addBinary()
-            h.addConstr(sum(x[(i, j)] for j in opts) == y[info.name])
-            if b is not None:
-                pdb_need.setdefault(b, [])
-            wk = workload_key(p)
-            if wk is not None:
-                workload_need.setdefault(wk, Counter())[info.name] += 1
-                limits[wk] = spot_ceiling(p.annotations, config.spot_ceiling)
-        for b, n in Counter(b for b in pdb_of if b is not None).items():
-            pdb_need[b].append((info.name, n))
-    if not y:
+        _add_candidate(m, info, snapshot, config, targets, pdbs)
+    if not m.y:
         return 0, True, []
+    _add_target_constraints(m, targets, snapshot.namespace_labels)
+    if rule == PDB_ALL_AT_ONCE:
+        for b, needs in m.pdb_need.items():
+            h.addConstr(sum(n * m.y[name] for name, n in needs) <= pdbs[b].disruptions_allowed)
+    if any(pct < 100 or floor > 0 for pct, floor in m.limits.values()):
+        _add_ceiling_constraints(m, snapshot, config, candidates, preempted)
+    h.maximize(sum(m.y.values()))
+    status = h.getModelStatus()
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    info = h.getInfo()
+    drained = round(info.objective_function_value) if info.primal_solution_status else 0
+    assignment = [(m.pods[i], targets[j].name) for (i, j), var in m.x.items() if h.val(var) > 0.5]
+    return drained, optimal, assignment
+
+
+def _add_candidate(
+    m: _Milp, info: NodeInfo, snapshot: ClusterSnapshot, config: Config, targets: list[NodeInfo], pdbs: list[Any]
+) -> None:
+    """``y`` for ``info`` and ``x`` for each of its pods, placed iff the node is drained, when every pod is movable
+    and has a target (and, under ``rate-limit``, no budget of its pods is at zero)."""
+    h = m.h
+    why, movable, pdb_of = movable_pods(info, config, pdbs)
+    if why is not None:
+        return
+    if config.rescheduler.pdb_rule == PDB_RATE_LIMIT and any(
+        b is not None and pdbs[b].disruptions_allowed < 1 for b in pdb_of
+    ):
+        return  # a budget allowing no disruption now blocks the node
+    options: list[list[int]] = []
+    for p in movable:
+        opts = [j for j, t in enumerate(targets) if _static_ok(p, t, snapshot)]
+        if not opts:
+            return
+        options.append(opts)
+    m.y[info.name] = h.addBinary()
+    for p, opts, b in zip(movable, options, pdb_of, strict=True):
+        i = len(m.pods)
+        m.pods.append(p)
+        m.node_of.append(info.name)
+        for j in opts:
+            m.x[(i, j)] = h.addBinary()
+        h.addConstr(sum(m.x[(i, j)] for j in opts) == m.y[info.name])
+        if b is not None:
+            m.pdb_need.setdefault(b, [])
+        wk = workload_key(p)
+        if wk is not None:
+            m.workload_need.setdefault(wk, Counter())[info.name] += 1
+            m.limits[wk] = spot_ceiling(p.annotations, config.spot_ceiling)
+    for b, n in Counter(b for b in pdb_of if b is not None).items():
+        m.pdb_need[b].append((info.name, n))
+
+
+def _add_target_constraints(m: _Milp, targets: list[NodeInfo], ns_labels: Any) -> None:
+    """Per target: capacity per resource the scheduler checks and pod slots, and no two moving pods in conflict."""
+    h, x, pods = m.h, m.x, m.pods
     by_target: dict[int, list[int]] = {}
     for i, j in x:
         by_target.setdefault(j, []).append(i)
@@ -213,40 +247,35 @@ def _solve(
                         continue
                     if _conflict(pods[a], pods[b], ns_labels):
                         h.addConstr(x[(a, j)] + x[(b, j)] <= 1)
-    if rule == PDB_ALL_AT_ONCE:
-        for b, needs in pdb_need.items():
-            h.addConstr(sum(n * y[name] for name, n in needs) <= pdbs[b].disruptions_allowed)
-    if any(pct < 100 or floor > 0 for pct, floor in limits.values()):
-        cls_spot = {i.name for i in snapshot if _is_spot(i, config)}
-        od_names = {c.name for c in candidates}
-        share: dict[str, list[int]] = {wk: [0, 0, 0] for wk in limits}
-        for info in snapshot:
-            for p in info.pods:
-                wk = workload_key(p)
-                if wk in share:
-                    share[wk][0] += info.name in cls_spot
-                    share[wk][1] += info.name in od_names
-                    share[wk][2] += 1
-        for p in preempted:
+
+
+def _add_ceiling_constraints(
+    m: _Milp, snapshot: ClusterSnapshot, config: Config, candidates: list[NodeInfo], preempted: list[Pod]
+) -> None:
+    """Each workload's on-demand floor and spot ceiling over the pods the drained nodes move."""
+    cls_spot = {i.name for i in snapshot if _is_spot(i, config)}
+    od_names = {c.name for c in candidates}
+    share: dict[str, list[int]] = {wk: [0, 0, 0] for wk in m.limits}
+    for info in snapshot:
+        for p in info.pods:
             wk = workload_key(p)
             if wk in share:
-                share[wk][0] += 1
+                share[wk][0] += info.name in cls_spot
+                share[wk][1] += info.name in od_names
                 share[wk][2] += 1
-        for wk, (pct, floor) in limits.items():
-            spot, od, total = share[wk]
-            moved = sum(n * y[name] for name, n in workload_need[wk].items())
-            # A workload already at or over its limit may not move at all (moved <= 0).
-            if floor > 0:
-                h.addConstr(moved <= max(0, od - floor))
-            if pct < 100:
-                h.addConstr(100 * moved <= max(0, pct * total - 100 * spot))
-    h.maximize(sum(y.values()))
-    status = h.getModelStatus()
-    optimal = status == highspy.HighsModelStatus.kOptimal
-    info = h.getInfo()
-    drained = round(info.objective_function_value) if info.primal_solution_status else 0
-    assignment = [(pods[i], targets[j].name) for (i, j), var in x.items() if h.val(var) > 0.5]
-    return drained, optimal, assignment
+    for p in preempted:
+        wk = workload_key(p)
+        if wk in share:
+            share[wk][0] += 1
+            share[wk][2] += 1
+    for wk, (pct, floor) in m.limits.items():
+        spot, od, total = share[wk]
+        moved = sum(n * m.y[name] for name, n in m.workload_need[wk].items())
+        # A workload already at or over its limit may not move at all (moved <= 0).
+        if floor > 0:
+            m.h.addConstr(moved <= max(0, od - floor))
+        if pct < 100:
+            m.h.addConstr(100 * moved <= max(0, pct * total - 100 * spot))
 
 
 def _is_spot(info: NodeInfo, config: Config) -> bool:

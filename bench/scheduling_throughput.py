@@ -332,7 +332,8 @@ def call_latency(names: list[str], spot: ExtenderProcess, noop: NoopProcess, cer
     return rows
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    """The command line; exits with a usage error when the rounds need more pod slots than the nodes hold."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--pods", type=int, default=600)
@@ -352,22 +353,71 @@ def main() -> int:
         help="only the server column, at --nodes and --big names (no control plane)",
     )
     args = parser.parse_args()
-    if args.server_only:
-        for count, calls in ((args.nodes, args.calls * 10), (args.big, args.calls)):
-            times = server_latency([f"bench-node-{i}" for i in range(count)], calls)
-            print(
-                " | ".join(
-                    f"/{verb} {count}: p50 {p50 * 1000:.3f} p99 {p99 * 1000:.3f}" for verb, (p50, p99) in times.items()
-                )
-            )
-        return 0
     rounds = args.runs * len(MODES)
-    if rounds * args.pods > args.nodes * PODS_PER_NODE:  # bound pods stay: the last rounds would never finish
+    if not args.server_only and rounds * args.pods > args.nodes * PODS_PER_NODE:
+        # bound pods stay: the last rounds would never finish
         parser.error(
             f"{rounds} rounds of {args.pods} pods need {rounds * args.pods} pod slots and {args.nodes} nodes hold "
             f"{args.nodes * PODS_PER_NODE} ({PODS_PER_NODE} each): raise --nodes or lower --pods or --runs"
         )
+    return args
 
+
+def print_server_latency(args: argparse.Namespace) -> None:
+    """The server column alone, at ``--nodes`` and ``--big`` names."""
+    for count, calls in ((args.nodes, args.calls * 10), (args.big, args.calls)):
+        times = server_latency([f"bench-node-{i}" for i in range(count)], calls)
+        print(
+            " | ".join(
+                f"/{verb} {count}: p50 {p50 * 1000:.3f} p99 {p99 * 1000:.3f}" for verb, (p50, p99) in times.items()
+            )
+        )
+
+
+def throughput(plane: ControlPlane, args: argparse.Namespace, configs: dict[str, list[dict[str, Any]]]) -> None:
+    """Every mode's rounds, each run starting with the next mode; each round's rate, then the medians."""
+    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for run in range(args.runs):
+        # Each run starts with the next mode, so no mode always has the first (or last) slot of a run.
+        for mode in MODES[run % len(MODES) :] + MODES[: run % len(MODES)]:
+            rate = one_round(plane, args.pods, configs[mode], args.qps)
+            rates[mode].append(rate)
+            print(f"run {run + 1}: {mode}: {rate:.1f} pods/s", flush=True)
+    median = {mode: statistics.median(values) for mode, values in rates.items()}
+    print(f"\n{args.nodes} nodes, {args.pods} pods, median of {args.runs} runs:")
+    for mode in MODES:
+        print(f"  {mode:14s} {median[mode]:7.1f} pods/s   ({', '.join(f'{r:.1f}' for r in rates[mode])})")
+    print(f"  spot-extender / go-noop: {median['spot-extender'] / median['go-noop']:.2f}")
+    print(f"  go-noop / none:          {median['go-noop'] / median['none']:.2f}", flush=True)
+
+
+def print_call_latency(
+    plane: ControlPlane,
+    args: argparse.Namespace,
+    names: list[str],
+    spot: ExtenderProcess,
+    noop: NoopProcess,
+    certs: Path,
+    rows: list[str],
+) -> None:
+    """The per-call table: ``rows`` (at ``names``), then the same calls with ``--big`` nodes known."""
+    more = [f"bench-big-{i}" for i in range(args.big - len(names))]
+    create_nodes(plane, more, managed=False)
+    everything = names + more
+    spot_nodes = (len(names) + 1) // 2 + len(more)
+    wait_until(lambda: knows(spot, everything, spot_nodes), "the cache to know every node")
+    rows += call_latency(everything, spot, noop, certs, max(20, args.calls // 10))
+    print("\nper call, ms (server: the direct door in-process; client: one kept-alive TLS connection)")
+    print("| call | nodes | server p50 | p99 | spot-extender client p50 | p99 | go-noop client p50 | p99 |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+def main() -> int:
+    args = parse_args()
+    if args.server_only:
+        print_server_latency(args)
+        return 0
     noop_binary = build_noop()
     with running_control_plane() as plane:
         work = plane.run_dir / "bench"
@@ -386,31 +436,9 @@ def main() -> int:
                 "spot-extender": [extender_config(spot.url, spot.ca_bundle)],
             }
             rows = [] if args.skip_latency else call_latency(names, spot, noop, certs, args.calls)
-            rates: dict[str, list[float]] = {mode: [] for mode in MODES}
-            for run in range(args.runs):
-                # Each run starts with the next mode, so no mode always has the first (or last) slot of a run.
-                for mode in MODES[run % len(MODES) :] + MODES[: run % len(MODES)]:
-                    rate = one_round(plane, args.pods, configs[mode], args.qps)
-                    rates[mode].append(rate)
-                    print(f"run {run + 1}: {mode}: {rate:.1f} pods/s", flush=True)
-            median = {mode: statistics.median(values) for mode, values in rates.items()}
-            print(f"\n{args.nodes} nodes, {args.pods} pods, median of {args.runs} runs:")
-            for mode in MODES:
-                print(f"  {mode:14s} {median[mode]:7.1f} pods/s   ({', '.join(f'{r:.1f}' for r in rates[mode])})")
-            print(f"  spot-extender / go-noop: {median['spot-extender'] / median['go-noop']:.2f}")
-            print(f"  go-noop / none:          {median['go-noop'] / median['none']:.2f}", flush=True)
-
+            throughput(plane, args, configs)
             if not args.skip_latency:
-                more = [f"bench-big-{i}" for i in range(args.big - len(names))]
-                create_nodes(plane, more, managed=False)
-                everything = names + more
-                spot_nodes = (len(names) + 1) // 2 + len(more)
-                wait_until(lambda: knows(spot, everything, spot_nodes), "the cache to know every node")
-                rows += call_latency(everything, spot, noop, certs, max(20, args.calls // 10))
-                print("\nper call, ms (server: the direct door in-process; client: one kept-alive TLS connection)")
-                print("| call | nodes | server p50 | p99 | spot-extender client p50 | p99 | go-noop client p50 | p99 |")
-                print("|---|---|---|---|---|---|---|---|")
-                print("\n".join(rows))
+                print_call_latency(plane, args, names, spot, noop, certs, rows)
         finally:
             noop.stop()
             spot.stop()

@@ -85,94 +85,7 @@ end
 
 def admission_review() -> dict[str, Any]:
     """A pod of a Deployment as kube-apiserver sends it to a mutating webhook (defaults applied)."""
-    pod = {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "generateName": "checkout-7d9c6b8f5-",
-            "namespace": "shop",
-            "labels": {"app": "checkout", "pod-template-hash": "7d9c6b8f5", "team": "payments"},
-            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "checkout-7d9c6b8f5",
-                    "uid": "2b2ad4a3-4f3e-4a39-9b1c-1c7f7f0b6a11",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "volumes": [
-                {"name": "kube-api-access-x", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
-            ],
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.example.com/shop/checkout:1.42.0",
-                    "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-                    "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "PORT", "value": "8080"}],
-                    "resources": {"limits": {"memory": "512Mi"}, "requests": {"cpu": "250m", "memory": "256Mi"}},
-                    "readinessProbe": {
-                        "httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
-                        "periodSeconds": 5,
-                    },
-                    "volumeMounts": [{"name": "kube-api-access-x", "readOnly": True, "mountPath": "/var/run/secrets"}],
-                    "terminationMessagePath": "/dev/termination-log",
-                    "terminationMessagePolicy": "File",
-                    "imagePullPolicy": "IfNotPresent",
-                },
-                {
-                    "name": "proxy",
-                    "image": "envoyproxy/envoy:v1.30.1",
-                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
-                    "terminationMessagePath": "/dev/termination-log",
-                    "terminationMessagePolicy": "File",
-                    "imagePullPolicy": "IfNotPresent",
-                },
-            ],
-            "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "checkout",
-            "serviceAccount": "checkout",
-            "securityContext": {},
-            "affinity": {
-                "podAntiAffinity": {
-                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "weight": 100,
-                            "podAffinityTerm": {
-                                "labelSelector": {"matchLabels": {"app": "checkout"}},
-                                "topologyKey": "kubernetes.io/hostname",
-                            },
-                        }
-                    ]
-                }
-            },
-            "schedulerName": "default-scheduler",
-            "tolerations": [
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-            ],
-            "priority": 0,
-            "enableServiceLinks": True,
-            "preemptionPolicy": "PreemptLowerPriority",
-        },
-        "status": {},
-    }
+    pod = checkout_pod()
     return {
         "kind": "AdmissionReview",
         "apiVersion": "admission.k8s.io/v1",
@@ -194,6 +107,109 @@ def admission_review() -> dict[str, Any]:
             "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
         },
     }
+
+
+def checkout_pod() -> dict[str, Any]:
+    """The pod of the ``checkout`` Deployment's ReplicaSet, with the defaults kube-apiserver applies."""
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "checkout-7d9c6b8f5-",
+            "namespace": "shop",
+            "labels": {"app": "checkout", "pod-template-hash": "7d9c6b8f5", "team": "payments"},
+            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "checkout-7d9c6b8f5",
+                    "uid": "2b2ad4a3-4f3e-4a39-9b1c-1c7f7f0b6a11",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": checkout_pod_spec(),
+        "status": {},
+    }
+
+
+def checkout_pod_spec() -> dict[str, Any]:
+    """The checkout pod's spec: its two containers, a service account token volume, anti-affinity between its
+    replicas and the default tolerations."""
+    return {
+        "volumes": [
+            {"name": "kube-api-access-x", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+        ],
+        "containers": checkout_containers(),
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "checkout",
+        "serviceAccount": "checkout",
+        "securityContext": {},
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app": "checkout"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        },
+        "schedulerName": "default-scheduler",
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+        ],
+        "priority": 0,
+        "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
+
+
+def checkout_containers() -> list[dict[str, Any]]:
+    """The application container and its proxy sidecar."""
+    return [
+        {
+            "name": "app",
+            "image": "registry.example.com/shop/checkout:1.42.0",
+            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+            "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "PORT", "value": "8080"}],
+            "resources": {"limits": {"memory": "512Mi"}, "requests": {"cpu": "250m", "memory": "256Mi"}},
+            "readinessProbe": {
+                "httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
+                "periodSeconds": 5,
+            },
+            "volumeMounts": [{"name": "kube-api-access-x", "readOnly": True, "mountPath": "/var/run/secrets"}],
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent",
+        },
+        {
+            "name": "proxy",
+            "image": "envoyproxy/envoy:v1.30.1",
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent",
+        },
+    ]
 
 
 def free_port() -> int:

@@ -33,7 +33,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench.churnlab.world import Setup, World, sync_state
+from bench.churnlab.books import Setup, sync_state
+from bench.churnlab.world import World
 from rescheduler.run import Rescheduler, RunOptions, default_planner
 from shared.config import Config, parse_config
 from shared.fit import fits

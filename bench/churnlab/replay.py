@@ -57,7 +57,7 @@ REMOVAL_DELAY = 600.0
 NOTICE = 120.0
 """From a spot node's reclaim notice to its end."""
 PROVISIONER_SCAN = 10.0
-"""How often the provisioner looks for pending pods (as ``world.Provisioner``)."""
+"""How often the provisioner looks for pending pods (as ``provisioner.Provisioner``)."""
 
 RESCHEDULER = {
     "housekeeping_interval": 10.0,

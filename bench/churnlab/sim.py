@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from bench.churnlab.books import Tally
 from bench.churnlab.policies import POLICIES, Actor, Policy, attach, config_of
 from bench.churnlab.scenario import (
     ALLOCATABLE_SHARE,
@@ -24,7 +25,7 @@ from bench.churnlab.scenario import (
     trace,
     workloads,
 )
-from bench.churnlab.world import Tally, World
+from bench.churnlab.world import World
 
 STEP = 10.0
 """Simulated seconds per tick while anything moves (the rescheduler's housekeeping interval)."""

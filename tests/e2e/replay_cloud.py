@@ -4,11 +4,12 @@ and the node provisioner of bench/churnlab/replay.py's trace, on the trace's clo
 * the **spot market**: a spot pool whose limit (``replay.TRACE``) falls below its nodes gives the newest of them
   the reclaim notice (the ``aws-node-termination-handler/spot-itn`` taint, ``NoSchedule``) and deletes them with
   their pods when the notice runs out;
-* the **provisioner**, as the simulation's (``bench.churnlab.world.Provisioner``): every scan, the pods of the
+* the **provisioner**, as the simulation's (``bench.churnlab.provisioner.Provisioner``): every scan, the pods of the
   given namespaces (the workloads', spotshift's placeholders') that kube-scheduler marked ``Unschedulable`` and
   that do not fit on the nodes already coming are grouped by where a new node could take them (the product's
-  own fit check against a probe node) and each group gets the nodes :func:`bench.churnlab.world.cheapest_nodes`
-  chooses, joining ``PROVISION_DELAY`` later; a node with no pod bound for ``REMOVAL_DELAY`` is deleted.
+  own fit check against a probe node) and each group gets the nodes
+  :func:`bench.churnlab.provisioner.cheapest_nodes` chooses, joining ``PROVISION_DELAY`` later; a node with no pod
+  bound for ``REMOVAL_DELAY`` is deleted.
 
 Every node is a kubelet stand-in node (tests/e2e/controlplane) labelled as the simulation's are (capacity type,
 zone, instance type) plus the test's own label. The clock is trace time: ``(monotonic - t0) * COMPRESSION``.
@@ -26,8 +27,9 @@ from typing import Any
 import requests
 
 from bench.churnlab import replay
+from bench.churnlab.books import RECLAIM_TAINT, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL
+from bench.churnlab.provisioner import cheapest_nodes, groups_to_add
 from bench.churnlab.scenario import ALLOCATABLE_SHARE, ZONES
-from bench.churnlab.world import RECLAIM_TAINT, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, cheapest_nodes, groups_to_add
 from shared.fit import fits
 from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.model import Node, Pod

@@ -1,0 +1,271 @@
+"""The provisioner: cluster-autoscaler's behaviour as this benchmark models it (see :class:`Provisioner`), and the
+cloud giving it the nodes it asks for. The nodes whose provisioning delay is over join before kube-scheduler's turn
+in the tick (so the pods they were added for are bound to them before the provisioner looks for pending pods
+again); its scan comes last."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from bench.churnlab.books import SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, Books, NodeBook, Obj
+from bench.churnlab.scenario import ALLOCATABLE_SHARE, ZONES, NodeType
+from shared.fit import fits
+from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
+from shared.model import Node, Pod
+from shared.snapshot import ClusterSnapshot, NodeInfo
+
+REMOVAL_DELAY = 600.0
+"""Seconds a node stays empty before the provisioner removes it (the default of ``World(removal_delay=...)``)."""
+
+
+class Provisioner:
+    """cluster-autoscaler's behaviour as this benchmark models it: every 10 s, the pods kube-scheduler marked
+    ``Unschedulable`` (placeholders included: their priority is above the expendable cutoff) that will not fit on
+    the nodes already coming are packed (first fit, largest first) onto new nodes of the type that costs least for
+    them, spot where a pool with room allows the pods (their zone, their capacity-type selector), else on-demand;
+    the nodes join ``delay`` seconds later (:func:`cheapest_nodes` decides). A node with no pod for
+    ``removal_delay`` seconds (10 minutes by default) is removed. The provisioner knows at
+    once whether a spot pool has room (no failed attempt, no fallback delay) and never removes a node that still
+    has pods (no consolidation of its own)."""
+
+    def __init__(self, books: Books, delay: float, removal_delay: float = REMOVAL_DELAY) -> None:
+        self.books = books
+        self.delay = delay
+        self.removal_delay = removal_delay
+        self.coming: list[tuple[float, NodeType, str, bool]] = []
+        self.scanned = -math.inf
+        self.allowed: dict[tuple[str, str, bool], bool] = {}
+        """(workload, or a pod's key for a Job pod or a placeholder; zone; spot) → :meth:`allows`."""
+
+    def add_node(self, node_type: NodeType, zone: str, spot: bool) -> str:
+        """The cloud's node of ``node_type`` in ``zone`` (spot or on-demand) joins the cluster; its name."""
+        w = self.books
+        name = f"{'spot' if spot else 'od'}-{zone[-1]}-{node_type.name.split('.')[1]}-{w.next_serial():05d}"
+        labels = {
+            "kubernetes.io/hostname": name,
+            SPOT_LABEL: "spot" if spot else "on-demand",
+            ZONE_LABEL: zone,
+            TYPE_LABEL: node_type.name,
+        }
+        spec: Obj = {}
+        if not spot and w.setup.prefer_no_schedule_on_demand:
+            spec["taints"] = [{"key": "on-demand", "value": "true", "effect": "PreferNoSchedule"}]
+        cpu = int(node_type.cpu_m * ALLOCATABLE_SHARE)
+        memory = int(node_type.memory_mi * ALLOCATABLE_SHARE)
+        w.server.put(
+            "nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+                "status": {
+                    "allocatable": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            },
+        )
+        w.nodes[name] = NodeBook(name, node_type, zone, spot, w.now)
+        return name
+
+    def next_removal(self) -> float:
+        """When the first empty node is removed if it stays empty (infinity: no node is empty)."""
+        return min(
+            (b.empty_since + self.removal_delay for b in self.books.nodes.values() if b.empty_since is not None),
+            default=math.inf,
+        )
+
+    def allows(self, p: Pod, zone: str, spot: bool) -> bool:
+        """Whether a new node of this zone and capacity type could take ``p`` (its selector, affinity and volumes;
+        the same for every pod of a workload, so asked once per workload)."""
+        book = self.books.pods.get(p.key)
+        key = (book.workload if book is not None and not book.job else p.key, zone, spot)
+        known = self.allowed.get(key)
+        if known is None:
+            known = self.allowed[key] = self._allows_now(p, zone, spot)
+        return known
+
+    def _allows_now(self, p: Pod, zone: str, spot: bool) -> bool:
+        w = self.books
+        probe = NodeInfo(_probe_node(zone, spot, w.setup.prefer_no_schedule_on_demand))
+        snap = ClusterSnapshot(pvs=w.view.pvs.values(), pvcs=w.view.pvcs.values())
+        snap.nodes[probe.name] = probe
+        return not any(
+            r
+            for r in fits(p, probe, snap, check_node_ready=False)
+            if r.code not in (ERR_INSUFFICIENT, ERR_TOO_MANY_PODS)
+        )
+
+    def join(self) -> None:
+        """The nodes whose delay is over join the cluster (before kube-scheduler's turn in the tick: a pod waiting
+        for a node is bound to it before the next scan looks for pods that need one)."""
+        w = self.books
+        for item in [c for c in self.coming if c[0] <= w.now]:
+            self.coming.remove(item)
+            self.add_node(item[1], item[2], item[3])
+
+    def step(self) -> None:
+        w = self.books
+        self._scale_down()
+        if w.now - self.scanned < 10.0:
+            return
+        self.scanned = w.now
+        waiting = [
+            p
+            for p in w.view.pods.values()
+            if not p.node_name and not p.terminal and _unschedulable_marked(w.server.store["pods"].get(p.key))
+        ]
+        if waiting:
+            self._scale_up(waiting)
+
+    def _scale_down(self) -> None:
+        w = self.books
+        busy = {name for name, pods in w.view.by_node.items() if pods}
+        for name, book in list(w.nodes.items()):
+            if name in busy or book.ends_at is not None:
+                book.empty_since = None
+                continue
+            if book.empty_since is None:
+                book.empty_since = w.now
+            elif w.now - book.empty_since >= self.removal_delay:
+                w.server.remove("nodes", name)
+                del w.nodes[name]
+
+    def _scale_up(self, waiting: list[Pod]) -> None:
+        room = [
+            [nt.cpu_m * ALLOCATABLE_SHARE, nt.memory_mi * ALLOCATABLE_SHARE, z, spot] for _, nt, z, spot in self.coming
+        ]
+        for group in groups_to_add(waiting, room, self.allows):
+            self._add_for(group)
+
+    def _add_for(self, pods: list[Pod]) -> None:
+        w = self.books
+        limits = w.trace.limits_at(w.now)
+        counts: dict[tuple[str, str], int] = {}
+        for book in w.nodes.values():
+            if book.spot and book.ends_at is None:
+                counts[(book.zone, book.node_type.name)] = counts.get((book.zone, book.node_type.name), 0) + 1
+        for _, nt, z, spot in self.coming:
+            if spot:
+                counts[(z, nt.name)] = counts.get((z, nt.name), 0) + 1
+        sample = pods[0]
+        zone_nodes = {z: sum(1 for b in w.nodes.values() if b.zone == z) for z in ZONES}
+        choice = cheapest_nodes(
+            [_req(p) for p in pods],
+            w.node_types,
+            spot_room={pool: limits[pool] - counts.get(pool, 0) for pool in limits},
+            zones={spot: [z for z in ZONES if self.allows(sample, z, spot)] for spot in (True, False)},
+            zone_nodes=zone_nodes,
+            spot_fraction=w.spot_fraction,
+        )
+        if choice is None:
+            return
+        nt, zone, n, spot = choice
+        for _ in range(n):
+            self.coming.append((w.now + self.delay, nt, zone, spot))
+
+
+def cheapest_nodes(
+    requests: list[tuple[int, int]],
+    node_types: Iterable[NodeType],
+    *,
+    spot_room: dict[tuple[str, str], int],
+    zones: dict[bool, list[str]],
+    zone_nodes: dict[str, int],
+    spot_fraction: float,
+) -> tuple[NodeType, str, int, bool] | None:
+    """The provisioner's choice for one group of pending pods (``requests``: CPU millicores and MiB each, pods
+    that may go to the same nodes): ``(node type, zone, how many nodes, spot)`` at the least price. The pods are
+    packed first fit onto nodes of each type; spot where a pool of an allowed zone has room (``spot_room``), as
+    many nodes as it has left (the pods it cannot take wait for the next scan), else on-demand; the zone with the
+    most room, then the fewest nodes (``zone_nodes``), among those allowed (``zones[spot]``); on a tie in price the
+    larger type, then spot. ``None`` when nothing fits."""
+    options = []
+    for nt in node_types:
+        n = _pack(requests, nt)
+        if n is None:
+            continue
+        for spot in (True, False):
+            room = {z: min(n, spot_room.get((z, nt.name), 0)) if spot else n for z in zones[spot]}
+            allowed = [z for z, r in room.items() if r >= 1]
+            if not allowed:
+                continue
+            zone = min(allowed, key=lambda z: (-room[z], zone_nodes.get(z, 0), z))
+            price = nt.price * n * (spot_fraction if spot else 1.0)
+            options.append((price, -nt.cpu_m, nt.name, not spot, zone, nt, room[zone], spot))
+    if not options:
+        return None
+    _, _, _, _, zone, nt, n, spot = min(options)
+    return nt, zone, n, spot
+
+
+def groups_to_add(
+    waiting: list[Pod], room: list[list[Any]], allows: Callable[[Pod, str, bool], bool]
+) -> list[list[Pod]]:
+    """The provisioner's first step: the waiting pods that the nodes already coming (``room``: free CPU, free MiB,
+    zone, spot each; used up in place) cannot take, largest first, grouped by where a new node could take them
+    (``allows(pod, zone, spot)``), groups in a stable order."""
+    left: list[Pod] = []
+    for p in sorted(waiting, key=lambda p: (-p.node_requests.get("cpu", 0), p.key)):
+        cpu, mem = _req(p)
+        for r in room:
+            if r[0] >= cpu and r[1] >= mem and allows(p, r[2], r[3]):
+                r[0] -= cpu
+                r[1] -= mem
+                break
+        else:
+            left.append(p)
+    groups: dict[tuple[str, ...], list[Pod]] = {}
+    for p in left:
+        where = tuple(f"{z}:{int(s)}" for z in ZONES for s in (True, False) if allows(p, z, s))
+        groups.setdefault(where, []).append(p)
+    return [groups[key] for key in sorted(groups)]
+
+
+def _req(p: Pod) -> tuple[int, int]:
+    return p.node_requests.get("cpu", 0), p.node_requests.get("memory", 0) // (1 << 20)
+
+
+def _pack(requests: Iterable[tuple[int, int]], nt: NodeType) -> int | None:
+    cap_c, cap_m = nt.cpu_m * ALLOCATABLE_SHARE, nt.memory_mi * ALLOCATABLE_SHARE
+    bins: list[list[float]] = []
+    for cpu, mem in requests:
+        if cpu > cap_c or mem > cap_m:
+            return None
+        for b in bins:
+            if b[0] >= cpu and b[1] >= mem:
+                b[0] -= cpu
+                b[1] -= mem
+                break
+        else:
+            bins.append([cap_c - cpu, cap_m - mem])
+    return len(bins)
+
+
+_PROBES: dict[tuple[str, bool, bool], Node] = {}
+
+
+def _probe_node(zone: str, spot: bool, prefer_no_schedule_on_demand: bool) -> Node:
+    key = (zone, spot, prefer_no_schedule_on_demand)
+    node = _PROBES.get(key)
+    if node is None:
+        node = Node.from_api(
+            {
+                "metadata": {
+                    "name": f"probe-{zone}-{int(spot)}",
+                    "labels": {SPOT_LABEL: "spot" if spot else "on-demand", ZONE_LABEL: zone},
+                },
+                "spec": {},
+                "status": {"allocatable": {"cpu": "1000", "memory": "1000Gi", "pods": "1000"}},
+            }
+        )
+        _PROBES[key] = node
+    return node
+
+
+def _unschedulable_marked(obj: Obj | None) -> bool:
+    if obj is None:
+        return False
+    return any(c.get("reason") == "Unschedulable" for c in (obj.get("status") or {}).get("conditions") or ())
