@@ -215,12 +215,13 @@ flight too)."""
 
 
 def transition(phase: Phase, step: Step) -> Phase | DrainOutcome:
-    """Where a drain in ``phase`` goes on ``step``: ``None`` stays, a :class:`Failure` rolls back, a phase or an
-    outcome is gone to; a ``ValueError`` for a step that :data:`NEXT` does not allow from ``phase``."""
+    """Where a drain in ``phase`` goes on ``step``: ``None`` stays, a :class:`Failure` rolls back (nothing else
+    does: the rollback needs its reason), a phase or an outcome is gone to; a ``ValueError`` for a step that
+    :data:`NEXT` does not allow from ``phase``."""
     if step is None:
         return phase
     to = Phase.ROLLING_BACK if isinstance(step, Failure) else step
-    if to not in NEXT[phase]:
+    if to not in NEXT[phase] or (to is Phase.ROLLING_BACK) is not isinstance(step, Failure):
         raise ValueError(f"no drain goes from {phase.value} to {to.value}")
     return to
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from rescheduler.cluster.drain import FREE_AGAIN, Drain, DrainOutcome, DrainResult, Phase
+from rescheduler.cluster.drain_queue import project_drains
 from rescheduler.cluster.watch_cache import NODES, PODS, ClusterState
 from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.cluster.drain_queue import project_drains
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
 from shared.model import Pod
