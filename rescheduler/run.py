@@ -14,7 +14,8 @@ What runs, in one process:
   the last plan again when nothing it is made from changed and it reads no clock), the decision, and the start of
   as many drains as the gate allows. Between cycles, at most every half second
   and whenever the watch brings a change, every drain in flight is advanced one step
-  (:class:`~rescheduler.cluster.drain.Drainer`): several nodes drain at once within ``disruption.budgets``
+  (:class:`~rescheduler.cluster.drain_queue.DrainQueue`, :class:`~rescheduler.cluster.drain.Drainer`): several
+  nodes drain at once within ``disruption.budgets``
   (one at a time without budgets), a finished drain keeping its place for ``node_drain_delay``.
 
 No pass of the loop waits on the API server: each drain makes at most one attempt at each call that is due and
