@@ -14,7 +14,8 @@ What runs, in one process:
   the last plan again when nothing it is made from changed and it reads no clock), the decision, and the start of
   as many drains as the gate allows. Between cycles, at most every half second
   and whenever the watch brings a change, every drain in flight is advanced one step
-  (:class:`~rescheduler.cluster.drain.Drainer`): several nodes drain at once within ``disruption.budgets``
+  (:class:`~rescheduler.cluster.drain_queue.DrainQueue`, :class:`~rescheduler.cluster.drain.Drainer`): several
+  nodes drain at once within ``disruption.budgets``
   (one at a time without budgets), a finished drain keeping its place for ``node_drain_delay``.
 
 No pass of the loop waits on the API server: each drain makes at most one attempt at each call that is due and
@@ -45,36 +46,42 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from rescheduler.cluster import USER_AGENT
 from rescheduler.cluster.capacity_requests import CapacityRequester
-from rescheduler.cluster.drain import Drain, Drainer, DrainOutcome, DrainResult
-from rescheduler.cluster.events import DRAIN_HELD_BACK, DRAIN_SKIPPED, NORMAL, EventRecorder, Ref
+from rescheduler.cluster.drain import Drain, Drainer, DrainResult
+from rescheduler.cluster.drain_queue import DrainQueue
+from rescheduler.cluster.events import DRAIN_HELD_BACK, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.marking import MarkReconciler, NodeMarker, clean_leftovers
+from rescheduler.cluster.node_backoff import NodeBackoff
 from rescheduler.cluster.rules import discover_switches
 from rescheduler.cluster.watch_cache import PDBS, WATCHES, ClusterState, StateInformer
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
-from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, budget_claims, decide, gate, plan_nodes
+from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
 from rescheduler.plan.gate import reads_clock
 from rescheduler.plan.records import Plan
-from rescheduler.plan.stay_reasons import CONTROLS, Kind
+from rescheduler.plan.stay_reasons import CONTROLS
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
-from shared.model import Pod
-from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches
 
 __all__ = [
     "RunOptions",
+    "Parts",
     "Rescheduler",
+    "Planning",
+    "placeholder_owner",
+    "leader_elector",
+    "liveness_window",
     "PlanFunction",
     "add_run_arguments",
     "run_command",
@@ -108,6 +115,26 @@ class RunOptions:
     those two. ``None``: no limit."""
 
 
+@dataclass(slots=True)
+class Parts:
+    """What the loop is wired from (:meth:`Rescheduler.__init__`): the API, the probes, the Events, the lease, the
+    node writes and rests, the drains, the mark reconciler, the capacity requests and the informers."""
+
+    kube: Kube
+    heartbeat: Heartbeat
+    events: EventRecorder
+    elector: LeaderElector | None
+    marker: NodeMarker
+    """One attempt per write: a drain tries again at a later pass, the reconciler at a later cycle."""
+    backoff: NodeBackoff
+    """The node rests, shared by the drains and the capacity requests."""
+    capacity: CapacityRequester
+    """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity_requests`)."""
+    drainer: Drainer
+    reconciler: MarkReconciler
+    informers: list[StateInformer] = field(default_factory=list)
+
+
 class Rescheduler:
     """The run loop. ``transport`` is the API boundary; ``plan`` defaults to :mod:`rescheduler.plan.planner`.
     ``clock`` (monotonic seconds) paces the loop and times the drains, ``wall`` (Unix seconds) judges backoffs,
@@ -125,153 +152,99 @@ class Rescheduler:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self.kube = Kube(transport)
         self.config = config
-        self.options = options
-        self.dry_run = config.rescheduler.dry_run
-        self.identity = options.identity or default_identity()
+        self.options = replace(options, identity=options.identity or default_identity())
         self.clock, self.wall = clock, wall
-        self.switches: Switches = STRICTEST
-        """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
-        self.plan_fn = plan or default_planner(options.plan_time_budget, lambda: self.switches, wall=wall)
         self.metrics = metrics or Metrics()
         self.stop = stop or threading.Event()
         self.state = ClusterState()
-        self.heartbeat = Heartbeat(max_age=self._liveness_window())
-        self.events = EventRecorder(self.kube, host=options.node_name or socket.gethostname(), enabled=not self.dry_run)
-        self.elector = self._elector() if config.rescheduler.leader_elect else None
-        self.marker = NodeMarker(
-            self.kube,
-            taint_key=config.rescheduler.drain_taint_key,
-            mode=config.rescheduler.drain_taint,
-            identity=self.identity,
-        )
-        """One attempt per write: a drain tries again at a later pass, the reconciler at a later cycle."""
-        self.drainer = self._drainer()
-        self.reconciler = MarkReconciler(self.state, self.marker, config, self.events, dry_run=self.dry_run)
-        self.capacity = CapacityRequester(
-            self.kube,
-            self.state,
-            config,
-            self.events,
-            self.metrics,
-            dry_run=self.dry_run,
-            back_off=self._back_off,
-            owner=self._placeholder_owner,
-        )
-        """Placeholder pods asking for spot room (``capacity.enabled``;
-        :mod:`rescheduler.cluster.capacity_requests`)."""
-        self._bookkeeping()
-
-    def _bookkeeping(self) -> None:
-        """What the loop remembers from one pass to the next."""
-        self._orphans_checked = False
-        self.informers: list[StateInformer] = []
-        self.drains: dict[str, Drain] = {}
-        """The drains in flight, by node: each pass of the loop advances them (:meth:`advance_drains`)."""
-        self.finished: list[float] = []
-        """When (``clock``) the drains of this process finished: within ``node_drain_delay`` each keeps its place."""
+        self.switches: Switches = STRICTEST
+        """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
+        self.parts = self._wire(Kube(transport))
+        self.queue = DrainQueue(self.parts.drainer, node_drain_delay=config.rescheduler.node_drain_delay)
+        planner = plan or default_planner(options.plan_time_budget, lambda: self.switches, wall=wall)
+        self.plans = Planning(planner, config, self.metrics, self.parts.events, options.node_name)
         self.next_cycle = 0.0
         """When (``clock``) the next cycle is due."""
-        self.last_planned: PlannedCycle | None = None
-        self.planned_from: tuple[Any, ...] | None = None
-        """What :attr:`last_planned` was made from (:meth:`_plan_inputs`): equal inputs give an equal plan."""
-        self.plan_reused = False
-        """Whether the last cycle reused the plan before it."""
-        self.last_decision: Decision | None = None
-        self._held_reported: dict[str, str] = {}
-        """Node → the control last reported (an Event) as holding it back; a change is reported again."""
-        self._waiting_reported: set[str] = set()
-        self.results: list[DrainResult] = []
-        """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
 
-    @property
-    def last_plan(self) -> Plan | None:
-        """The last cycle's whole plan (why each node stays: capacity mode reads it)."""
-        return self.last_planned.plan if self.last_planned is not None else None
-
-    def _elector(self) -> LeaderElector:
-        o, r = self.options, self.config.rescheduler
-        lease = LeaseConfig(
-            namespace=self.config.namespace,
-            name=r.lease_name,
-            identity=self.identity,
-            lease_duration=o.lease_duration,
-            renew_deadline=o.renew_deadline,
-            retry_period=o.retry_period,
+    def _wire(self, kube: Kube) -> Parts:
+        """The parts, each built once from those before it (the node rests before the capacity requests and the
+        drains that share them)."""
+        config, r, dry_run = self.config, self.config.rescheduler, self.dry_run
+        events = EventRecorder(kube, host=self.options.node_name or socket.gethostname(), enabled=not dry_run)
+        marker = NodeMarker(kube, taint_key=r.drain_taint_key, mode=r.drain_taint, identity=self.options.identity)
+        backoff = NodeBackoff(marker, events, r.node_backoff, self.wall)
+        elector = leader_elector(kube, config, self.options, self.metrics) if r.leader_elect else None
+        owner = partial(placeholder_owner, kube, elector)
+        capacity = CapacityRequester(
+            kube, self.state, config, events, self.metrics, dry_run=dry_run, back_off=backoff.back_off, owner=owner
         )
-        return LeaderElector(self.kube, lease, on_change=self._leadership_changed)
-
-    def _drainer(self) -> Drainer:
-        r = self.config.rescheduler
+        heartbeat = Heartbeat(max_age=liveness_window(config))
         evictor = Evictor(
-            self.kube,
+            kube,
             timeout=r.pod_eviction_timeout,
             max_grace=r.max_graceful_termination,
-            dry_run=self.dry_run,
+            dry_run=dry_run,
             metrics=self.metrics,
-            events=self.events,
+            events=events,
             should_abort=self.should_abort,
             wait=self._wait,
             clock=self.clock,
         )
-        return Drainer(
-            self.kube,
+        drainer = Drainer(
+            kube,
             self.state,
-            self.config,
+            config,
             evictor,
-            self.events,
+            events,
             self.metrics,
-            self.marker,
-            dry_run=self.dry_run,
+            marker,
+            dry_run=dry_run,
             should_abort=self.should_abort,
             stop=self.stop,
-            heartbeat=self.heartbeat.beat,
+            heartbeat=heartbeat.beat,
             clock=self.clock,
             wall=self.wall,
-            free_room=self._give_room,
+            free_room=capacity.give_room,
+            backoff=backoff,
         )
-
-    def _give_room(self, node: str, placeholders: Sequence[Pod]) -> None:
-        self.capacity.give_room(node, placeholders)
-
-    def _back_off(self, node: str, reason: str) -> None:
-        self.drainer.back_off(node, reason)
-
-    def _placeholder_owner(self) -> dict[str, Any] | None:
-        """The leader-election Lease as the placeholders' controller (``None`` without leader election)."""
-        if self.elector is None:
-            return None
-        lease = self.kube.get(self.elector.path)
-        meta = lease["metadata"]
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "name": meta["name"],
-            "uid": meta["uid"],
-            "controller": True,
-        }
+        reconciler = MarkReconciler(self.state, marker, config, events, dry_run=dry_run)
+        return Parts(kube, heartbeat, events, elector, marker, backoff, capacity, drainer, reconciler)
 
     def _wait(self, seconds: float) -> None:
         """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
         self.stop.wait(seconds)
 
-    def _liveness_window(self) -> float:
-        """How long ``/healthz`` tolerates no beat: a few intervals, plus one eviction's 429 retries."""
-        r = self.config.rescheduler
-        return max(60.0, 3 * r.housekeeping_interval) + r.pod_eviction_timeout + 60.0
+    @property
+    def dry_run(self) -> bool:
+        return self.config.rescheduler.dry_run
+
+    @property
+    def drainer(self) -> Drainer:
+        return self.parts.drainer
+
+    @property
+    def drains(self) -> dict[str, Drain]:
+        """The drains in flight, by node: each pass of the loop advances them (:meth:`advance_drains`)."""
+        return self.queue.drains
+
+    @property
+    def finished(self) -> list[float]:
+        return self.queue.finished
+
+    @property
+    def results(self) -> list[DrainResult]:
+        """Every :class:`~rescheduler.cluster.drain.DrainResult` of this process (tests and ``--once`` read them)."""
+        return self.queue.results
 
     # ---- leadership -----------------------------------------------------------------------------------------
 
-    def _leadership_changed(self, leader: bool) -> None:
-        self.metrics.leader.set(1 if leader else 0)
-
     def is_leader(self) -> bool:
-        return self.elector is None or self.elector.is_leader()
+        return self.parts.elector is None or self.parts.elector.is_leader()
 
     def ready(self) -> bool:
         """Readiness: the cluster state is listed and the leader-election Lease can be used (or is not used)."""
-        return self.state.is_synced() and (self.elector is None or not self.elector.problem)
+        return self.state.is_synced() and (self.parts.elector is None or not self.parts.elector.problem)
 
     def should_abort(self) -> bool:
         """Stop acting now: shutdown was asked for, or the lease is no longer ours."""
@@ -282,30 +255,24 @@ class Rescheduler:
     def start_informers(self) -> None:
         """Discover the PodDisruptionBudget version, then list and watch every kind the planner reads (those
         ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
-        self.state.pdb_api_version = f"policy/{self.kube.pdb_version()}"
-        for kind, path, query in ((PDBS, self.kube.pdb_path(), ()), *WATCHES):
-            informer = StateInformer(
-                self.kube,
-                self.state,
-                kind,
-                path,
-                threading.Event(),
-                query=query,
-                watch_timeout=self.options.watch_timeout,
-            )
+        kube = self.parts.kube
+        self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
+        watch = self.options.watch_timeout
+        for kind, path, query in ((PDBS, kube.pdb_path(), ()), *WATCHES):
+            informer = StateInformer(kube, self.state, kind, path, threading.Event(), query=query, watch_timeout=watch)
             informer.start()
-            self.informers.append(informer)
+            self.parts.informers.append(informer)
 
     def stop_informers(self) -> None:
-        for informer in self.informers:
+        for informer in self.parts.informers:
             informer.close()
-        for informer in self.informers:
+        for informer in self.parts.informers:
             informer.join(timeout=5)
 
     def run(self) -> int:
         """Run until stopped (or one cycle with ``once``). Returns the process exit code."""
-        self.metrics.leader.set(0 if self.elector is not None else 1)
-        self.switches = discover_switches(self.kube, log)
+        self.metrics.leader.set(0 if self.parts.elector is not None else 1)
+        self.switches = discover_switches(self.parts.kube, log)
         try:
             self.start_informers()
         except ApiError as e:
@@ -314,7 +281,7 @@ class Rescheduler:
         try:
             log.info(
                 "waiting for the cluster state",
-                extra=fields(identity=self.identity, dry_run=self.dry_run, node=self.options.node_name),
+                extra=fields(identity=self.options.identity, dry_run=self.dry_run, node=self.options.node_name),
             )
             if not self.state.wait_synced(self.options.sync_timeout, self.stop):
                 if not self.stop.is_set():
@@ -324,8 +291,8 @@ class Rescheduler:
             with self.state.cond:
                 counts = {k: len(v) for k, v in (("nodes", self.state.nodes), ("pods", self.state.pods))}
             log.info("cluster state listed", extra=fields(**counts))
-            if self.elector is not None:
-                self.elector.start()
+            if self.parts.elector is not None:
+                self.parts.elector.start()
             return self._loop()
         finally:
             self.shutdown()
@@ -335,7 +302,7 @@ class Rescheduler:
         pass; with ``once``, one cycle and its drains to their end."""
         cycled = False
         while not self.stop.is_set():
-            self.heartbeat.beat()
+            self.parts.heartbeat.beat()
             if not self.is_leader():
                 code = self._follow()
                 if code is not None:
@@ -345,32 +312,33 @@ class Rescheduler:
                 self.step_cycle()
                 cycled = True
             self.advance_drains()
-            if self.options.once and cycled and not self.drains:
+            if self.options.once and cycled and not self.queue:
                 return 0
             self._pause()
         return 0
 
     def _follow(self) -> int | None:
         """Not the leader: stop the drains of a lost lease, wait for it; an exit code for ``once``, else ``None``."""
-        assert self.elector is not None
+        elector = self.parts.elector
+        assert elector is not None
         self.interrupt_drains()
-        self.capacity.forget()  # the leader now owns whatever placeholders we made
+        self.parts.capacity.forget()  # the leader now owns whatever placeholders we made
         # --once waits long enough for a dead holder's lease to expire; the loop re-checks each interval.
         interval = self.config.rescheduler.housekeeping_interval
         wait = self.options.lease_duration + 2 * self.options.retry_period if self.options.once else interval
-        if self.elector.wait_for_leadership(wait, self.stop) or self.stop.is_set() or not self.options.once:
+        if elector.wait_for_leadership(wait, self.stop) or self.stop.is_set() or not self.options.once:
             return None
-        if self.elector.problem:
-            log.error(self.elector.problem)
+        if elector.problem:
+            log.error(elector.problem)
             return 1
-        holder = self.elector.holder
+        holder = elector.holder
         log.warning("not the leader (lease held by %s): nothing done", holder or "?", extra=fields(holder=holder))
         return 3
 
     def step_cycle(self) -> None:
         """Put the marks nobody is draining right, then one cycle; the next is due one interval later."""
         try:
-            self.reconciler.reconcile(busy=set(self.drains))
+            self.parts.reconciler.reconcile(busy=set(self.queue))
             self.cycle()
         except ApiError as e:
             log.warning("cycle failed: %s", e)
@@ -379,7 +347,7 @@ class Rescheduler:
     def _pause(self) -> None:
         """Until the next cycle, or a change the drains in flight may be waiting for (half a second at most)."""
         left = self.next_cycle - self.clock()
-        if self.drains:
+        if self.queue:
             self.state.wait_change(min(left, 0.5), self.stop)
         elif left > 0:
             self.stop.wait(left)
@@ -391,20 +359,18 @@ class Rescheduler:
         next leader's to put right."""
         if self.state.is_synced() and self.is_leader():
             give_up = time.monotonic() + min(SHUTDOWN_GRACE, self.config.rescheduler.pod_eviction_timeout)
-            for node, drain in list(self.drains.items()):
-                self._ended(node, self.drainer.end_rollback(drain, give_up - time.monotonic()))
-            self.metrics.drains_in_flight.set(0)
+            self.queue.end_all(give_up)
             try:
-                self.capacity.shutdown()
+                self.parts.capacity.shutdown()
             except Exception:
                 log.exception("could not delete the placeholder pods on the way out")
             try:
-                cleanup = self.marker.with_retry(Retry(max(0.0, give_up - time.monotonic())))
-                clean_leftovers(self.state, cleanup, self.config, self.events, dry_run=self.dry_run)
+                cleanup = self.parts.marker.with_retry(Retry(max(0.0, give_up - time.monotonic())))
+                clean_leftovers(self.state, cleanup, self.config, self.parts.events, dry_run=self.dry_run)
             except Exception:
                 log.exception("could not put the drain marks right on the way out")
-        if self.elector is not None:
-            self.elector.stop(release=True)
+        if self.parts.elector is not None:
+            self.parts.elector.stop(release=True)
         self.metrics.leader.set(0)
         self.stop_informers()
 
@@ -413,40 +379,17 @@ class Rescheduler:
     def advance_drains(self) -> None:
         """One step of every drain in flight; the ended ones are recorded and free their place after
         ``node_drain_delay``, and the next cycle comes at once (the cluster moved)."""
-        for node, drain in list(self.drains.items()):
-            if self.should_abort():
-                return
-            try:
-                result = self.drainer.advance(drain)
-            except ApiError as e:
-                log.warning("drain of node %s: %s (tried again)", node, e, extra=fields(node=node))
-                continue
-            if result is not None:
-                self._ended(node, result)
-        self.metrics.drains_in_flight.set(len(self.drains))
-
-    def _ended(self, node: str, result: DrainResult) -> None:
-        del self.drains[node]
-        self.results.append(result)
-        now = self.clock()
-        self.finished.append(now)
-        self.next_cycle = min(self.next_cycle, now)
+        if self.queue.advance():
+            self.next_cycle = min(self.next_cycle, self.clock())
 
     def interrupt_drains(self) -> None:
-        """Stop every drain in flight (lost lease): no further eviction, each mark's removal tried once now. A drain
-        whose mark is not removed yet stays in flight, rolling back, tried again at each call (or pass, once the
-        lease is ours again)."""
-        for node, drain in list(self.drains.items()):
-            result = self.drainer.interrupt(drain)
-            if result is not None:
-                self._ended(node, result)
-        self.metrics.drains_in_flight.set(len(self.drains))
+        """Stop every drain in flight (lost lease) (:meth:`~rescheduler.cluster.drain_queue.DrainQueue.interrupt`)."""
+        if self.queue.interrupt():
+            self.next_cycle = min(self.next_cycle, self.clock())
 
     def cooling(self) -> int:
         """Drains ended less than ``node_drain_delay`` ago: each keeps its place in the budget that long."""
-        since = self.clock() - self.config.rescheduler.node_drain_delay
-        self.finished = [t for t in self.finished if t > since]
-        return len(self.finished)
+        return self.queue.cooling()
 
     # ---- one cycle --------------------------------------------------------------------------------------------
 
@@ -459,94 +402,118 @@ class Rescheduler:
             self.metrics.last_cycle.set(self.wall())
 
     def _cycle(self) -> Decision | None:
-        cfg = self.config
-        if not self._orphans_checked and not cfg.capacity.enabled:
-            # Placeholders left from when capacity mode was on: they have no purpose now.
-            self.capacity.collect_orphans()
-            self._orphans_checked = True
+        cfg, capacity = self.config, self.parts.capacity
+        if not cfg.capacity.enabled:
+            capacity.collect_leftovers()
         with self.state.cond:
             version, snapshot = self.state.version, self.state.snapshot()
-        count_in_flight(snapshot, self.drains.values(), self.state)
-        now, cooling = self.wall(), self.cooling()
+        self.queue.project(snapshot)
         g = gate(
             snapshot,
             cfg,
-            now=now,
-            memory_backoff=self.drainer.memory_backoff,
+            now=self.wall(),
+            memory_backoff=self.parts.backoff.memory,
             broken_nodes=self.state.broken_nodes(),
-            in_flight=len(self.drains),
-            cooling=cooling,
+            in_flight=len(self.queue),
+            cooling=self.queue.cooling(),
         )
-        decision = self._plan_and_decide(snapshot, g, version)
-        if not (self.dry_run and self.plan_reused):
+        decision = self.plans.decide(snapshot, g, self._plan_inputs(version, g), self.queue)
+        if not (self.dry_run and self.plans.reused):
             # A dry run starts nothing, so a reused plan's drains were checked and logged by an earlier cycle
             # already: checking them again would only repeat their log lines and their budgets' lists.
-            self._start_drains(decision, g)
+            self.queue.start(decision, g.starts)
         if cfg.capacity.enabled:
             # No new placeholder while a drain is in flight: it could take the room the drain frees.
-            self._ask_capacity(snapshot, hold=bool(self.drains))
+            capacity.ask(self.plans.last_plan, snapshot, hold=bool(self.queue))
         return decision
-
-    def _start_drains(self, decision: Decision, g: Gate) -> None:
-        """Start the decision's drains, in order, while the gate allows."""
-        started = 0
-        for nm in decision.drains:
-            if started >= g.starts or self.should_abort():
-                break
-            if nm.node in self.drains:
-                continue
-            drain = self.drainer.start(nm.node, nm.pods, dict(nm.targets))
-            if isinstance(drain, Drain):
-                self.drains[nm.node] = drain
-                started += 1
-                continue
-            self.results.append(drain)
-            if drain.outcome == DrainOutcome.SKIPPED:
-                self.events.record(Ref.node(nm.node), NORMAL, DRAIN_SKIPPED, f"{drain.reason}: {drain.message}")
-            elif drain.outcome == DrainOutcome.DRY_RUN:
-                # A dry run's drain takes its place among this cycle's starts, so a dry run shows the drains a real
-                # run would start now, no more.
-                started += 1
-        self.metrics.drains_in_flight.set(len(self.drains))
-
-    def _ask_capacity(self, snapshot: ClusterSnapshot, *, hold: bool) -> None:
-        """Capacity mode: follow the placeholder requests out, and ask for the nodes that only lack spot room
-        (:mod:`rescheduler.cluster.capacity_requests`), from this cycle's plan; with ``hold``, ask for none."""
-        plan = self.last_plan
-        if plan is None or plan.window_closed:
-            # No drain may start now (outside every drain window): ask for no new room, whose placeholders would
-            # only hold spot capacity until a window opens; follow the requests out.
-            self.capacity.tend()
-            return
-        # A node the budget holds back until its turn still wants its room: the placeholders keep it meanwhile.
-        waiting_turn = tuple(n for n, why in plan.reasons.items() if why.kind is Kind.DISRUPTION_BUDGET)
-        self.capacity.step(snapshot, plan.reasons, plan.drained + waiting_turn, hold=hold)
 
     def _plan_inputs(self, version: int, g: Gate) -> tuple[Any, ...] | None:
         """Everything a plan is made from, or None when it also depends on the time (:func:`reads_clock`) or on the
         drains in flight (their pods are counted where they go): the state's version (every watch event that
         changes it counts), the nodes left out, the configuration and the scheduler rules."""
-        if self.drains or reads_clock(self.config):
+        if self.queue or reads_clock(self.config):
             return None
         return (version, tuple(sorted(g.excluded.items())), self.config, self.switches)
 
-    def _plan_and_decide(self, snapshot: ClusterSnapshot, g: Gate, version: int) -> Decision:
+
+def leader_elector(kube: Kube, config: Config, options: RunOptions, metrics: Metrics) -> LeaderElector:
+    """The elector of the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits), which sets the
+    ``leader`` gauge on every change."""
+    o, r = options, config.rescheduler
+    lease = LeaseConfig(
+        namespace=config.namespace,
+        name=r.lease_name,
+        identity=o.identity,
+        lease_duration=o.lease_duration,
+        renew_deadline=o.renew_deadline,
+        retry_period=o.retry_period,
+    )
+    return LeaderElector(kube, lease, on_change=lambda leader: metrics.leader.set(1 if leader else 0))
+
+
+def liveness_window(config: Config) -> float:
+    """How long ``/healthz`` tolerates no beat: a few intervals, plus one eviction's 429 retries."""
+    r = config.rescheduler
+    return max(60.0, 3 * r.housekeeping_interval) + r.pod_eviction_timeout + 60.0
+
+
+def placeholder_owner(kube: Kube, elector: LeaderElector | None) -> dict[str, Any] | None:
+    """The leader-election Lease as the placeholders' controller (``None`` without leader election)."""
+    if elector is None:
+        return None
+    meta = kube.get(elector.path)["metadata"]
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+
+
+class Planning:
+    """A cycle's plan and decision: the planner's plan, or the last one again when nothing it is made from changed
+    (no watch event; a plan that reads the clock or counts drains in flight is always made anew), the decision
+    with the budgets the drains in flight still claim, and the metrics and Events that report them."""
+
+    def __init__(self, plan: PlanFunction, config: Config, metrics: Metrics, events: EventRecorder, own: str) -> None:
+        self.plan_fn = plan
+        self.config = config
+        self.metrics = metrics
+        self.events = events
+        self.own_node = own
+        self.last_planned: PlannedCycle | None = None
+        self.planned_from: tuple[Any, ...] | None = None
+        """What :attr:`last_planned` was made from: equal inputs give an equal plan."""
+        self.reused = False
+        """Whether the last cycle reused the plan before it."""
+        self.last_decision: Decision | None = None
+        self._held_reported: dict[str, str] = {}
+        """Node → the control last reported (an Event) as holding it back; a change is reported again."""
+        self._waiting_reported: set[str] = set()
+
+    @property
+    def last_plan(self) -> Plan | None:
+        """The last cycle's whole plan (why each node stays: capacity mode reads it)."""
+        return self.last_planned.plan if self.last_planned is not None else None
+
+    def decide(self, snapshot: ClusterSnapshot, g: Gate, inputs: tuple[Any, ...] | None, queue: DrainQueue) -> Decision:
+        """The plan (``inputs``: what it is made from, ``None`` when it cannot be reused) and the decision for
+        ``snapshot``, reported."""
         cfg = self.config
         t0 = time.perf_counter()
-        inputs = self._plan_inputs(version, g)
         planned = self.last_planned
         # Nothing in the cluster changed since the last plan (no watch event), nor anything else it is made from:
         # the same plan again, without the planner's CPU (a quiet big cluster's cycle is then cheap).
-        reused = planned is not None and inputs is not None and inputs == self.planned_from
-        self.plan_reused = reused
+        reused = self.reused = planned is not None and inputs is not None and inputs == self.planned_from
         if not reused:
             self.last_planned = self.planned_from = None
             planned = self.plan_fn(snapshot, cfg, g.excluded)
             self.last_planned, self.planned_from = planned, inputs
             self.metrics.plan_duration.observe(time.perf_counter() - t0)
         assert planned is not None
-        claimed = budget_claims((p for d in self.drains.values() for p in d.to_evict), PdbIndex(snapshot.pdbs))
-        decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.options.node_name, claimed=claimed)
+        claimed = queue.claims(snapshot)
+        decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.own_node, claimed=claimed)
         self.last_decision = decision
         self._report(planned, decision)
         log.info(
@@ -556,11 +523,11 @@ class Rescheduler:
             extra=fields(
                 drainable=[nm.node for nm in decision.drains][:20],
                 skipped=dict(decision.skipped[:20]),
-                in_flight=sorted(self.drains)[:20],
+                in_flight=sorted(queue)[:20],
                 may_start=g.starts,
                 plan_seconds=round(time.perf_counter() - t0, 3),
                 plan_reused=reused,
-                dry_run=self.dry_run,
+                dry_run=cfg.rescheduler.dry_run,
             ),
         )
         return decision
@@ -608,44 +575,6 @@ mark of ours, one node after another (a bounded best effort within the pod's ter
 
 WAITING_SERIES = 10
 """At most this many ``spotshift_rescheduler_waiting_pod_holds`` series (one per waiting pod holding nodes)."""
-
-
-def count_in_flight(snapshot: ClusterSnapshot, drains: Iterable[Drain], state: ClusterState) -> None:
-    """Count the pods of the drains in flight where they are going, so a new plan does not give their spot room to
-    another node: a pod not yet evicted is moved to its target in ``snapshot``; an evicted one whose replacement is
-    not yet bound to a node is put there as a stand-in (a pending replacement the planner also places first is
-    counted twice: room held back, never given away twice)."""
-    for drain in drains:
-        waiting_for = _unbound_replacements(drain, state)
-        for pod in drain.pods:
-            target = drain.targets.get(pod.key)
-            if target is None or target not in snapshot.nodes:
-                continue
-            info = snapshot.nodes.get(pod.node_name)
-            here = next((p for p in info.pods if p.uid == pod.uid), None) if info is not None else None
-            if here is not None and not here.terminating:
-                snapshot.move_pod(here, target)
-                continue
-            owner = pod.controller.uid if pod.controller is not None else ""
-            if waiting_for.get(owner, 0) > 0:
-                waiting_for[owner] -= 1
-                stand_in = replace(pod, name=f"{pod.name}.in-flight", uid=f"{pod.uid}.in-flight", node_name="")
-                snapshot.add_pod(stand_in, target)
-
-
-def _unbound_replacements(drain: Drain, state: ClusterState) -> dict[str, int]:
-    """Owner UID → how many of the drain's evicted pods have no replacement bound to a node yet."""
-    out: dict[str, int] = {}
-    with state.cond:
-        for owner, need in drain.need.items():
-            evicted = sum(1 for p in drain.evicted if p.controller is not None and p.controller.uid == owner)
-            bound = sum(
-                1
-                for q in state.by_owner.get(owner, {}).values()
-                if q.uid not in drain.before.get(owner, ()) and q.node_name and not q.terminating
-            )
-            out[owner] = max(0, min(need, evicted) - bound)
-    return out
 
 
 # --- the planner --------------------------------------------------------------------------------------------------
@@ -743,7 +672,7 @@ def _serve(rescheduler: Rescheduler, config: Config) -> int:
     bind = config.rescheduler.metrics_bind
     try:
         server = MetricsServer(
-            rescheduler.metrics, bind, healthy=rescheduler.heartbeat.alive, ready=rescheduler.ready
+            rescheduler.metrics, bind, healthy=rescheduler.parts.heartbeat.alive, ready=rescheduler.ready
         ).start()
     except OSError as e:
         print(f"spot-rescheduler: cannot listen on {bind}: {e.strerror or e}", file=sys.stderr)
@@ -751,7 +680,7 @@ def _serve(rescheduler: Rescheduler, config: Config) -> int:
     log.info(
         "spot-rescheduler starting",
         extra=fields(
-            identity=rescheduler.identity,
+            identity=rescheduler.options.identity,
             dry_run=config.rescheduler.dry_run,
             leader_elect=config.rescheduler.leader_elect,
             listen=bind,
@@ -762,7 +691,7 @@ def _serve(rescheduler: Rescheduler, config: Config) -> int:
         code = rescheduler.run()
     finally:
         server.stop()
-    log.info("spot-rescheduler stopped", extra=fields(identity=rescheduler.identity, exit_code=code))
+    log.info("spot-rescheduler stopped", extra=fields(identity=rescheduler.options.identity, exit_code=code))
     return code
 
 

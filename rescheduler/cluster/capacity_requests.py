@@ -66,7 +66,8 @@ from rescheduler.plan.capacity_needs import (
     judge,
 )
 from rescheduler.plan.placeholder_pods import placeholder_pod
-from rescheduler.plan.stay_reasons import StayReason
+from rescheduler.plan.records import Plan
+from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.classes import node_class
 from shared.config import Config
 from shared.kube.api import ApiError, Kube, NotFound, pod_path
@@ -88,8 +89,9 @@ CREATE_FAILED = "create-failed"
 Owner = Callable[[], "dict[str, Any] | None"]
 """The ``ownerReference`` placeholders get (the leader-election Lease; ``None``: none)."""
 
-BackOff = Callable[[str, str], None]
-"""``(node, reason)``: back the node off like a failed drain (the run loop's drainer does it)."""
+BackOff = Callable[[str, str], object]
+"""``(node, reason)``: back the node off like a failed drain
+(:meth:`rescheduler.cluster.node_backoff.NodeBackoff.back_off`, shared with the drainer)."""
 
 
 @dataclass(slots=True)
@@ -144,6 +146,7 @@ class CapacityRequester:
         """No request is made before this time (``clock``): the API server refused a placeholder."""
         self._deleted: set[str] = set()
         """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
+        self._leftovers_collected = False
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------
 
@@ -251,6 +254,13 @@ class CapacityRequester:
         self.requests.clear()
         self._count()
 
+    def collect_leftovers(self) -> None:
+        """With capacity mode off: delete, once, the placeholders left from when it was on (they have no purpose
+        now)."""
+        if not self._leftovers_collected:
+            self.collect_orphans()
+            self._leftovers_collected = True
+
     def collect_orphans(self) -> int:
         """Delete placeholders no request of this process owns; returns how many were found."""
         ours = {r.id for r in self.requests.values()}
@@ -279,6 +289,18 @@ class CapacityRequester:
         return len(orphans)
 
     # ---- one cycle ------------------------------------------------------------------------------------------
+
+    def ask(self, plan: Plan | None, snapshot: ClusterSnapshot, *, hold: bool) -> None:
+        """Follow the requests out, and ask for the nodes that only lack spot room, from the cycle's ``plan``;
+        with ``hold``, ask for none (the run loop's capacity mode)."""
+        if plan is None or plan.window_closed:
+            # No drain may start now (outside every drain window): ask for no new room, whose placeholders would
+            # only hold spot capacity until a window opens; follow the requests out.
+            self.tend()
+            return
+        # A node the budget holds back until its turn still wants its room: the placeholders keep it meanwhile.
+        waiting_turn = tuple(n for n, why in plan.reasons.items() if why.kind is Kind.DISRUPTION_BUDGET)
+        self.step(snapshot, plan.reasons, plan.drained + waiting_turn, hold=hold)
 
     def step(
         self,

@@ -4,8 +4,11 @@ A drain never blocks the loop, and no drain waits on another. :meth:`Drainer.sta
 a :class:`Drain` that has made one attempt at its mark; each pass of the loop calls :meth:`Drainer.advance` on
 every drain in flight, which does what can be done now without waiting (at most one attempt at each API call
 that is due) and returns the :class:`DrainResult` once the drain is over. Several nodes drain at once this way,
-within the disruption budgets the loop enforces (:mod:`rescheduler.run`). Each phase's step returns the next
-:class:`Phase`, the result, or ``None`` (nothing more to do now). The phases:
+within the disruption budgets the loop enforces (:mod:`rescheduler.cluster.drain_queue`). A drain starts in
+:attr:`Phase.PENDING` and ends in one of :class:`DrainOutcome`'s end states; each phase's step returns a
+:data:`Step` (the next :class:`Phase`, the end, a :class:`Failure`, or ``None``: nothing more to do now), never
+sets it, and :data:`NEXT` lists where each phase may go (:func:`transition`). :class:`DrainReporter` records the
+metric, Event and log line of each start and end. The phases:
 
 1. **Re-check** (:meth:`Drainer.precheck`, in :meth:`Drainer.start`) against the live state: the node's movable
    pods are still the planned ones, and the PodDisruptionBudgets of their namespaces (listed fresh, not from the
@@ -73,16 +76,16 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from rescheduler.cluster.events import (
     DRAIN_ABORTED,
     DRAIN_FAILED,
+    DRAIN_SKIPPED,
     DRAIN_STARTED,
     DRAIN_SUCCEEDED,
-    NODE_BACKOFF,
     NORMAL,
     WAITING_FOR_JOBS,
     WARNING,
@@ -90,7 +93,8 @@ from rescheduler.cluster.events import (
     Ref,
 )
 from rescheduler.cluster.evictor import EvictionResult, EvictionTry, Evictor
-from rescheduler.cluster.marking import ONE_ATTEMPT, NodeMarker, iso
+from rescheduler.cluster.marking import ONE_ATTEMPT, NodeMarker
+from rescheduler.cluster.node_backoff import NodeBackoff
 from rescheduler.cluster.watch_cache import ClusterState
 from rescheduler.logs import fields
 from rescheduler.metrics import Metrics
@@ -109,6 +113,12 @@ from shared.placeholders import is_placeholder
 __all__ = [
     "DrainOutcome",
     "Phase",
+    "Failure",
+    "Step",
+    "NEXT",
+    "transition",
+    "replacements_by_owner",
+    "DrainReporter",
     "NodeWrite",
     "Rollback",
     "Drain",
@@ -141,7 +151,11 @@ FreeRoom = Callable[[str, Sequence[Pod]], None]
 (the run loop's :meth:`~rescheduler.cluster.capacity_requests.CapacityRequester.give_room`)."""
 
 
-class DrainOutcome:
+class DrainOutcome(enum.StrEnum):
+    """How a drain ended (the value is the ``outcome`` of its result, in logs and tests): a drain in flight ends
+    :attr:`SUCCEEDED` (from :attr:`Phase.FINISHING`) or :attr:`FAILED` (from :attr:`Phase.ROLLING_BACK`); one that
+    never started is :attr:`SKIPPED` or :attr:`DRY_RUN`."""
+
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -149,8 +163,10 @@ class DrainOutcome:
 
 
 class Phase(enum.Enum):
-    """Where a drain in flight is (the node carries the mark from :attr:`JOBS` to :attr:`FINISHING`)."""
+    """Where a drain in flight is (the node carries the mark from :attr:`JOBS` to :attr:`FINISHING`);
+    :attr:`PENDING` is the start state, before the first phase is entered."""
 
+    PENDING = "pending"
     MARKING = "marking"
     JOBS = "waiting-for-jobs"
     FREEING = "freeing-room"
@@ -164,14 +180,56 @@ class Phase(enum.Enum):
 WRITES = frozenset({Phase.MARKING, Phase.FINISHING, Phase.ROLLING_BACK})
 """The phases that write the node, one attempt per advance (:class:`NodeWrite`)."""
 
-BEFORE_EVICTING = frozenset({Phase.MARKING, Phase.JOBS, Phase.FREEING})
+BEFORE_EVICTING = frozenset({Phase.PENDING, Phase.MARKING, Phase.JOBS, Phase.FREEING})
 """The phases in which no eviction is queued yet: every pod of the drain is still to be evicted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What a step returns when the drain fails: the label, the message, and whether the node backs off. The
+    drain then rolls back (:attr:`Phase.ROLLING_BACK`)."""
+
+    label: DrainLabel
+    message: str
+    back_off: bool = False
+
+
+Step = Phase | DrainOutcome | Failure | None
+"""What a phase's step (or entry) returns: the next phase, the end of the drain, a failure, or ``None`` (nothing
+more to do now)."""
+
+NEXT: Final[Mapping[Phase, frozenset[Phase | DrainOutcome]]] = {
+    Phase.PENDING: frozenset({Phase.MARKING}),
+    Phase.MARKING: frozenset({Phase.JOBS, Phase.FREEING, Phase.ROLLING_BACK}),
+    Phase.JOBS: frozenset({Phase.FREEING, Phase.ROLLING_BACK}),
+    Phase.FREEING: frozenset({Phase.EVICTING, Phase.ROLLING_BACK}),
+    Phase.EVICTING: frozenset({Phase.TERMINATING, Phase.ROLLING_BACK}),
+    Phase.TERMINATING: frozenset({Phase.REPLACING, Phase.ROLLING_BACK}),
+    Phase.REPLACING: frozenset({Phase.FINISHING, Phase.ROLLING_BACK}),
+    Phase.FINISHING: frozenset({DrainOutcome.SUCCEEDED, Phase.ROLLING_BACK}),
+    Phase.ROLLING_BACK: frozenset({DrainOutcome.FAILED}),
+}
+"""Every state a phase may lead to: the phases, and the end states :attr:`DrainOutcome.SUCCEEDED` and
+:attr:`DrainOutcome.FAILED`. A failure leads to :attr:`Phase.ROLLING_BACK` (the interruption of a drain in
+flight too)."""
+
+
+def transition(phase: Phase, step: Step) -> Phase | DrainOutcome:
+    """Where a drain in ``phase`` goes on ``step``: ``None`` stays, a :class:`Failure` rolls back (nothing else
+    does: the rollback needs its reason), a phase or an outcome is gone to; a ``ValueError`` for a step that
+    :data:`NEXT` does not allow from ``phase``."""
+    if step is None:
+        return phase
+    to = Phase.ROLLING_BACK if isinstance(step, Failure) else step
+    if to not in NEXT[phase] or (to is Phase.ROLLING_BACK) is not isinstance(step, Failure):
+        raise ValueError(f"no drain goes from {phase.value} to {to.value}")
+    return to
 
 
 @dataclass(frozen=True, slots=True)
 class DrainResult:
     node: str
-    outcome: str
+    outcome: DrainOutcome
     reason: str = ""
     message: str = ""
     evicted: tuple[str, ...] = ()
@@ -233,6 +291,8 @@ class Drain:
     write: NodeWrite = field(default_factory=lambda: NodeWrite(None))
     """The node write of :attr:`Phase.MARKING`, :attr:`Phase.FINISHING` or :attr:`Phase.ROLLING_BACK`."""
     rollback: Rollback | None = None
+    note: str = ""
+    """What the end adds to the drain's message (a write that did not go through, a rest kept in memory)."""
 
     @property
     def to_evict(self) -> tuple[Pod, ...]:
@@ -256,11 +316,109 @@ def movable_pods(pods: Iterable[Pod], config: Config, pdbs: Sequence[PDB]) -> tu
     return move, block
 
 
+def replacements_by_owner(drain: Drain, state: ClusterState) -> dict[str, list[Pod]]:
+    """Owner UID → the new pods of that owner of an evicted pod, bound to a node, Running and Ready ones first, as
+    many as the drain waits for: the one rule for what replaces a drain's pods (the drain's judge and the next
+    plan's count of the drains in flight both read it)."""
+    out: dict[str, list[Pod]] = {}
+    with state.cond:
+        for owner, count in drain.need.items():
+            fresh = [
+                q
+                for q in state.by_owner.get(owner, {}).values()
+                if q.uid not in drain.before.get(owner, ()) and not q.terminating and q.node_name
+            ]
+            fresh.sort(key=lambda q: (not (q.phase == "Running" and q.ready), q.creation_timestamp))
+            out[owner] = fresh[:count]
+    return out
+
+
+class DrainReporter:
+    """The metric, Event and log line of each way a drain starts or ends, and its :class:`DrainResult`."""
+
+    def __init__(self, events: EventRecorder, metrics: Metrics, *, dry_run: bool) -> None:
+        self.events = events
+        self.metrics = metrics
+        self.dry_run = dry_run
+
+    def skipped(self, node_name: str, label: DrainLabel, message: str, refusals: tuple[Refusal, ...]) -> DrainResult:
+        self.metrics.drains_skipped.labels(label.value).inc()
+        log.info(
+            "not draining node %s: %s",
+            node_name,
+            message,
+            extra=fields(node=node_name, reason=label.value, dry_run=self.dry_run),
+        )
+        return DrainResult(node_name, DrainOutcome.SKIPPED, label.value, message, refusals=refusals)
+
+    def skip_event(self, result: DrainResult) -> None:
+        """The Event of a drain the run loop chose and the re-check skipped."""
+        self.events.record(Ref.node(result.node), NORMAL, DRAIN_SKIPPED, f"{result.reason}: {result.message}")
+
+    def dry_run_result(self, node_name: str, pods: Sequence[Pod], how: str, moves: str) -> DrainResult:
+        log.info(
+            "dry-run: would %s node %s and evict %d pods",
+            how,
+            node_name,
+            len(pods),
+            extra=fields(node=node_name, pods=[p.key for p in pods], dry_run=True),
+        )
+        return DrainResult(node_name, DrainOutcome.DRY_RUN, message=moves)
+
+    def started(self, drain: Drain) -> None:
+        self.metrics.drains_started.inc()
+        log.info(
+            "draining node %s: %d pods to spot",
+            drain.node,
+            len(drain.pods),
+            extra=fields(node=drain.node, pods=[p.key for p in drain.pods], attempts=drain.write.attempts),
+        )
+        moves = ", ".join(f"{p.key}→{drain.targets.get(p.key, 'spot')}" for p in drain.pods)
+        text = f"Moving {len(drain.pods)} pods to spot nodes: {moves}"
+        self.events.record(drain.ref, NORMAL, DRAIN_STARTED, text[:1000])
+
+    def ended(self, drain: Drain, outcome: DrainOutcome) -> DrainResult:
+        """The result of a drain in flight that reached ``outcome`` (:data:`NEXT`'s end states)."""
+        return self._succeeded(drain) if outcome is DrainOutcome.SUCCEEDED else self._failed(drain)
+
+    def _succeeded(self, drain: Drain) -> DrainResult:
+        self.metrics.drains_succeeded.inc()
+        placed = drain.placed
+        msg = f"{len(drain.evicted)} pods moved to spot: " + ", ".join(f"{k}→{n}" for k, n in placed)
+        self.events.record(drain.ref, NORMAL, DRAIN_SUCCEEDED, msg[:1000])
+        log.info(
+            "drained node %s",
+            drain.node,
+            extra=fields(node=drain.node, evicted=[p.key for p in drain.evicted], replacements=dict(placed)),
+        )
+        evicted = tuple(p.key for p in drain.evicted)
+        return DrainResult(drain.node, DrainOutcome.SUCCEEDED, message=msg, evicted=evicted, replacements=placed)
+
+    def _failed(self, drain: Drain) -> DrainResult:
+        rollback = drain.rollback
+        assert rollback is not None
+        label, message = rollback.label, rollback.message + drain.note
+        self.metrics.drains_failed.labels(label.value).inc()
+        if label is DrainLabel.INTERRUPTED:
+            self.events.record(drain.ref, WARNING, DRAIN_ABORTED, message)
+            what = f"drain of node {drain.node} interrupted: {message}"
+        else:
+            self.events.record(drain.ref, WARNING, DRAIN_FAILED, f"{label.value}: {message}"[:1000])
+            what = f"drain of node {drain.node} failed: {label.value}: {message}"
+        log.warning(
+            "%s",
+            what,
+            extra=fields(node=drain.node, reason=label.value, evicted=[p.key for p in drain.evicted]),
+        )
+        evicted = tuple(p.key for p in drain.evicted)
+        return DrainResult(drain.node, DrainOutcome.FAILED, label.value, message, evicted, replacements=drain.placed)
+
+
 class Drainer:
     """Starts, advances and ends drains (see the module docstring). ``should_abort`` is shutdown or lost
     leadership; ``clock`` (monotonic seconds) times the phases and paces the node writes, ``wall`` (Unix seconds)
     stamps the marks; ``free_room`` deletes the placeholders in a drain's way (``None``: deleted here, no request
-    ended)."""
+    ended); ``backoff`` rests the nodes whose drain fails (``None``: one of its own)."""
 
     def __init__(
         self,
@@ -279,6 +437,7 @@ class Drainer:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         free_room: FreeRoom | None = None,
+        backoff: NodeBackoff | None = None,
     ) -> None:
         self.kube = kube
         self.state = state
@@ -295,8 +454,13 @@ class Drainer:
         self.clock = clock
         self.wall = wall
         self.free_room = free_room or self._delete_placeholders
-        self.memory_backoff: dict[str, float] = {}
-        """Backoffs decided in dry-run, or that could not be written to the node."""
+        self.backoff = backoff or NodeBackoff(marker, events, config.rescheduler.node_backoff, wall)
+        self.report = DrainReporter(events, metrics, dry_run=dry_run)
+
+    @property
+    def memory_backoff(self) -> dict[str, float]:
+        """Backoffs decided in dry-run, or that could not be written to the node (:attr:`NodeBackoff.memory`)."""
+        return self.backoff.memory
 
     # ---- re-check -----------------------------------------------------------------------------------------
 
@@ -340,14 +504,7 @@ class Drainer:
         return live
 
     def _skip(self, node_name: str, label: DrainLabel, message: str, refusals: tuple[Refusal, ...] = ()) -> DrainResult:
-        self.metrics.drains_skipped.labels(label.value).inc()
-        log.info(
-            "not draining node %s: %s",
-            node_name,
-            message,
-            extra=fields(node=node_name, reason=label.value, dry_run=self.dry_run),
-        )
-        return DrainResult(node_name, DrainOutcome.SKIPPED, label.value, message, refusals=refusals)
+        return self.report.skipped(node_name, label, message, refusals)
 
     # ---- start ----------------------------------------------------------------------------------------------
 
@@ -366,11 +523,9 @@ class Drainer:
             moves = ", ".join(f"{p.key}→{(targets or {}).get(p.key, 'spot')}" for p in pods)
             return self._dry_run(node_name, pods, moves)
         ref = Ref.node(node_name, node.uid)
-        drain = Drain(node_name, ref, tuple(pods), dict(targets or {}), Phase.MARKING, self.clock())
-        self._enter(drain, Phase.MARKING)
-        step = self._step_mark(drain)
-        if isinstance(step, Phase):
-            self._enter(drain, step)
+        drain = Drain(node_name, ref, tuple(pods), dict(targets or {}), Phase.PENDING, self.clock())
+        self._take(drain, Phase.MARKING)
+        self._take(drain, self._step_mark(drain))
         return drain
 
     # ---- phases ---------------------------------------------------------------------------------------------
@@ -379,20 +534,28 @@ class Drainer:
         """Do what can be done now for ``drain``, without waiting: the result once it is over, else ``None``."""
         while True:
             step = self._STEPS[drain.phase](self, drain)
-            if not isinstance(step, Phase):
-                return step
-            self._enter(drain, step)
+            if step is None:
+                return None
+            result = self._take(drain, step)
+            if result is not None:
+                return result
 
-    def _enter(self, drain: Drain, phase: Phase | None) -> None:
-        """Enter ``phase``, and the next one when its entry says so (nothing to wait for there)."""
-        while phase is not None:
-            drain.phase, drain.since = phase, self.clock()
+    def _take(self, drain: Drain, step: Step) -> DrainResult | None:
+        """Follow ``step`` from the drain's phase (:func:`transition`): the result when the drain ends; else enter
+        the next phase, and the next one when its entry says so (nothing to wait for there). The one place a
+        drain's phase changes."""
+        while step is not None:
+            to = transition(drain.phase, step)
+            if isinstance(step, Failure):
+                drain.rollback = Rollback(step.label, step.message, drain.phase, step.back_off)
+            if isinstance(to, DrainOutcome):
+                return self.report.ended(drain, to)
+            drain.phase, drain.since = to, self.clock()
             # Worded apart from the "drain of node ... failed/interrupted" lines that operators and tests look for.
-            log.info(
-                "node %s: drain phase %s", drain.node, phase.value, extra=fields(node=drain.node, phase=phase.value)
-            )
-            entry = self._ENTRIES.get(phase)
-            phase = entry(self, drain) if entry is not None else None
+            log.info("node %s: drain phase %s", drain.node, to.value, extra=fields(node=drain.node, phase=to.value))
+            entry = self._ENTRIES.get(to)
+            step = entry(self, drain) if entry is not None else None
+        return None
 
     def _enter_write(self, drain: Drain) -> None:
         """A node write begins: tried at once, until ``pod_eviction_timeout`` from now (a rollback: no limit)."""
@@ -429,36 +592,21 @@ class Drainer:
             return None
         return True
 
-    def _step_mark(self, drain: Drain) -> Phase | None:
+    def _step_mark(self, drain: Drain) -> Step:
         done = self._try_write(drain, lambda: self.marker.mark(drain.node, self.wall()))
         if done is None:
             return None
         if not done:
-            return self._fail(drain, DrainLabel.MARK_FAILED, f"could not mark the node: {drain.write.last}")
-        self.metrics.drains_started.inc()
-        log.info(
-            "draining node %s: %d pods to spot",
-            drain.node,
-            len(drain.pods),
-            extra=fields(node=drain.node, pods=[p.key for p in drain.pods], attempts=drain.write.attempts),
-        )
-        moves = ", ".join(f"{p.key}→{drain.targets.get(p.key, 'spot')}" for p in drain.pods)
-        text = f"Moving {len(drain.pods)} pods to spot nodes: {moves}"
-        self.events.record(drain.ref, NORMAL, DRAIN_STARTED, text[:1000])
+            return Failure(DrainLabel.MARK_FAILED, f"could not mark the node: {drain.write.last}")
+        self.report.started(drain)
         return Phase.JOBS if self.config.disruption.jobs == JOBS_WAIT else Phase.FREEING
 
     def _dry_run(self, node_name: str, pods: Sequence[Pod], moves: str) -> DrainResult:
         how = "cordon" if self.marker.mode == "cordon" else f"taint {self.marker.taint_key}:{PREFER_NO_SCHEDULE}"
-        log.info(
-            "dry-run: would %s node %s and evict %d pods",
-            how,
-            node_name,
-            len(pods),
-            extra=fields(node=node_name, pods=[p.key for p in pods], dry_run=True),
-        )
+        result = self.report.dry_run_result(node_name, pods, how, moves)
         for p in pods:
             self.evictor.evict(p, why=f"dry-run: would move from on-demand node {node_name} to spot")
-        return DrainResult(node_name, DrainOutcome.DRY_RUN, message=moves)
+        return result
 
     def _enter_jobs(self, drain: Drain) -> Phase | None:
         """Wait for the node's running Job pods (``disruption.jobs: wait``), with an Event; none: free the room."""
@@ -478,7 +626,7 @@ class Drainer:
         )
         return None
 
-    def _step_jobs(self, drain: Drain) -> Phase | None:
+    def _step_jobs(self, drain: Drain) -> Step:
         left = self._running_jobs(drain)
         if not left:
             return Phase.FREEING
@@ -486,7 +634,7 @@ class Drainer:
         if self.clock() - drain.since < timeout:
             return None
         msg = f"Job pods still running {timeout:.0f}s later: {', '.join(left[:5])}"
-        return self._fail(drain, DrainLabel.JOB_TIMEOUT, msg, back_off=True)
+        return Failure(DrainLabel.JOB_TIMEOUT, msg, back_off=True)
 
     def _running_jobs(self, drain: Drain) -> list[str]:
         with self.state.cond:
@@ -532,7 +680,7 @@ class Drainer:
             except ApiError as e:  # asked again after FREE_AGAIN while the drain waits
                 log.warning("could not delete placeholder %s: %s", p.key, e, extra=fields(node=node, pod=p.key))
 
-    def _step_freeing(self, drain: Drain) -> Phase | None:
+    def _step_freeing(self, drain: Drain) -> Step:
         left = self.in_the_way(drain)
         if not left:
             return Phase.EVICTING
@@ -541,7 +689,7 @@ class Drainer:
         if now - drain.since >= timeout:
             names = ", ".join(p.key for p in left[:5])
             msg = f"{len(left)} placeholder pod(s) still hold or could take the spot room {timeout:.0f}s later: {names}"
-            return self._fail(drain, DrainLabel.ROOM_NOT_FREED, msg, back_off=True)
+            return Failure(DrainLabel.ROOM_NOT_FREED, msg, back_off=True)
         if now - drain.freed_at >= FREE_AGAIN:
             drain.freed_at = now
             self.free_room(drain.node, left)
@@ -562,7 +710,7 @@ class Drainer:
 
     # ---- evictions and replacements ----------------------------------------------------------------------------
 
-    def _step_evict(self, drain: Drain) -> Phase | None:
+    def _step_evict(self, drain: Drain) -> Step:
         now = self.clock()
         for t in list(drain.tries):
             if now < t.next_at and not (t.attempts and self._budget_allows(t.pod)):
@@ -580,7 +728,7 @@ class Drainer:
                     if result.result is EvictionResult.REFUSED
                     else DrainLabel.EVICTION_FAILED
                 )
-                return self._fail(drain, label, f"eviction of {t.pod.key}: {result.message}", back_off=True)
+                return Failure(label, f"eviction of {t.pod.key}: {result.message}", back_off=True)
             drain.evicted.append(t.pod)
             # Progress: the pods still refused by their budgets get pod_eviction_timeout from now, so the drain fails
             # only when that long passes with no eviction of the node going through.
@@ -595,7 +743,7 @@ class Drainer:
             budgets = [b for b in self.state.pdbs.values() if b.namespace == pod.namespace and b.selects(pod)]
         return len(budgets) == 1 and budget_use(pod, budgets[0]) is USES and budgets[0].disruptions_allowed >= 1
 
-    def _step_terminating(self, drain: Drain) -> Phase | None:
+    def _step_terminating(self, drain: Drain) -> Step:
         with self.state.cond:
             left = [p.key for p in drain.evicted if (q := self.state.pods.get(p.key)) is not None and q.uid == p.uid]
         if not left:
@@ -604,23 +752,14 @@ class Drainer:
         if self.clock() - drain.since < limit:
             return None
         msg = f"pods still present {limit:.0f}s after eviction: {', '.join(left[:5])}"
-        return self._fail(drain, DrainLabel.TERMINATION_TIMEOUT, msg, back_off=True)
+        return Failure(DrainLabel.TERMINATION_TIMEOUT, msg, back_off=True)
 
     def replacements(self, drain: Drain) -> list[Pod]:
-        """The new pods of the evicted pods' owners, bound to a node, Running and Ready ones first."""
-        out = []
-        with self.state.cond:
-            for owner, count in drain.need.items():
-                fresh = [
-                    q
-                    for q in self.state.by_owner.get(owner, {}).values()
-                    if q.uid not in drain.before[owner] and not q.terminating and q.node_name
-                ]
-                fresh.sort(key=lambda q: (not (q.phase == "Running" and q.ready), q.creation_timestamp))
-                out.extend(fresh[:count])
-        return out
+        """The new pods of the evicted pods' owners, bound to a node, Running and Ready ones first
+        (:func:`replacements_by_owner`)."""
+        return [q for fresh in replacements_by_owner(drain, self.state).values() for q in fresh]
 
-    def _step_replacing(self, drain: Drain) -> Phase | None:
+    def _step_replacing(self, drain: Drain) -> Step:
         got = self.replacements(drain)
         wanted = sum(drain.need.values())
         ready = sum(1 for q in got if q.phase == "Running" and q.ready)
@@ -631,9 +770,9 @@ class Drainer:
         if self.clock() - drain.since < timeout:
             return None
         msg = f"{ready} of {wanted} replacements Running and Ready after {timeout:.0f}s"
-        return self._fail(drain, DrainLabel.REPLACEMENT_TIMEOUT, msg, back_off=True)
+        return Failure(DrainLabel.REPLACEMENT_TIMEOUT, msg, back_off=True)
 
-    def _judge(self, drain: Drain) -> Phase:
+    def _judge(self, drain: Drain) -> Step:
         """Every replacement is Running and Ready: the drain worked if they all run on spot."""
         on_demand = []
         for key, where in drain.placed:
@@ -642,12 +781,12 @@ class Drainer:
                 on_demand.append(f"{key} on {where}")
         if on_demand:
             msg = f"replacements landed on non-spot nodes: {', '.join(on_demand[:5])}"
-            return self._fail(drain, DrainLabel.REPLACED_ON_DEMAND, msg, back_off=True)
+            return Failure(DrainLabel.REPLACED_ON_DEMAND, msg, back_off=True)
         return Phase.FINISHING
 
     # ---- the end ------------------------------------------------------------------------------------------------
 
-    def _step_finish(self, drain: Drain) -> DrainResult | None:
+    def _step_finish(self, drain: Drain) -> Step:
         node_name = drain.node
         if self.config.rescheduler.keep_drained_tainted:
             done = self._try_write(drain, lambda: self.marker.mark_drained(node_name))
@@ -658,22 +797,7 @@ class Drainer:
         if not done:  # the pods moved all the same; the reconciler finishes the node
             why = drain.write.last
             log.warning("could not update node %s after its drain: %s", node_name, why, extra=fields(node=node_name))
-        self.metrics.drains_succeeded.inc()
-        placed = drain.placed
-        msg = f"{len(drain.evicted)} pods moved to spot: " + ", ".join(f"{k}→{n}" for k, n in placed)
-        self.events.record(drain.ref, NORMAL, DRAIN_SUCCEEDED, msg[:1000])
-        log.info(
-            "drained node %s",
-            node_name,
-            extra=fields(node=node_name, evicted=[p.key for p in drain.evicted], replacements=dict(placed)),
-        )
-        evicted = tuple(p.key for p in drain.evicted)
-        return DrainResult(node_name, DrainOutcome.SUCCEEDED, message=msg, evicted=evicted, replacements=placed)
-
-    def _fail(self, drain: Drain, label: DrainLabel, message: str, *, back_off: bool = False) -> Phase:
-        """The drain failed: no further eviction, its mark (and, with ``back_off``, the node's rest) to be written."""
-        drain.rollback = Rollback(label, message, drain.phase, back_off)
-        return Phase.ROLLING_BACK
+        return DrainOutcome.SUCCEEDED
 
     def interrupt(self, drain: Drain) -> DrainResult | None:
         """Stop ``drain`` (shutdown or lost leadership): no further eviction, and its rollback's first attempt now
@@ -682,7 +806,7 @@ class Drainer:
         if drain.phase is not Phase.ROLLING_BACK:
             n = len(drain.evicted)
             msg = f"stopped (shutdown or lost leadership) after {n} evictions; the node's mark is removed"
-            self._enter(drain, self._fail(drain, DrainLabel.INTERRUPTED, msg))
+            self._take(drain, Failure(DrainLabel.INTERRUPTED, msg))
         return self.advance(drain)
 
     def end_rollback(self, drain: Drain, within: float) -> DrainResult:
@@ -692,15 +816,15 @@ class Drainer:
         if result is not None:
             return result
         drain.write = NodeWrite(deadline=self.clock())  # one more attempt, then the result whatever it is
-        result = self._roll_back(drain, self.marker.with_retry(Retry(max(0.0, within))))
+        result = self._take(drain, self._roll_back(drain, self.marker.with_retry(Retry(max(0.0, within)))))
         assert result is not None
         return result
 
-    def _step_roll_back(self, drain: Drain) -> DrainResult | None:
+    def _step_roll_back(self, drain: Drain) -> Step:
         return self._roll_back(drain, self.marker)
 
-    def _roll_back(self, drain: Drain, marker: NodeMarker) -> DrainResult | None:
-        """One attempt at removing the mark (and writing the node's rest): the result once done or refused."""
+    def _roll_back(self, drain: Drain, marker: NodeMarker) -> Step:
+        """One attempt at removing the mark (and writing the node's rest): the end once done or refused."""
         rollback = drain.rollback
         assert rollback is not None
         rest: tuple[float, int] | None = None
@@ -715,30 +839,14 @@ class Drainer:
         done = self._try_write(drain, write)
         if done is None:
             return None
-        note = "" if done else f" (could not remove the mark: {drain.write.last})"
+        drain.note = "" if done else f" (could not remove the mark: {drain.write.last})"
         if rollback.back_off:
-            note += self._rest(drain, rest, rollback.label.value)
-        return self._rolled_back(drain, rollback, note)
+            # A rolled-back drain's node rests: as written with the rollback, else in memory only.
+            error = "" if rest is not None else drain.write.last or "the node is gone"
+            drain.note += self.backoff.rest(drain.node, drain.ref, rest, rollback.label.value, error)
+        return DrainOutcome.FAILED
 
-    def _rolled_back(self, drain: Drain, rollback: Rollback, note: str) -> DrainResult:
-        """The failed drain's result, with its metric, Event and log line."""
-        label, message = rollback.label, rollback.message + note
-        self.metrics.drains_failed.labels(label.value).inc()
-        if label is DrainLabel.INTERRUPTED:
-            self.events.record(drain.ref, WARNING, DRAIN_ABORTED, message)
-            what = f"drain of node {drain.node} interrupted: {message}"
-        else:
-            self.events.record(drain.ref, WARNING, DRAIN_FAILED, f"{label.value}: {message}"[:1000])
-            what = f"drain of node {drain.node} failed: {label.value}: {message}"
-        log.warning(
-            "%s",
-            what,
-            extra=fields(node=drain.node, reason=label.value, evicted=[p.key for p in drain.evicted]),
-        )
-        evicted = tuple(p.key for p in drain.evicted)
-        return DrainResult(drain.node, DrainOutcome.FAILED, label.value, message, evicted, replacements=drain.placed)
-
-    _STEPS: ClassVar[dict[Phase, Callable[[Drainer, Drain], Phase | DrainResult | None]]] = {
+    _STEPS: ClassVar[dict[Phase, Callable[[Drainer, Drain], Step]]] = {
         Phase.MARKING: _step_mark,
         Phase.JOBS: _step_jobs,
         Phase.FREEING: _step_freeing,
@@ -748,9 +856,9 @@ class Drainer:
         Phase.FINISHING: _step_finish,
         Phase.ROLLING_BACK: _step_roll_back,
     }
-    """Each phase's step: the next phase, the result, or ``None`` (nothing more to do now)."""
+    """Each phase's step (:data:`Step`): the next phase, the end, a failure, or ``None`` (nothing more to do now)."""
 
-    _ENTRIES: ClassVar[dict[Phase, Callable[[Drainer, Drain], Phase | None]]] = {
+    _ENTRIES: ClassVar[dict[Phase, Callable[[Drainer, Drain], Step]]] = {
         Phase.MARKING: _enter_write,
         Phase.JOBS: _enter_jobs,
         Phase.FREEING: _enter_freeing,
@@ -785,36 +893,5 @@ class Drainer:
         return 1.0
 
     def back_off(self, node_name: str, reason: str, ref: Ref | None = None) -> tuple[float, str]:
-        """Leave the node alone for ``node_backoff`` × 2^(failures-1), recorded on the node (one attempt; in memory
-        when it cannot be written), with an Event naming ``reason``. Returns the Unix time until which the node
-        rests, and a note for the message (``""``, or that the backoff is kept in memory only)."""
-        try:
-            rest: tuple[float, int] | None = self.marker.back_off(
-                node_name, self.wall(), self.config.rescheduler.node_backoff
-            )
-            error = ""
-        except ApiError as e:
-            rest, error = None, str(e)
-        note = self._rest_of(node_name, ref or Ref.node(node_name), rest, reason, error)
-        return self.memory_backoff[node_name], note
-
-    def _rest(self, drain: Drain, rest: tuple[float, int] | None, reason: str) -> str:
-        """A rolled-back drain's node rests: as written with the rollback, else in memory only."""
-        error = "" if rest is not None else drain.write.last or "the node is gone"
-        return self._rest_of(drain.node, drain.ref, rest, reason, error)
-
-    def _rest_of(self, node_name: str, ref: Ref, rest: tuple[float, int] | None, reason: str, error: str) -> str:
-        """Remember the node's rest (``rest`` as written, or one ``node_backoff`` when it could not be) with an
-        Event; the note for the message (``""``, or that the backoff is kept in memory only)."""
-        base, now = self.config.rescheduler.node_backoff, self.wall()
-        until, failures = rest if rest is not None else (now + base, 1)
-        note = "" if rest is not None else f" (backoff kept in memory only: {error})"
-        # Also in memory: the next cycle may come before the watch shows the node's backoff annotation.
-        self.memory_backoff[node_name] = max(until, self.memory_backoff.get(node_name, 0.0))
-        self.events.record(
-            ref,
-            WARNING,
-            NODE_BACKOFF,
-            f"Not draining this node again before {iso(until)} (failure {failures}): {reason}",
-        )
-        return note
+        """Leave the node alone (:meth:`~rescheduler.cluster.node_backoff.NodeBackoff.back_off`)."""
+        return self.backoff.back_off(node_name, reason, ref)

@@ -76,8 +76,8 @@ def test_with_the_mode_off_no_placeholder_is_made_and_the_cycle_is_unchanged() -
     server = no_room()
     r = run_once(server, env={"SPOTSHIFT_CAPACITY_ENABLED": "false"})
     assert pod_writes(server) == []
-    assert r.results == [] and r.last_decision is not None and r.last_decision.drains == ()
-    assert r.capacity.requests == {}
+    assert r.results == [] and r.plans.last_decision is not None and r.plans.last_decision.drains == ()
+    assert r.parts.capacity.requests == {}
 
 
 def test_the_mode_is_on_by_default() -> None:
@@ -87,7 +87,7 @@ def test_the_mode_is_on_by_default() -> None:
     assert [path for method, path in pod_writes(server) if method == "POST"] == [
         "/api/v1/namespaces/spotshift/pods"
     ] * 2
-    assert list(r.capacity.requests) == [] and sample(r, "requested") == 1, "asked, and deleted on exit"
+    assert list(r.parts.capacity.requests) == [] and sample(r, "requested") == 1, "asked, and deleted on exit"
 
 
 def test_the_mode_asks_for_the_nodes_room_with_placeholders_owned_by_the_lease_and_deletes_them_on_exit() -> None:
@@ -124,7 +124,7 @@ def test_dry_run_creates_nothing_and_says_what_it_would_ask_for(caplog: Any) -> 
     with caplog.at_level("INFO"):
         r = run_once(server, "--dry-run", env={"SPOTSHIFT_CAPACITY_ENABLED": "true"})
     assert pod_writes(server) == []
-    assert [n.node for n in r.capacity.needs] == ["od-1"]
+    assert [n.node for n in r.parts.capacity.needs] == ["od-1"]
     assert any("dry-run: would ask for spot capacity for node od-1: needs 1 CPU" in m for m in caplog.messages)
 
 
@@ -154,7 +154,7 @@ def test_a_placeholder_the_api_refuses_undoes_the_request_and_pauses_the_mode_no
     for name in ("od-1", "od-2"):
         assert BACKOFF not in (server.get_obj("nodes", name)["metadata"].get("annotations") or {})
     assert not [k for k in server.store["pods"] if k.startswith("spotshift/")]
-    assert r.capacity.paused_until > r.capacity.clock()
+    assert r.parts.capacity.paused_until > r.parts.capacity.clock()
     assert any("capacity mode cannot create placeholder pods" in m for m in caplog.messages), caplog.messages
 
 
@@ -170,9 +170,9 @@ def closed_window_env() -> dict[str, str]:
 def test_outside_every_drain_window_no_room_is_asked_for() -> None:
     server = no_room()
     r = run_once(server, env=closed_window_env())
-    assert r.last_plan is not None and r.last_plan.window_closed
+    assert r.plans.last_plan is not None and r.plans.last_plan.window_closed
     assert pod_writes(server) == []
-    assert r.capacity.requests == {} and sample(r, "requested") is None
+    assert r.parts.capacity.requests == {} and sample(r, "requested") is None
 
 
 def test_outside_every_drain_window_placeholders_no_request_owns_are_still_deleted() -> None:
@@ -345,11 +345,11 @@ def test_a_drain_frees_its_room_of_every_placeholder_that_could_take_it_and_no_n
     try:
         r = loop.r
         r.step_cycle()
-        assert sorted(r.capacity.requests) == ["od-1", "od-2"]
+        assert sorted(r.parts.capacity.requests) == ["od-1", "od-2"]
         # A provisioner adds spot-2 for od-1's placeholder only; od-2's still waits for a node.
         server.put("nodes", node("spot-2", spot=True, cpu="600m"))
-        (mine,) = r.capacity.requests["od-1"].names
-        waiting = r.capacity.requests["od-2"].names
+        (mine,) = r.parts.capacity.requests["od-1"].names
+        waiting = r.parts.capacity.requests["od-2"].names
         obj = server.get_obj("pods", f"spotshift/{mine}")
         server.put("pods", {**obj, "spec": {**obj["spec"], "nodeName": "spot-2"}, "status": {"phase": "Running"}})
         loop.settle()
@@ -361,7 +361,7 @@ def test_a_drain_frees_its_room_of_every_placeholder_that_could_take_it_and_no_n
         # request ends (its room goes to the drain) and is not asked for again while the drain is in flight.
         for name in (mine, *waiting):
             assert server.get_obj("pods", f"spotshift/{name}") is None
-        assert r.capacity.requests == {}
+        assert r.parts.capacity.requests == {}
         loop.settle()
         r.advance_drains()
         assert [k for k, _ in server.evictions] == ["default/web-0"]
@@ -372,13 +372,13 @@ def test_a_drain_frees_its_room_of_every_placeholder_that_could_take_it_and_no_n
         loop.settle()
         loop.now[0] += 1
         r.step_cycle()
-        assert r.capacity.requests == {}, "on hold while od-1's drain is in flight"
+        assert r.parts.capacity.requests == {}, "on hold while od-1's drain is in flight"
         loop.ready_all()
         r.advance_drains()
         assert r.drains == {} and r.results[-1].outcome == "succeeded", r.results
         loop.now[0] += 1
         r.step_cycle()
-        assert list(r.capacity.requests) == ["od-2"], "asked for again once no drain is in flight"
+        assert list(r.parts.capacity.requests) == ["od-2"], "asked for again once no drain is in flight"
     finally:
         r.shutdown()
         loop.close()

@@ -147,7 +147,7 @@ def test_an_event_is_recorded_again_only_when_the_control_changes() -> None:
 
     try:
         for held in ({"od-1": window}, {"od-1": window}, {"od-1": budget}, {}, {"od-1": budget}):
-            r._report_held(decision(held))
+            r.plans._report_held(decision(held))
     finally:
         r.stop_informers()
         server.close()

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from rescheduler.cluster.drain import FREE_AGAIN, Drain, DrainOutcome, DrainResult, Phase
+from rescheduler.cluster.drain_queue import project_drains
 from rescheduler.cluster.watch_cache import NODES, PODS, ClusterState
 from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTATION
 from rescheduler.plan.labels import DrainLabel
-from rescheduler.run import Rescheduler, RunOptions, count_in_flight
+from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
 from shared.model import Pod
 from shared.placeholders import NODE_ANNOTATION, PLACEHOLDER_LABEL, REQUEST_LABEL
@@ -178,7 +179,7 @@ def test_the_next_plan_counts_a_drains_pods_at_their_targets() -> None:
     state.apply(PODS, "DELETED", pod("b", "od-1", app="b", owner="rs-b"))
 
     snapshot = state.snapshot()
-    count_in_flight(snapshot, [drain], state)
+    project_drains(snapshot, [drain], state)
 
     on_spot = sorted(p.name for p in snapshot["spot-1"].pods)
     assert on_spot == ["a", "b.in-flight"], "a moved ahead of its eviction, b stands in until its replacement binds"
@@ -195,7 +196,7 @@ def test_a_bound_replacement_needs_no_stand_in() -> None:
     drain.need, drain.before = {"uid-rs-b": 1}, {"uid-rs-b": {gone.uid}}
 
     snapshot = state.snapshot()
-    count_in_flight(snapshot, [drain], state)
+    project_drains(snapshot, [drain], state)
     assert sorted(p.name for p in snapshot["spot-1"].pods) == ["b-new"]
 
 

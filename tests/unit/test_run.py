@@ -210,7 +210,7 @@ def test_a_waiting_pod_is_planned_for_not_a_pause(extra: dict[str, Any], pending
     finally:
         server.close()
     assert [res.node for res in r.results] == ["od-1"], "spot-1 has room for the waiting pod and od-1's pods"
-    assert r.last_plan is not None and r.last_plan.summary.safe_to_act is True
+    assert r.plans.last_plan is not None and r.plans.last_plan.summary.safe_to_act is True
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_pods_pending") == pending
 
 
@@ -237,7 +237,7 @@ def test_a_cluster_that_did_not_change_is_not_planned_again_until_a_watch_event_
         r._cycle()
         r._cycle()
         assert calls == [1], "nothing changed between the cycles: the plan is the last one"
-        assert r.last_planned is not None and r.planned_from is not None
+        assert r.plans.last_planned is not None and r.plans.planned_from is not None
         before = r.state.version
         obj = server.get_obj("nodes", "spot-1")
         assert obj is not None
@@ -262,17 +262,17 @@ def test_a_dry_run_checks_and_logs_a_drain_once_while_the_plan_is_reused() -> No
             return sum(1 for m, path, _ in server.requests if m == "GET" and path.endswith("/poddisruptionbudgets"))
 
         r._cycle()
-        assert [res.node for res in r.results] == ["od-1"] and not r.plan_reused
+        assert [res.node for res in r.results] == ["od-1"] and not r.plans.reused
         lists = budget_lists()
         assert lists > 0, "the would-be drain read its budgets live"
         r._cycle()
-        assert r.plan_reused and [res.node for res in r.results] == ["od-1"], "not checked and logged again"
+        assert r.plans.reused and [res.node for res in r.results] == ["od-1"], "not checked and logged again"
         assert budget_lists() == lists
         before = r.state.version
         server.put("pods", pod("web-9", "od-1", app="web9", owner="rs-9"))
         assert r.state.wait_until(lambda: r.state.version > before, 5)
         r._cycle()
-        assert not r.plan_reused and [res.node for res in r.results] == ["od-1", "od-1"], "a new plan: checked again"
+        assert not r.plans.reused and [res.node for res in r.results] == ["od-1", "od-1"], "a new plan: checked again"
     finally:
         r.stop_informers()
         server.close()
@@ -305,7 +305,7 @@ def test_a_plan_that_judges_ages_is_made_again_every_cycle(tmp_path: Path) -> No
         r._cycle()
         r._cycle()
         assert calls == [1, 1]
-        assert r.planned_from is None
+        assert r.plans.planned_from is None
     finally:
         r.stop_informers()
         server.close()
@@ -400,7 +400,7 @@ def test_a_node_in_backoff_leaves_the_shared_budget_to_another_node() -> None:
     finally:
         server.close()
     assert [(res.node, res.outcome) for res in r.results] == [("od-2", "succeeded")]
-    assert r.last_decision is not None and ("od-1", "backoff") in r.last_decision.skipped
+    assert r.plans.last_decision is not None and ("od-1", "backoff") in r.plans.last_decision.skipped
 
 
 OUR_TAINT = {"key": "spotshift.io/draining", "value": "spotshift-rescheduler", "effect": "PreferNoSchedule"}
@@ -472,8 +472,8 @@ def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
         return nothing_planned(snapshot, config, exclude)
 
     r = Rescheduler(server, fast(("--housekeeping-interval=1s",)), RunOptions(identity="me", sync_timeout=5), plan=plan)
-    r.reconciler.backoff = 0.1
-    r.reconciler.marker.retry = Retry(0.0)  # one attempt per cycle: the later cycles must do the retrying
+    r.parts.reconciler.backoff = 0.1
+    r.parts.reconciler.marker.retry = Retry(0.0)  # one attempt per cycle: the later cycles must do the retrying
     runner = threading.Thread(target=r.run)
     runner.start()
     try:
@@ -482,7 +482,7 @@ def test_a_mark_whose_removal_fails_is_retried_in_later_cycles() -> None:
         server.fail("PATCH", r"^/api/v1/nodes/od-1$", 503)  # and the write once more
         mark(server, "od-1")
         assert wait_for(lambda: not marked(server, "od-1")), "the mark was never removed"
-        assert r.reconciler.failures == {}
+        assert r.parts.reconciler.failures == {}
     finally:
         r.stop.set()
         runner.join(30)
@@ -617,7 +617,7 @@ def test_the_loop_plans_with_the_rules_of_the_api_servers_release(caplog: pytest
     caplog.set_level(logging.INFO, logger="spotshift.rescheduler")
     r = run_once(over_committed("v1.20.2"))
     assert r.switches == for_version("v1.20.2")
-    assert r.results == [] and r.last_decision is not None and r.last_decision.drains == ()
+    assert r.results == [] and r.plans.last_decision is not None and r.plans.last_decision.drains == ()
     lines = [rec for rec in caplog.records if "API server version v1.20.2" in rec.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.INFO
     assert "spread_counts_only_eligible_nodes=false" in lines[0].getMessage()

@@ -55,7 +55,7 @@ def test_a_claim_provisioned_only_where_no_spot_node_is_keeps_its_pod_under_run(
         "zonal": StorageClass("zonal", "ebs.csi.aws.com", "WaitForFirstConsumer", (((ZONE, frozenset({"a"})),),))
     }
     assert r.results == []
-    assert r.last_plan is not None and ERR_VOLUME_BIND_CONFLICT in r.last_plan.undrainable["od-1"]
+    assert r.plans.last_plan is not None and ERR_VOLUME_BIND_CONFLICT in r.plans.last_plan.undrainable["od-1"]
 
 
 def test_the_same_claim_moves_where_its_class_provisions() -> None:
