@@ -42,7 +42,7 @@ from rescheduler.plan.drain_marks import STATE_ANNOTATION
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
 from shared.switches import CURRENT
-from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 STORE = {"poddisruptionbudgets": "pdbs"}
 """The in-memory server's name of a kind where it differs from the API's."""

@@ -76,10 +76,10 @@ from scheduling_throughput import (  # noqa: E402
     timed,
 )
 
-from tests.e2e.cluster_load import load  # noqa: E402
-from tests.e2e.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
-from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
 from tests.support.cluster_gen import FULL, ON_DEMAND_LABEL, iter_items  # noqa: E402
+from tests.support.cluster_load import load  # noqa: E402
+from tests.support.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
+from tests.support.extender_server import ExtenderProcess  # noqa: E402
 
 MB = 1024 * 1024
 

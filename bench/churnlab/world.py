@@ -54,7 +54,7 @@ from shared.model import Node, Pod
 from shared.nodeaffinity import preferred_affinity_score
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.taints import count_intolerable_prefer_no_schedule
-from tests.unit.fake_api import FakeApiServer, namespace
+from tests.support.fake_api import FakeApiServer, namespace
 
 Obj = dict[str, Any]
 

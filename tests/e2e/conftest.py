@@ -29,7 +29,7 @@ _ROOT = _HERE.parents[1]
 if str(_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) under --import-mode=importlib
     sys.path.insert(0, str(_ROOT))
 
-from tests.e2e.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane  # noqa: E402
+from tests.support.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane  # noqa: E402
 
 _PLANE = pytest.StashKey[ControlPlane]()
 _SUMMARY = pytest.StashKey[list[str]]()

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import wait_for
-from tests.e2e.provisioner import PoolProvisioner, Provisioner
-from tests.e2e.rescheduler_world import (
+from tests.support import rescheduler_world as _base
+from tests.support.controlplane import wait_for
+from tests.support.provisioner import PoolProvisioner, Provisioner
+from tests.support.rescheduler_world import (
     BudgetWatcher,
     NodeWatcher,
     Rescheduler,

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import ROOT, NodeWatcher, Rescheduler, World, _names, command_env
+from tests.support import rescheduler_world as _base
+from tests.support.controlplane import wait_for
+from tests.support.rescheduler_world import ROOT, NodeWatcher, Rescheduler, World, _names, command_env
 
 world = _base.world
 start = _base.start

@@ -26,10 +26,10 @@ import orjson
 import pytest
 
 from shared.model import Pod
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.controlplane.process import k8s_version
-from tests.e2e.rescheduler_world import Rescheduler as RunProcess
-from tests.e2e.rescheduler_world import World, _unschedulable, command_env
+from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.controlplane.process import k8s_version
+from tests.support.rescheduler_world import Rescheduler as RunProcess
+from tests.support.rescheduler_world import World, _unschedulable, command_env
 
 pytestmark = [pytest.mark.e2e]
 

@@ -28,9 +28,9 @@ Running and Ready, no crash.
 
 ``test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it`` is the outage case of
 the same world without a lease: one of the three drains fails and rolls back while its node's writes are refused by
-:class:`~tests.e2e.admission_gate.NodeWriteGate`, kube-apiserver is killed for 20 s in the middle of that rollback, and
-the other two must finish once it is back while the rollback still fails. The orderings are read from the gate's refusal
-times and the rescheduler's log lines, each step of the test waiting for the state it needs.
+:class:`~tests.support.admission_gate.NodeWriteGate`, kube-apiserver is killed for 20 s in the middle of that
+rollback, and the other two must finish once it is back while the rollback still fails. The orderings are read from
+the gate's refusal times and the rescheduler's log lines, each step of the test waiting for the state it needs.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.admission_gate import EvictionGate, NodeWriteGate
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.faults import Fault, inject, restore
-from tests.e2e.rescheduler_world import (
+from tests.support.admission_gate import EvictionGate, NodeWriteGate
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.faults import Fault, inject, restore
+from tests.support.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
     TAINT_VALUE,
@@ -449,7 +449,7 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
     """Three on-demand nodes drain at once (one pod each of its own Deployment, as in the leader test), each waiting for
     its replacement, without a lease (the drains ride the outage out). The middle node's replacement is bound to a node
     that is not spot, so its drain fails and rolls back, and its node's writes are refused (503,
-    :class:`~tests.e2e.admission_gate.NodeWriteGate`) from before the outage until the test has seen the other two
+    :class:`~tests.support.admission_gate.NodeWriteGate`) from before the outage until the test has seen the other two
     drains finish after it: the rollback keeps failing across the whole scenario, and the outage (kube-apiserver killed
     for 20 s) falls in the middle of it. The orderings, from the gate's clock and the rescheduler's log lines (the same
     machine's time), not from sleeps: the rollback's attempts fail before, during and after the outage, one at a time;

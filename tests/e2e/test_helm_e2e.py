@@ -2,7 +2,7 @@
 
 helm is the one ``tools/helm.sh`` builds; it talks to this session's control plane through the admin kubeconfig.
 There is no container runtime here, so the test plays the kubelet's part for the pods that must run for Helm to
-go on, exactly as :mod:`tests.e2e.image` runs the image (read-only root, the pod's user and group, a bound token
+go on, exactly as :mod:`tests.support.image` runs the image (read-only root, the pod's user and group, a bound token
 of the pod's ServiceAccount): the chart's hook Jobs (``spot-certs``) and ``helm test``'s pod are run from the
 image with their rendered command as the API server holds it, and their pod is marked Succeeded or Failed by
 its exit code, so the Job controller and Helm see them end. Deployment pods are marked Running by the kubelet
@@ -40,9 +40,10 @@ import requests
 import yaml
 
 from demo.stack import DEMO_RESCHEDULER_FLAGS, Process, free_port
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.process import component_env
-from tests.e2e.image import (
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.process import component_env
+from tests.support.gotools import ToolMissing, helm_binary
+from tests.support.image import (
     Container,
     ImageUnavailable,
     Mount,
@@ -52,7 +53,6 @@ from tests.e2e.image import (
     secret_files,
     with_last_flags,
 )
-from tests.support.gotools import ToolMissing, helm_binary
 from tools.gen_reference import metric_families
 
 pytestmark = pytest.mark.e2e

@@ -21,7 +21,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.e2e.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
 

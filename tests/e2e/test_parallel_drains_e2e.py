@@ -8,7 +8,7 @@ could use the on-demand node being emptied; ``plan`` names it (``reasons[node]``
 ``summary["waiting_pods"]``) and the loop counts the nodes it holds in
 ``spotshift_rescheduler_nodes_held_back{control="waiting-pod"}``.
 
-The world of these tests is :mod:`tests.e2e.rescheduler_world`. A node "in flight" carries spotshift's drain
+The world of these tests is :mod:`tests.support.rescheduler_world`. A node "in flight" carries spotshift's drain
 mark (the taint, or the ``spotshift.io/drain-state`` annotation) and is not yet ``drained``. Pods annotated
 ``e2e.spotshift.io/ready-after`` turn Ready that many seconds after they run (the kubelet stand-in), so an
 eviction that a PodDisruptionBudget paces waits for the replacement before it; on-demand nodes carry a
@@ -33,9 +33,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.controlplane import ApiError, wait_for
-from tests.e2e.rescheduler_world import (
+from tests.support import rescheduler_world as _world
+from tests.support.controlplane import ApiError, wait_for
+from tests.support.rescheduler_world import (
     ROOT,
     STATE_ANNOTATION,
     TAINT_KEY,

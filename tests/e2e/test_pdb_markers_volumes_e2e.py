@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import BudgetWatcher, NodeWatcher, Rescheduler, World, _bind, _names
+from tests.support import rescheduler_world as _base
+from tests.support.controlplane import wait_for
+from tests.support.rescheduler_world import BudgetWatcher, NodeWatcher, Rescheduler, World, _bind, _names
 
 # The fixtures of rescheduler_world.py, found by pytest under these names.
 world = _base.world

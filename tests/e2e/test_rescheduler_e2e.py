@@ -1,7 +1,7 @@
 """The rescheduler's run loop against the real control plane: drains, refusals and dry-run.
 
 The world of these tests (the rescheduler as a subprocess, nodes and workloads of the test's own) is
-:mod:`tests.e2e.rescheduler_world`; SIGTERM, restart and leader election are in
+:mod:`tests.support.rescheduler_world`; SIGTERM, restart and leader election are in
 ``test_rescheduler_lifecycle_e2e.py``.
 
 Every test that lets the rescheduler act watches the namespace's PodDisruptionBudgets in a thread for the
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.rescheduler_world import (
+from tests.support import rescheduler_world as _world
+from tests.support.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
     TAINT_VALUE,

@@ -1,7 +1,7 @@
 """The rescheduler's process life against the real control plane: SIGTERM mid-drain, a restart after a crash,
 and two replicas electing one leader.
 
-The world of these tests is :mod:`tests.e2e.rescheduler_world`. Every test that lets the rescheduler act
+The world of these tests is :mod:`tests.support.rescheduler_world`. Every test that lets the rescheduler act
 watches the namespace's PodDisruptionBudgets in a thread for the whole test and fails if any budget's
 ``currentHealthy`` falls below its ``desiredHealthy``.
 """
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import (
+from tests.support import rescheduler_world as _world
+from tests.support.controlplane import wait_for
+from tests.support.rescheduler_world import (
     STATE_ANNOTATION,
     BudgetWatcher,
     Rescheduler,

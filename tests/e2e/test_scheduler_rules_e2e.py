@@ -25,11 +25,11 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.controlplane.process import k8s_version
-from tests.e2e.extender_server import ExtenderProcess
-from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable, command_env
-from tests.e2e.rescheduler_world import Rescheduler as RunProcess
+from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.controlplane.process import k8s_version
+from tests.support.extender_server import ExtenderProcess
+from tests.support.rescheduler_world import NodeWatcher, World, _unschedulable, command_env
+from tests.support.rescheduler_world import Rescheduler as RunProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 

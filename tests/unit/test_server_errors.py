@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from extender.app import create_app
 from tests.builders import Json, pod_json
-from tests.unit.servers import start_server, stop_server
+from tests.support.servers import start_server, stop_server
 
 LIMIT = 4 * 1024 * 1024
 

@@ -17,7 +17,7 @@ import pytest
 
 from extender.app import create_app
 from shared.config import Config
-from tests.unit.servers import Server, start_server, stop_server
+from tests.support.servers import Server, start_server, stop_server
 from tests.unit.test_extender_api import pod, post_chunked
 
 NAMES = [f"node-{i}" for i in range(200)]

@@ -27,8 +27,8 @@ import pytest
 import requests
 import yaml
 
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.cluster import free_ports
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 TAINT_KEY = "spotshift.io/draining"
