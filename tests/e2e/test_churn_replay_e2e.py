@@ -33,14 +33,11 @@ import yaml
 
 from bench.churnlab import replay
 from extender.certs import main as spot_certs
-from tests.support import rescheduler_world as _world
 from tests.support.controlplane import ControlPlane, wait_for
 from tests.support.extender_server import ROOT, ExtenderProcess
 from tests.support.provisioner import unschedulable
 from tests.support.replay_cloud import TEST_LABEL, Cloud
 from tests.support.rescheduler_world import PDBS, Rescheduler
-
-start = _world.start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("capacity_priority_class")]
 

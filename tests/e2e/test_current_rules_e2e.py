@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,12 @@ import orjson
 import pytest
 
 from shared.model import Pod
-from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.controlplane import wait_for
 from tests.support.controlplane.process import k8s_version
 from tests.support.rescheduler_world import Rescheduler as RunProcess
-from tests.support.rescheduler_world import World, _unschedulable, command_env
+from tests.support.rescheduler_world import World, command_env
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.clear_workloads]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/app:1"
@@ -39,26 +39,6 @@ HOSTNAME = "kubernetes.io/hostname"
 TEST_LABEL = "e2e.spotshift.io/test"
 RESOURCE = "/apis/resource.k8s.io/v1"
 NodeFactory = Callable[..., dict[str, Any]]
-
-
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> Iterator[World]:
-    # The plan counts unschedulable pods of the whole cluster: let earlier tests' leftovers go first.
-    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    yield World(control_plane, namespace, make_node, tmp_path)
-    # The workloads go before the nodes do: a Deployment whose pods are deleted with their node makes them again,
-    # Pending and unschedulable until the namespace is gone, and the next test would wait for that.
-    api = control_plane.api
-    api.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments")
-    wait_for(
-        lambda: not list(api.list(f"/apis/apps/v1/namespaces/{namespace}/replicasets")),
-        timeout=30,
-        what=f"the ReplicaSets of namespace {namespace} to be gone",
-    )
-    api.delete(f"/api/v1/namespaces/{namespace}/pods", gracePeriodSeconds=0)
-    wait_for(
-        lambda: not control_plane.pods(namespace), timeout=30, what=f"the pods of namespace {namespace} to be gone"
-    )
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

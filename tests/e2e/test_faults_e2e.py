@@ -39,7 +39,7 @@ import datetime
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,8 +57,7 @@ from tests.support.rescheduler_world import (
     BudgetWatcher,
     Rescheduler,
     World,
-    _bind,
-    _unschedulable,
+    bind_pod,
 )
 
 pytestmark = pytest.mark.e2e
@@ -124,7 +123,7 @@ class Binder(threading.Thread):
                     for app in self.apps:
                         for p in self.world.pods(app):
                             if not p["spec"].get("nodeName"):
-                                _bind(self.world, p["metadata"]["name"], self.spot)
+                                bind_pod(self.world, p["metadata"]["name"], self.spot)
                 except (ApiError, requests.RequestException):
                     pass
             self.stop.wait(0.2)
@@ -175,35 +174,12 @@ def _crashes(processes: list[Rescheduler], killed: set[str]) -> list[str]:
     return out
 
 
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: Any, tmp_path: Path) -> World:
-    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    return World(control_plane, namespace, make_node, tmp_path)
-
-
-@pytest.fixture
-def launch(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Rescheduler]]:
-    started: list[Rescheduler] = []
-
-    def run(config: Path, name: str, *extra: str) -> Rescheduler:
-        log = tmp_path / f"rescheduler-{name}.log"
-        r = Rescheduler(control_plane.kubeconfig, config, log, *FAST, *extra, name=name)
-        started.append(r)
-        return r
-
-    yield run
-    for r in started:
-        r.close()
-    for r in started:
-        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     request: pytest.FixtureRequest,
     control_plane: ControlPlane,
     world: World,
-    launch: Callable[..., Rescheduler],
+    start: Callable[..., Rescheduler],
     tmp_path: Path,
     scenario: Scenario,
 ) -> None:
@@ -213,7 +189,7 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     world.deployment("held", 3, schedulerName=f"held-{world.label}", nodeSelector={})
     wait_for(lambda: len(world.pods("held")) == 3, timeout=60, what="the held pods to be created")
     for p, od in zip(world.pods("held"), ods, strict=True):
-        _bind(world, p["metadata"]["name"], od)
+        bind_pod(world, p["metadata"]["name"], od)
     world.ready("held")
     world.pdb("held", "held", maxUnavailable=1)
     world.wait_pdb("held", 1)
@@ -224,7 +200,7 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     binder = Binder(world, spot)
     binder.start()
     config = world.config()
-    processes = [launch(config, f"r{i}", *scenario.flags) for i in range(scenario.replicas)]
+    processes = [start(config, *FAST, *scenario.flags, name=f"r{i}") for i in range(scenario.replicas)]
     killed: set[str] = set()
     try:
         if gate is not None:
@@ -250,7 +226,7 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
             victim.wait(10)
             killed.add(victim.name)
             if scenario.replicas == 1:
-                processes.append(launch(config, "r-restarted", *scenario.flags))
+                processes.append(start(config, *FAST, *scenario.flags, name="r-restarted"))
         if gate is not None:
             gate.open.set()
         binder.open.set()
@@ -320,8 +296,8 @@ def _one_pod_on_each(world: World, spot: str, ods: list[str]) -> tuple[str, ...]
         world.deployment(app, 2, schedulerName=f"held-{world.label}", nodeSelector={})
     for app, od in zip(apps, ods, strict=True):
         first, second = _created(world, app, 2)
-        _bind(world, first["metadata"]["name"], od)
-        _bind(world, second["metadata"]["name"], spot)
+        bind_pod(world, first["metadata"]["name"], od)
+        bind_pod(world, second["metadata"]["name"], spot)
     for app in apps:
         world.ready(app)
         world.pdb(app, app, maxUnavailable=1)
@@ -342,7 +318,7 @@ def _draining(world: World, ods: list[str]) -> list[str]:
 
 
 def test_the_leader_killed_with_three_drains_in_flight(
-    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler]
+    control_plane: ControlPlane, world: World, start: Callable[..., Rescheduler]
 ) -> None:
     """Three on-demand nodes, each with one pod of a Deployment of its own whose other replica runs on the spot
     node and whose PDB allows one disruption; ``disruption.budgets`` lets three nodes drain at once and three
@@ -359,7 +335,7 @@ def test_the_leader_killed_with_three_drains_in_flight(
     binder = Binder(world, spot, apps)
     binder.start()
     config = world.config(disruption={"budgets": [{"nodes": "3"}]})
-    processes = [launch(config, name, "--max-nodes-per-cycle=3") for name in ("a", "b")]
+    processes = [start(config, *FAST, "--max-nodes-per-cycle=3", name=name) for name in ("a", "b")]
     killed: set[str] = set()
 
     def draining() -> list[str]:
@@ -444,7 +420,7 @@ def _refused_after(gate: NodeWriteGate, moment: float) -> Callable[[], bool]:
 
 
 def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it(
-    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler], tmp_path: Path
+    control_plane: ControlPlane, world: World, start: Callable[..., Rescheduler], tmp_path: Path
 ) -> None:
     """Three on-demand nodes drain at once (one pod each of its own Deployment, as in the leader test), each waiting for
     its replacement, without a lease (the drains ride the outage out). The middle node's replacement is bound to a node
@@ -467,7 +443,7 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
     binder = Binder(world, spot, (apps[0], apps[2]))
     binder.start()
     config = world.config(disruption={"budgets": [{"nodes": "3"}]})
-    r = launch(config, "r", "--max-nodes-per-cycle=3", "--replacement-timeout=600s", *NO_LEASE)
+    r = start(config, *FAST, "--max-nodes-per-cycle=3", "--replacement-timeout=600s", *NO_LEASE, name="r")
     fault = Fault("kube-apiserver", "kill", 20)
     try:
         wait_for(
@@ -480,7 +456,7 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
         (pending,) = wait_for(
             lambda: [p for p in world.pods(apps[1]) if not p["spec"].get("nodeName")], timeout=30, what="a pending pod"
         )
-        _bind(world, pending["metadata"]["name"], elsewhere)
+        bind_pod(world, pending["metadata"]["name"], elsewhere)
         wait_for(lambda: bool(gate.refused), timeout=60, what=f"the rollback of {gated} to be refused")
         killed_at = time.time()
         restore(control_plane, fault, inject(control_plane, fault))
