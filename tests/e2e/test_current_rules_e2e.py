@@ -324,6 +324,52 @@ def test_a_not_ready_pod_leaves_under_the_budgets_unhealthy_pod_eviction_policy(
 # --- dynamic resource claims (DRA) -----------------------------------------------------------------------------
 
 
+def publish_one_gpu(world: World, node: str, driver: str, device_class: str, slice_name: str) -> None:
+    """A DeviceClass of the driver's devices, one device of it published for ``node`` (what a driver's kubelet
+    plugin publishes: one pool of one slice) and a ResourceClaimTemplate ``one-gpu`` asking for one of them."""
+    plane = world.plane
+    node_uid = world.node(node)["metadata"]["uid"]
+    plane.api.post(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": device_class},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+    )
+    plane.api.post(
+        f"{RESOURCE}/resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {
+                "name": slice_name,
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+                ],
+            },
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}],
+            },
+        },
+    )
+    plane.api.post(
+        f"{RESOURCE}/namespaces/{world.ns}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}
+            },
+        },
+    )
+
+
 def test_a_pod_with_dynamic_resource_claims_keeps_its_node(world: World) -> None:
     """kube-scheduler places a pod with ``spec.resourceClaims`` by the devices drivers publish in ResourceSlices,
     selected by DeviceClasses (``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``), and
@@ -336,48 +382,8 @@ def test_a_pod_with_dynamic_resource_claims_keeps_its_node(world: World) -> None
     driver = f"gpu-{world.label}.e2e.spotshift.io"
     device_class = f"gpu-{world.label}"
     slice_name = f"{od}-{world.label}"
-    node_uid = world.node(od)["metadata"]["uid"]
     try:
-        plane.api.post(
-            f"{RESOURCE}/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": device_class},
-                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-            },
-        )
-        # What a driver's kubelet plugin publishes for its node: one pool of one slice, one device.
-        plane.api.post(
-            f"{RESOURCE}/resourceslices",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {
-                    "name": slice_name,
-                    "ownerReferences": [
-                        {"apiVersion": "v1", "kind": "Node", "name": od, "uid": node_uid, "controller": True}
-                    ],
-                },
-                "spec": {
-                    "driver": driver,
-                    "nodeName": od,
-                    "pool": {"name": od, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": "gpu-0"}],
-                },
-            },
-        )
-        plane.api.post(
-            f"{RESOURCE}/namespaces/{world.ns}/resourceclaimtemplates",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "one-gpu"},
-                "spec": {
-                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}
-                },
-            },
-        )
+        publish_one_gpu(world, od, driver, device_class, slice_name)
         claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
         uses_gpu = [
             {"name": "app", "image": IMAGE, "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}

@@ -174,6 +174,41 @@ def _crashes(processes: list[Rescheduler], killed: set[str]) -> list[str]:
     return out
 
 
+def _held_one_on_each(world: World, ods: list[str]) -> None:
+    """A Deployment ``held`` no scheduler serves, one pod bound to each node of ``ods``, under a budget allowing
+    one disruption."""
+    world.deployment("held", 3, schedulerName=f"held-{world.label}", nodeSelector={})
+    wait_for(lambda: len(world.pods("held")) == 3, timeout=60, what="the held pods to be created")
+    for p, od in zip(world.pods("held"), ods, strict=True):
+        bind_pod(world, p["metadata"]["name"], od)
+    world.ready("held")
+    world.pdb("held", "held", maxUnavailable=1)
+    world.wait_pdb("held", 1)
+
+
+def _kill_a_rescheduler(scenario: Scenario, processes: list[Rescheduler], restart: Callable[[], Rescheduler]) -> str:
+    """SIGKILL the one rescheduler (and start another in its place) or the leader of several; the killed one's
+    name."""
+    if scenario.replicas == 1:
+        victim = processes[0]
+    else:
+        victim = wait_for(
+            lambda: next((r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0), None),
+            timeout=30,
+            what="the leader's metric",
+        )
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    if scenario.replicas == 1:
+        processes.append(restart())
+    return victim.name
+
+
+def _ready_count(world: World, apps: tuple[str, ...]) -> int:
+    """The pods of ``apps`` bound to a node, Running and Ready."""
+    return len([p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)])
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     request: pytest.FixtureRequest,
@@ -186,13 +221,7 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     began = time.monotonic()
     spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
     ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
-    world.deployment("held", 3, schedulerName=f"held-{world.label}", nodeSelector={})
-    wait_for(lambda: len(world.pods("held")) == 3, timeout=60, what="the held pods to be created")
-    for p, od in zip(world.pods("held"), ods, strict=True):
-        bind_pod(world, p["metadata"]["name"], od)
-    world.ready("held")
-    world.pdb("held", "held", maxUnavailable=1)
-    world.wait_pdb("held", 1)
+    _held_one_on_each(world, ods)
 
     gate = EvictionGate(control_plane, world.ns, tmp_path).start() if scenario.gated else None
     budgets = BudgetWatcher(control_plane, world.ns)
@@ -214,19 +243,11 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
             until = inject(control_plane, scenario.fault)
             restore(control_plane, scenario.fault, until)
         else:
-            if scenario.replicas == 1:
-                victim = processes[0]
-            else:
-                victim = wait_for(
-                    lambda: next((r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0), None),
-                    timeout=30,
-                    what="the leader's metric",
+            killed.add(
+                _kill_a_rescheduler(
+                    scenario, processes, lambda: start(config, *FAST, *scenario.flags, name="r-restarted")
                 )
-            victim.signal(signal.SIGKILL)
-            victim.wait(10)
-            killed.add(victim.name)
-            if scenario.replicas == 1:
-                processes.append(start(config, *FAST, *scenario.flags, name="r-restarted"))
+            )
         if gate is not None:
             gate.open.set()
         binder.open.set()
@@ -238,12 +259,12 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
             return state == "drained" and not _held_on(world, od)
 
         def settled() -> bool:
-            ready = [p for p in world.pods("held") if p["spec"].get("nodeName") and _ready(p)]
-            return len(ready) == 3 and all(drained(od) for od in others) and not _leftover_marks(world, ods)
+            ready = _ready_count(world, ("held",))
+            return ready == 3 and all(drained(od) for od in others) and not _leftover_marks(world, ods)
 
         with_deadline = _try_wait(settled, timeout=240)
         marks = _leftover_marks(world, ods)
-        lost = 3 - len([p for p in world.pods("held") if p["spec"].get("nodeName") and _ready(p)])
+        lost = 3 - _ready_count(world, ("held",))
         drained_others = [od for od in others if drained(od)]
         crashes = _crashes(processes, killed)
     finally:
@@ -317,6 +338,35 @@ def _draining(world: World, ods: list[str]) -> list[str]:
     return out
 
 
+def _kill_the_leader(processes: list[Rescheduler]) -> Rescheduler:
+    """SIGKILL the replica that leads (once its metric says so); that replica."""
+    leader = wait_for(
+        lambda: [r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0],
+        timeout=30,
+        what="the leader's metric",
+    )[0]
+    leader.signal(signal.SIGKILL)
+    leader.wait(10)
+    return leader
+
+
+def _quiet_leader(r: Rescheduler, cycles_at_takeover: float) -> bool:
+    """The replica has run cycles as the leader, has no drain in flight, and its last plan found nothing to
+    start."""
+    led = (r.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0) >= cycles_at_takeover + 2
+    return (
+        led
+        and r.metric("spotshift_rescheduler_drains_in_flight") == 0.0
+        and r.metric("spotshift_rescheduler_drainable_nodes") == 0.0
+    )
+
+
+def _state(world: World, od: str) -> str | None:
+    """The drain state annotation of a node."""
+    state: str | None = (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+    return state
+
+
 def test_the_leader_killed_with_three_drains_in_flight(
     control_plane: ControlPlane, world: World, start: Callable[..., Rescheduler]
 ) -> None:
@@ -344,13 +394,7 @@ def test_the_leader_killed_with_three_drains_in_flight(
     try:
         wait_for(lambda: len(draining()) == 3, timeout=90, what="three drains in flight at once", interval=0.1)
         evicted = sum(1 for od in ods if not _held_on(world, od, apps))
-        leader = wait_for(
-            lambda: [r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0],
-            timeout=30,
-            what="the leader's metric",
-        )[0]
-        leader.signal(signal.SIGKILL)
-        leader.wait(10)
+        leader = _kill_the_leader(processes)
         killed.add(leader.name)
         (survivor,) = [r for r in processes if r is not leader]
         binder.open.set()
@@ -360,29 +404,17 @@ def test_the_leader_killed_with_three_drains_in_flight(
         cycles_at_takeover = survivor.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0
 
         def lost() -> int:
-            ready = [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
-            return 2 * len(apps) - len(ready)
+            return 2 * len(apps) - _ready_count(world, apps)
 
         def settled() -> bool:
-            # Quiet: the survivor has run cycles as the leader, has no drain in flight, and its last plan found
-            # nothing to start.
-            led = (
-                survivor.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0
-            ) >= cycles_at_takeover + 2
-            quiet = (
-                led
-                and survivor.metric("spotshift_rescheduler_drains_in_flight") == 0.0
-                and survivor.metric("spotshift_rescheduler_drainable_nodes") == 0.0
-            )
+            quiet = _quiet_leader(survivor, cycles_at_takeover)
             return quiet and lost() == 0 and not draining() and not _leftover_marks(world, ods, apps)
 
         with_deadline = _try_wait(settled, timeout=240)
         marks = _leftover_marks(world, ods, apps)
         still_draining = draining()
         missing = lost()
-        drained = [
-            od for od in ods if (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION) == "drained"
-        ]
+        drained = [od for od in ods if _state(world, od) == "drained"]
         crashes = _crashes(processes, killed)
     finally:
         binder.close()
@@ -419,6 +451,48 @@ def _refused_after(gate: NodeWriteGate, moment: float) -> Callable[[], bool]:
     return lambda: any(t > moment for t in gate.refused)
 
 
+def _rollback_attempts(r: Rescheduler, node: str) -> list[tuple[float, str]]:
+    """The times and messages of ``r``'s rollback attempts on ``node``, in order."""
+    return [
+        (datetime.datetime.fromisoformat(line["ts"]).timestamp(), line["msg"])
+        for line in r.lines()
+        if line.get("node") == node and "rolling-back: attempt" in line.get("msg", "")
+    ]
+
+
+def _finished(r: Rescheduler, nodes: list[str]) -> list[float] | None:
+    """The time each node's drain finished, once every one of them has."""
+    times = [_logged(r, f"drained node {od}", od) for od in nodes]
+    return [t[0] for t in times] if all(times) else None
+
+
+def _assert_the_others_finished_during_the_rollback(
+    others: list[str],
+    done: list[float],
+    opened_and_back: tuple[float, float],
+    refused: list[float],
+    gated: str,
+    ended: list[float],
+) -> None:
+    """Each other drain finished after its replacement could be bound, after the rollback met the gate once the
+    API server was back, while the rollback was still tried, and before the rollback ended."""
+    opened_at, back_at = opened_and_back
+    for od, t in zip(others, done, strict=True):
+        assert opened_at < t, f"{od} finished before its replacement could be bound"
+        assert any(back_at < moment < t for moment in refused), f"{od} finished before the rollback met the gate"
+        assert any(moment > t for moment in refused), f"the rollback stopped being tried before {od} finished"
+        assert ended and ended[0] > t, f"the rollback of {gated} ended before {od} finished: it held the others up"
+
+
+def _wait_for_three_drains_waiting(world: World, ods: list[str], apps: tuple[str, ...]) -> None:
+    wait_for(
+        lambda: len(_draining(world, ods)) == 3 and not any(_held_on(world, od, apps) for od in ods),
+        timeout=90,
+        what="three drains in flight, each waiting for its replacement",
+        interval=0.2,
+    )
+
+
 def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it(
     control_plane: ControlPlane, world: World, start: Callable[..., Rescheduler], tmp_path: Path
 ) -> None:
@@ -446,12 +520,7 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
     r = start(config, *FAST, "--max-nodes-per-cycle=3", "--replacement-timeout=600s", *NO_LEASE, name="r")
     fault = Fault("kube-apiserver", "kill", 20)
     try:
-        wait_for(
-            lambda: len(_draining(world, ods)) == 3 and not any(_held_on(world, od, apps) for od in ods),
-            timeout=90,
-            what="three drains in flight, each waiting for its replacement",
-            interval=0.2,
-        )
+        _wait_for_three_drains_waiting(world, ods, apps)
         gate.refusing.set()
         (pending,) = wait_for(
             lambda: [p for p in world.pods(apps[1]) if not p["spec"].get("nodeName")], timeout=30, what="a pending pod"
@@ -468,29 +537,18 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
             lambda: all(_emptied(world, od, apps) for od in others), timeout=240, what="the other two drains to finish"
         )
 
-        def finished() -> list[float] | None:
-            times = [_logged(r, f"drained node {od}", od) for od in others]
-            return [t[0] for t in times] if all(times) else None
-
-        done = wait_for(finished, timeout=30, what="the other two drains' log lines")
+        done = wait_for(lambda: _finished(r, others), timeout=30, what="the other two drains' log lines")
         wait_for(_refused_after(gate, max(done)), timeout=60, what="the rollback to be refused after they finished")
         gate.refusing.clear()
 
         def settled() -> bool:
-            ready = [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
-            return len(ready) == 2 * len(apps) and not _leftover_marks(world, ods, apps)
+            return _ready_count(world, apps) == 2 * len(apps) and not _leftover_marks(world, ods, apps)
 
         with_deadline = _try_wait(settled, timeout=120)
-        attempts = [
-            (datetime.datetime.fromisoformat(line["ts"]).timestamp(), line["msg"])
-            for line in r.lines()
-            if line.get("node") == gated and "rolling-back: attempt" in line.get("msg", "")
-        ]
+        attempts = _rollback_attempts(r, gated)
         ended = _logged(r, f"drain of node {gated} failed", gated)
         marks = _leftover_marks(world, ods, apps)
-        lost = 2 * len(apps) - len(
-            [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
-        )
+        lost = 2 * len(apps) - _ready_count(world, apps)
         crashes = _crashes([r], set())
     finally:
         binder.close()
@@ -506,11 +564,7 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
     assert any(t < killed_at for t, _ in attempts), "the rollback's attempts before the outage are not in the log"
     assert len(during) >= 2, f"the rollback was not tried again during the outage, one attempt at a time: {attempts}"
     assert any(t > back_at for t, _ in attempts), "the rollback's attempts after the outage are not in the log"
-    for od, t in zip(others, done, strict=True):
-        assert opened_at < t, f"{od} finished before its replacement could be bound"
-        assert any(back_at < refused < t for refused in gate.refused), f"{od} finished before the rollback met the gate"
-        assert any(refused > t for refused in gate.refused), f"the rollback stopped being tried before {od} finished"
-        assert ended and ended[0] > t, f"the rollback of {gated} ended before {od} finished: it held the others up"
+    _assert_the_others_finished_during_the_rollback(others, done, (opened_at, back_at), gate.refused, gated, ended)
     assert marks == {}, f"leftover marks: {marks}"
     assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
     assert lost == 0, f"{lost} held pods not Running and Ready"
