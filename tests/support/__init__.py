@@ -1,7 +1,8 @@
 """Support code for the tests and the benchmarks, not part of the product.
 
 - In-process stand-ins: the in-memory API server (:mod:`tests.support.fake_api`) and the product's HTTP servers
-  on free ports (:mod:`tests.support.servers`).
+  on free ports (:mod:`tests.support.servers`); the check every config error message passes
+  (:mod:`tests.support.config_helpers`).
 - The real control plane of the e2e tier (:mod:`tests.support.controlplane`; its build script and release list
   are tests/e2e/controlplane/build.sh and releases.env) and the processes run against it: the extender
   (:mod:`tests.support.extender_server`), the rescheduler and its world (:mod:`tests.support.rescheduler_world`),
