@@ -4,7 +4,7 @@
     python3 bench/drain_budget.py --nodes 80 --ready-after 45
 
 The rescheduler's own run loop (:class:`rescheduler.run.Rescheduler`: its gate, plan, decision, drains and
-evictions) runs on a simulated clock against an in-memory API server (``tests/unit/fake_api.py``, which answers
+evictions) runs on a simulated clock against an in-memory API server (``tests/support/fake_api.py``, which answers
 evictions by the PodDisruptionBudgets as the API server does). The other actors are played each simulated second:
 
 * a ReplicaSet creates a replacement for each evicted pod;
@@ -42,7 +42,7 @@ from rescheduler.plan.drain_marks import STATE_ANNOTATION
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
 from shared.switches import CURRENT
-from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 STORE = {"poddisruptionbudgets": "pdbs"}
 """The in-memory server's name of a kind where it differs from the API's."""

@@ -8,7 +8,7 @@ Needs the e2e tier's control-plane binaries (``bash tests/run.sh`` builds them, 
 newest the project runs on) it writes the generator's realistic cluster (:mod:`tests.support.cluster_gen`,
 profile ``FULL``: node pools, spot with and without taints, reclaimed and NotReady nodes, DaemonSets, budgets,
 zonal volumes, pending and finished pods) through the API, each object with its status
-(:mod:`tests.e2e.cluster_load`; no kubelet or node stand-in is needed: nothing rewrites a status there), then:
+(:mod:`tests.support.cluster_load`; no kubelet or node stand-in is needed: nothing rewrites a status there), then:
 
 1. **spot-rescheduler** ``run --dry-run`` (leader election off, ``--housekeeping-interval 5s``), as a process:
    seconds from start to ``ready`` (the state listed) and to the first complete plan; peak and steady RSS of
@@ -76,10 +76,10 @@ from scheduling_throughput import (  # noqa: E402
     timed,
 )
 
-from tests.e2e.cluster_load import load  # noqa: E402
-from tests.e2e.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
-from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
 from tests.support.cluster_gen import FULL, ON_DEMAND_LABEL, iter_items  # noqa: E402
+from tests.support.cluster_load import load  # noqa: E402
+from tests.support.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
+from tests.support.extender_server import ExtenderProcess  # noqa: E402
 
 MB = 1024 * 1024
 

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.e2e.cluster_load import CONTROLLERS  # noqa: E402
-from tests.e2e.controlplane.cluster import ControlPlane  # noqa: E402
-from tests.e2e.controlplane.process import free_ports  # noqa: E402
+from tests.support.cluster_load import CONTROLLERS  # noqa: E402
+from tests.support.controlplane.cluster import ControlPlane  # noqa: E402
+from tests.support.controlplane.process import free_ports  # noqa: E402
 
 RESCHEDULER_USER = "bench-rescheduler"
 EXTENDER_USER = "bench-extender"

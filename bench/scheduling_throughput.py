@@ -56,9 +56,9 @@ sys.path.insert(0, str(ROOT))
 from extender import direct  # noqa: E402
 from extender.app import create_app  # noqa: E402
 from shared.config import Config  # noqa: E402
-from tests.e2e.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
-from tests.e2e.controlplane.process import cache_dir, free_ports  # noqa: E402
-from tests.e2e.extender_server import ExtenderProcess  # noqa: E402
+from tests.support.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
+from tests.support.controlplane.process import cache_dir, free_ports  # noqa: E402
+from tests.support.extender_server import ExtenderProcess  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from extender_bench import Cache, node_json, pod_json  # noqa: E402
@@ -67,7 +67,9 @@ NOOP_SOURCE = ROOT / "bench" / "noop_extender" / "main.go"
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 MODES = ("none", "go-noop", "spot-extender")
-PODS_PER_NODE = 110  # the pods a node created by ControlPlane.create_node allows (tests/e2e/controlplane/cluster.py)
+PODS_PER_NODE = (
+    110  # the pods a node created by ControlPlane.create_node allows (tests/support/controlplane/cluster.py)
+)
 
 
 # -- the Go no-op extender --------------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ from rescheduler.plan.drain_marks import STATE_ANNOTATION
 from shared.classes import node_class
 from shared.config import Config, parse_config
 from shared.model import Node, Pod
-from tests.e2e.controlplane import ApiError, BinariesMissing, ControlPlane, wait_for
-from tests.e2e.controlplane.process import k8s_version
+from tests.support.controlplane import ApiError, BinariesMissing, ControlPlane, wait_for
+from tests.support.controlplane.process import k8s_version
 
 __all__ = ["Options", "Demo", "Workload", "WORKLOADS", "demo_config", "DEFAULT_TIMEOUT"]
 

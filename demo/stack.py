@@ -27,7 +27,7 @@ from typing import Any
 import requests
 import yaml
 
-from tests.e2e.controlplane import ApiError, Binaries, ControlPlane, wait_for
+from tests.support.controlplane import ApiError, Binaries, ControlPlane, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_NAME = "spotshift-scheduler"

@@ -201,7 +201,7 @@ def secret_manifest(name: str, namespace: str, serving: Issued, ca: Issued) -> d
     }
 
 
-def _git_would_track(path: Path) -> bool:
+def git_would_track(path: Path) -> bool:
     """True if ``path`` lies in a git work tree and is not ignored there. No git, no work tree: False."""
     directory = path.parent
     while not directory.exists() and directory != directory.parent:
@@ -254,7 +254,7 @@ def write_bundle(
     """
     if not allow_tracked:
         for name in (CA_KEY, TLS_KEY, SECRET):
-            if _git_would_track(out / name):
+            if git_would_track(out / name):
                 raise CertError(
                     f"{out / name} would be tracked by git: write keys to an ignored directory such as certs/ "
                     "(or pass --allow-tracked)"

@@ -195,7 +195,7 @@ def _markdown(text: str) -> str:
     return " ".join(text.replace("``", "`").split()).replace("|", "\\|")
 
 
-def _check_example(path: str, example: str) -> None:
+def check_example(path: str, example: str) -> None:
     value = yaml.safe_load(example)
     data: dict[str, Any] = {}
     node = data
@@ -221,7 +221,7 @@ def settings() -> list[Setting]:
         example = EXAMPLES.get(path)
         if example is None:
             raise KeyError(f"tools/gen_reference.py: EXAMPLES has no example for the setting {path}")
-        _check_example(path, example)
+        check_example(path, example)
         doc = docs.get(cls.__name__, {}).get(f.name)
         if not doc:
             raise KeyError(f"shared/config_sections.py: the setting {path} has no docstring under its field")

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.churnlab.scenario import NodeType, Trace, Workload
 from rescheduler.cluster.watch_cache import KINDS, ClusterState
-from tests.unit.fake_api import FakeApiServer, namespace
+from tests.support.fake_api import FakeApiServer, namespace
 
 Obj = dict[str, Any]
 

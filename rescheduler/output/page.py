@@ -147,7 +147,7 @@ def _not_target_reason(node: Node, config: Config, now: float | None) -> str:
     return why_not or ""
 
 
-def _json_for_script(data: Mapping[str, Any]) -> str:
+def json_for_script(data: Mapping[str, Any]) -> str:
     """JSON safe inside ``<script>``: ``<``, ``>`` and ``&`` escaped, so no value can close the element."""
     text = orjson.dumps(data).decode()
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -163,7 +163,7 @@ def render_html(
         _TEMPLATE.replace("%TITLE%", html.escape(title))
         .replace("%CSS%", _CSS)
         .replace("%JS%", _JS)
-        .replace("%DATA%", _json_for_script(data))
+        .replace("%DATA%", json_for_script(data))
     )
 
 

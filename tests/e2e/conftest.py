@@ -4,8 +4,14 @@
   client), `.api_client()` (kubernetes client), `.create_node(...)`, `.restart_scheduler(config)`, `.run_dir`.
 - `namespace` (function): a fresh namespace whose `default` ServiceAccount is ready; deleted afterwards.
 - `make_node` (function): creates nodes with unique names (labels, taints, allocatable); deletes them afterwards.
-- `runs` (function): a list to append `spot-rescheduler run` processes to (`rescheduler_world.Rescheduler`); they
-  are closed afterwards and their log tails printed.
+- `world` (function): the `rescheduler_world.World` of one test (its namespace and nodes), once no pod of the
+  cluster is unschedulable; a test marked `clear_workloads` has its Deployments and pods deleted (and waited for)
+  before its nodes go.
+- `budgets` (function): a `BudgetWatcher` of the test's namespace; the test fails if a budget fell below its minimum.
+- `start` (function): `start(config, *flags, kubeconfig=None, name="r")` runs `spot-rescheduler run`
+  (`rescheduler_world.Rescheduler`); the processes are closed afterwards and their log tails printed.
+- `runs` (function): a list to append `spot-rescheduler run` processes to; they are closed afterwards and their
+  log tails printed.
 
 The binaries come from `bash tests/e2e/controlplane/build.sh`. Without them the fixture fails with that hint;
 SPOTSHIFT_SKIP_E2E=1 skips the tier instead. Logs stay in the run dir when a test failed (or with
@@ -29,7 +35,14 @@ _ROOT = _HERE.parents[1]
 if str(_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) under --import-mode=importlib
     sys.path.insert(0, str(_ROOT))
 
-from tests.e2e.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane  # noqa: E402
+from tests.support.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane, wait_for  # noqa: E402
+from tests.support.rescheduler_world import (  # noqa: E402
+    BudgetWatcher,
+    Rescheduler,
+    World,
+    clear_workloads,
+    unschedulable_names,
+)
 
 _PLANE = pytest.StashKey[ControlPlane]()
 _SUMMARY = pytest.StashKey[list[str]]()
@@ -48,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: end-to-end test against a real Kubernetes control plane (tests/e2e)")
+    config.addinivalue_line(
+        "markers", "clear_workloads: the world fixture deletes the test's Deployments and pods before its nodes"
+    )
     config.addinivalue_line(
         "markers", "compat: also run on the oldest release the project supports (tests/run.sh's compatibility run)"
     )
@@ -130,14 +146,56 @@ def make_node(control_plane: ControlPlane) -> Iterator[Callable[..., dict[str, A
     control_plane.delete_nodes(created)
 
 
-@pytest.fixture
-def runs() -> Iterator[list[Any]]:
-    started: list[Any] = []
-    yield started
-    for r in started:
+def _close_and_show(processes: list[Rescheduler]) -> None:
+    for r in processes:
         r.close()
-    for r in started:
+    for r in processes:
         print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
+
+
+@pytest.fixture
+def runs() -> Iterator[list[Rescheduler]]:
+    started: list[Rescheduler] = []
+    yield started
+    _close_and_show(started)
+
+
+@pytest.fixture
+def world(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    namespace: str,
+    make_node: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+) -> Iterator[World]:
+    # A pending pod is planned first and may hold a node it could use: let earlier tests' leftovers go first.
+    wait_for(lambda: not unschedulable_names(control_plane), timeout=60, what="no unschedulable pods in the cluster")
+    yield World(control_plane, namespace, make_node, tmp_path)
+    if request.node.get_closest_marker("clear_workloads") is not None:
+        clear_workloads(control_plane, namespace)
+
+
+@pytest.fixture
+def budgets(control_plane: ControlPlane, namespace: str) -> Iterator[BudgetWatcher]:
+    watcher = BudgetWatcher(control_plane, namespace)
+    watcher.start()
+    yield watcher
+    violations = watcher.close()
+    assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
+
+
+@pytest.fixture
+def start(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Rescheduler]]:
+    started: list[Rescheduler] = []
+
+    def run(config: Path, *extra: str, kubeconfig: Path | None = None, name: str = "r") -> Rescheduler:
+        log = tmp_path / f"rescheduler-{name}-{len(started)}.log"
+        r = Rescheduler(kubeconfig or control_plane.kubeconfig, config, log, *extra, name=name)
+        started.append(r)
+        return r
+
+    yield run
+    _close_and_show(started)
 
 
 @pytest.fixture(scope="module")

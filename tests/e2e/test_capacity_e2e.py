@@ -24,22 +24,17 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import wait_for
-from tests.e2e.provisioner import PoolProvisioner, Provisioner
-from tests.e2e.rescheduler_world import (
+from tests.support.controlplane import wait_for
+from tests.support.provisioner import PoolProvisioner, Provisioner
+from tests.support.rescheduler_world import (
     BudgetWatcher,
     NodeWatcher,
     Rescheduler,
     World,
-    _cleanup_rbac,
-    _names,
-    _service_account_kubeconfig,
+    cleanup_rbac,
+    pod_nodes,
+    service_account_kubeconfig,
 )
-
-world = _base.world
-budgets = _base.budgets
-start = _base.start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("capacity_priority_class")]
 
@@ -83,7 +78,7 @@ def web(world: World, replicas: int = 2, cpu: str = "500m") -> str:
         containers=[{"name": "app", "image": "registry.example/app:1", "resources": {"requests": {"cpu": cpu}}}],
     )
     pods = world.ready("web")
-    assert set(_names(pods).values()) == {od}, _names(pods)
+    assert set(pod_nodes(pods).values()) == {od}, pod_nodes(pods)
     return od
 
 
@@ -112,14 +107,14 @@ def test_an_on_demand_node_is_emptied_onto_newly_provisioned_spot_capacity(
     od = web(world)
     cloud = provisioner(mode="auto", delay=2.0)
     # As deployed: the rescheduler's ServiceAccount with the base RBAC, capacity mode's Role included.
-    kubeconfig = _service_account_kubeconfig(world.plane, world.ns, tmp_path, world.label)
+    kubeconfig = service_account_kubeconfig(world.plane, world.ns, tmp_path, world.label)
     try:
         # The shipped Role grants get/update on the shipped Lease name only (the placeholders' owner).
         r = start(capacity_config(world, lease_name="spotshift-rescheduler"), kubeconfig=kubeconfig)
         r.wait_logged("drained node", timeout=180)
         (spot,) = cloud.added
         moved = world.pods("web")
-        assert len(moved) == 2 and {p["spec"]["nodeName"] for p in moved} == {spot}, _names(moved)
+        assert len(moved) == 2 and {p["spec"]["nodeName"] for p in moved} == {spot}, pod_nodes(moved)
         assert len(cloud.seen) == 2, "one placeholder per pod of the node"
         assert outcome(r, "requested") == 1 and outcome(r, "provisioned") == 1 and outcome(r, "drained") == 1
         assert outcome(r, "timed-out") == 0 and outcome(r, "preempted") == 0
@@ -132,14 +127,14 @@ def test_an_on_demand_node_is_emptied_onto_newly_provisioned_spot_capacity(
         none_left(world)
         assert not r.refused_by_rbac(), "RBAC refused a verb the loop uses"
     finally:
-        _cleanup_rbac(world.plane, world.label)
+        cleanup_rbac(world.plane, world.label)
 
 
 def test_without_spot_capacity_the_placeholders_go_after_the_timeout_and_the_node_is_backed_off(
     world: World, budgets: BudgetWatcher, start: Callable[..., Rescheduler], provisioner: Callable[..., Provisioner]
 ) -> None:
     od = web(world)
-    before = _names(world.pods("web"))
+    before = pod_nodes(world.pods("web"))
     cloud = provisioner(mode="never")
     watcher = NodeWatcher(world.plane, [od])
     watcher.start()
@@ -161,7 +156,7 @@ def test_without_spot_capacity_the_placeholders_go_after_the_timeout_and_the_nod
     finally:
         touched = watcher.close()
     assert touched == {}, f"the node was touched: {touched}"
-    assert _names(world.pods("web")) == before, "the pods stayed where they were"
+    assert pod_nodes(world.pods("web")) == before, "the pods stayed where they were"
     assert cloud.added == []
 
 
@@ -254,7 +249,7 @@ def _on(world: World, classes: dict[str, str], cls: str, apps: list[str]) -> dic
         for p in pods
         if any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
     ]
-    return _names(pods) if ready == pods and all(classes.get(n) == cls for n in _names(pods).values()) else {}
+    return pod_nodes(pods) if ready == pods and all(classes.get(n) == cls for n in pod_nodes(pods).values()) else {}
 
 
 def test_after_a_reclaim_every_pod_moves_back_to_spot_once_and_no_move_lands_on_on_demand(

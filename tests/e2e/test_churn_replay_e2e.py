@@ -2,13 +2,13 @@
 node stand-ins, with the real webhook, the real kube-scheduler calling the extender, the real controllers and
 ``spot-rescheduler run`` (capacity mode on), against the simulation of the same trace.
 
-What runs here, besides the control plane of tests/e2e/controlplane:
+What runs here, besides the control plane of tests/support/controlplane:
 
-* ``spot-extender`` (tests/e2e/extender_server.py) with the replay's configuration, serving the webhook
+* ``spot-extender`` (tests/support/extender_server.py) with the replay's configuration, serving the webhook
   (deploy/base/mutatingwebhook.yaml, narrowed to this test's namespace by a label) and the extender of
   deploy/scheduler/base/kube-scheduler-v1.yaml (the ``spotshift-scheduler`` profile, which the webhook sets on
   every pod);
-* the cloud of tests/e2e/replay_cloud.py: the spot market of the trace and a provisioner that decides as the
+* the cloud of tests/support/replay_cloud.py: the spot market of the trace and a provisioner that decides as the
   simulation's does;
 * the Deployments and budgets of the replay, kept by kube-controller-manager; pods turn Ready
   ``READY_AFTER`` after they run (the kubelet stand-in's ``ready-after`` annotation);
@@ -33,14 +33,11 @@ import yaml
 
 from bench.churnlab import replay
 from extender.certs import main as spot_certs
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.extender_server import ROOT, ExtenderProcess
-from tests.e2e.provisioner import unschedulable
-from tests.e2e.replay_cloud import TEST_LABEL, Cloud
-from tests.e2e.rescheduler_world import PDBS, Rescheduler
-
-start = _world.start
+from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.extender_server import ROOT, ExtenderProcess
+from tests.support.provisioner import unschedulable
+from tests.support.replay_cloud import TEST_LABEL, Cloud
+from tests.support.rescheduler_world import PDBS, Rescheduler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("capacity_priority_class")]
 

@@ -19,12 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import ROOT, NodeWatcher, Rescheduler, World, _names, command_env
-
-world = _base.world
-start = _base.start
+from tests.support.controlplane import wait_for
+from tests.support.rescheduler_world import ROOT, NodeWatcher, Rescheduler, World, command_env, pod_nodes
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +44,7 @@ def test_a_closed_drain_window_holds_a_drainable_node(world: World, start: Calla
     od = world.on_demand()
     world.deployment("web", 2)
     web = world.ready("web")
-    assert set(_names(web).values()) == {od}
+    assert set(pod_nodes(web).values()) == {od}
     world.spot()
     nodes = NodeWatcher(world.plane, [od])
     nodes.start()
@@ -99,7 +95,7 @@ def test_a_running_job_pod_holds_its_node_by_default_and_is_waited_for_under_wai
     web = world.ready("web")
     world.job("report")
     (report,) = wait_for(lambda: running(world, "report"), timeout=60, what="the Job's pod to run")
-    assert report["spec"]["nodeName"] == od and set(_names(web).values()) == {od}
+    assert report["spec"]["nodeName"] == od and set(pod_nodes(web).values()) == {od}
     spot = world.spot()
 
     # The default: the Job pod keeps its node.
@@ -127,7 +123,7 @@ def test_a_running_job_pod_holds_its_node_by_default_and_is_waited_for_under_wai
     second.wait_logged("drained node", timeout=180)
 
     moved = world.pods("web")
-    assert len(moved) == 1 and moved[0]["spec"]["nodeName"] == spot, _names(moved)
+    assert len(moved) == 1 and moved[0]["spec"]["nodeName"] == spot, pod_nodes(moved)
     assert second.metric("spotshift_rescheduler_evictions_total", '{result="evicted"}') == 1
     finished = world.plane.api.get(f"/api/v1/namespaces/{world.ns}/pods/{name}")
     assert finished["status"]["phase"] == "Succeeded" and not finished["metadata"].get("deletionTimestamp")

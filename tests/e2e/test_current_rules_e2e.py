@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,12 @@ import orjson
 import pytest
 
 from shared.model import Pod
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.controlplane.process import k8s_version
-from tests.e2e.rescheduler_world import Rescheduler as RunProcess
-from tests.e2e.rescheduler_world import World, _unschedulable, command_env
+from tests.support.controlplane import wait_for
+from tests.support.controlplane.process import k8s_version
+from tests.support.rescheduler_world import Rescheduler as RunProcess
+from tests.support.rescheduler_world import World, command_env
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.clear_workloads]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/app:1"
@@ -39,26 +39,6 @@ HOSTNAME = "kubernetes.io/hostname"
 TEST_LABEL = "e2e.spotshift.io/test"
 RESOURCE = "/apis/resource.k8s.io/v1"
 NodeFactory = Callable[..., dict[str, Any]]
-
-
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> Iterator[World]:
-    # The plan counts unschedulable pods of the whole cluster: let earlier tests' leftovers go first.
-    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    yield World(control_plane, namespace, make_node, tmp_path)
-    # The workloads go before the nodes do: a Deployment whose pods are deleted with their node makes them again,
-    # Pending and unschedulable until the namespace is gone, and the next test would wait for that.
-    api = control_plane.api
-    api.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments")
-    wait_for(
-        lambda: not list(api.list(f"/apis/apps/v1/namespaces/{namespace}/replicasets")),
-        timeout=30,
-        what=f"the ReplicaSets of namespace {namespace} to be gone",
-    )
-    api.delete(f"/api/v1/namespaces/{namespace}/pods", gracePeriodSeconds=0)
-    wait_for(
-        lambda: not control_plane.pods(namespace), timeout=30, what=f"the pods of namespace {namespace} to be gone"
-    )
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
@@ -344,6 +324,52 @@ def test_a_not_ready_pod_leaves_under_the_budgets_unhealthy_pod_eviction_policy(
 # --- dynamic resource claims (DRA) -----------------------------------------------------------------------------
 
 
+def publish_one_gpu(world: World, node: str, driver: str, device_class: str, slice_name: str) -> None:
+    """A DeviceClass of the driver's devices, one device of it published for ``node`` (what a driver's kubelet
+    plugin publishes: one pool of one slice) and a ResourceClaimTemplate ``one-gpu`` asking for one of them."""
+    plane = world.plane
+    node_uid = world.node(node)["metadata"]["uid"]
+    plane.api.post(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": device_class},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+    )
+    plane.api.post(
+        f"{RESOURCE}/resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {
+                "name": slice_name,
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+                ],
+            },
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}],
+            },
+        },
+    )
+    plane.api.post(
+        f"{RESOURCE}/namespaces/{world.ns}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"},
+            "spec": {
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}
+            },
+        },
+    )
+
+
 def test_a_pod_with_dynamic_resource_claims_keeps_its_node(world: World) -> None:
     """kube-scheduler places a pod with ``spec.resourceClaims`` by the devices drivers publish in ResourceSlices,
     selected by DeviceClasses (``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``), and
@@ -356,48 +382,8 @@ def test_a_pod_with_dynamic_resource_claims_keeps_its_node(world: World) -> None
     driver = f"gpu-{world.label}.e2e.spotshift.io"
     device_class = f"gpu-{world.label}"
     slice_name = f"{od}-{world.label}"
-    node_uid = world.node(od)["metadata"]["uid"]
     try:
-        plane.api.post(
-            f"{RESOURCE}/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": device_class},
-                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-            },
-        )
-        # What a driver's kubelet plugin publishes for its node: one pool of one slice, one device.
-        plane.api.post(
-            f"{RESOURCE}/resourceslices",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {
-                    "name": slice_name,
-                    "ownerReferences": [
-                        {"apiVersion": "v1", "kind": "Node", "name": od, "uid": node_uid, "controller": True}
-                    ],
-                },
-                "spec": {
-                    "driver": driver,
-                    "nodeName": od,
-                    "pool": {"name": od, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": "gpu-0"}],
-                },
-            },
-        )
-        plane.api.post(
-            f"{RESOURCE}/namespaces/{world.ns}/resourceclaimtemplates",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "one-gpu"},
-                "spec": {
-                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}
-                },
-            },
-        )
+        publish_one_gpu(world, od, driver, device_class, slice_name)
         claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
         uses_gpu = [
             {"name": "app", "image": IMAGE, "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}

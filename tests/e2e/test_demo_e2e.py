@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.controlplane import Binaries, BinariesMissing
-from tests.e2e.controlplane.process import CONTROL_PLANE_VARIABLES
+from tests.support.controlplane import Binaries, BinariesMissing
+from tests.support.controlplane.process import CONTROL_PLANE_VARIABLES
 
 pytestmark = pytest.mark.e2e
 

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from shared.fit_reasons import ERR_RECLAIMED
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.extender_server import ROOT, ExtenderProcess
+from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.extender_server import ROOT, ExtenderProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 

@@ -28,9 +28,9 @@ Running and Ready, no crash.
 
 ``test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it`` is the outage case of
 the same world without a lease: one of the three drains fails and rolls back while its node's writes are refused by
-:class:`~tests.e2e.admission_gate.NodeWriteGate`, kube-apiserver is killed for 20 s in the middle of that rollback, and
-the other two must finish once it is back while the rollback still fails. The orderings are read from the gate's refusal
-times and the rescheduler's log lines, each step of the test waiting for the state it needs.
+:class:`~tests.support.admission_gate.NodeWriteGate`, kube-apiserver is killed for 20 s in the middle of that
+rollback, and the other two must finish once it is back while the rollback still fails. The orderings are read from
+the gate's refusal times and the rescheduler's log lines, each step of the test waiting for the state it needs.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import datetime
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,18 +47,17 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.admission_gate import EvictionGate, NodeWriteGate
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.faults import Fault, inject, restore
-from tests.e2e.rescheduler_world import (
+from tests.support.admission_gate import EvictionGate, NodeWriteGate
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.faults import Fault, inject, restore
+from tests.support.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
     TAINT_VALUE,
     BudgetWatcher,
     Rescheduler,
     World,
-    _bind,
-    _unschedulable,
+    bind_pod,
 )
 
 pytestmark = pytest.mark.e2e
@@ -124,7 +123,7 @@ class Binder(threading.Thread):
                     for app in self.apps:
                         for p in self.world.pods(app):
                             if not p["spec"].get("nodeName"):
-                                _bind(self.world, p["metadata"]["name"], self.spot)
+                                bind_pod(self.world, p["metadata"]["name"], self.spot)
                 except (ApiError, requests.RequestException):
                     pass
             self.stop.wait(0.2)
@@ -175,27 +174,39 @@ def _crashes(processes: list[Rescheduler], killed: set[str]) -> list[str]:
     return out
 
 
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: Any, tmp_path: Path) -> World:
-    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    return World(control_plane, namespace, make_node, tmp_path)
+def _held_one_on_each(world: World, ods: list[str]) -> None:
+    """A Deployment ``held`` no scheduler serves, one pod bound to each node of ``ods``, under a budget allowing
+    one disruption."""
+    world.deployment("held", 3, schedulerName=f"held-{world.label}", nodeSelector={})
+    wait_for(lambda: len(world.pods("held")) == 3, timeout=60, what="the held pods to be created")
+    for p, od in zip(world.pods("held"), ods, strict=True):
+        bind_pod(world, p["metadata"]["name"], od)
+    world.ready("held")
+    world.pdb("held", "held", maxUnavailable=1)
+    world.wait_pdb("held", 1)
 
 
-@pytest.fixture
-def launch(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Rescheduler]]:
-    started: list[Rescheduler] = []
+def _kill_a_rescheduler(scenario: Scenario, processes: list[Rescheduler], restart: Callable[[], Rescheduler]) -> str:
+    """SIGKILL the one rescheduler (and start another in its place) or the leader of several; the killed one's
+    name."""
+    if scenario.replicas == 1:
+        victim = processes[0]
+    else:
+        victim = wait_for(
+            lambda: next((r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0), None),
+            timeout=30,
+            what="the leader's metric",
+        )
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    if scenario.replicas == 1:
+        processes.append(restart())
+    return victim.name
 
-    def run(config: Path, name: str, *extra: str) -> Rescheduler:
-        log = tmp_path / f"rescheduler-{name}.log"
-        r = Rescheduler(control_plane.kubeconfig, config, log, *FAST, *extra, name=name)
-        started.append(r)
-        return r
 
-    yield run
-    for r in started:
-        r.close()
-    for r in started:
-        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
+def _ready_count(world: World, apps: tuple[str, ...]) -> int:
+    """The pods of ``apps`` bound to a node, Running and Ready."""
+    return len([p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -203,20 +214,14 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     request: pytest.FixtureRequest,
     control_plane: ControlPlane,
     world: World,
-    launch: Callable[..., Rescheduler],
+    start: Callable[..., Rescheduler],
     tmp_path: Path,
     scenario: Scenario,
 ) -> None:
     began = time.monotonic()
     spot = world.spot(allocatable={"cpu": "16", "memory": "32Gi", "pods": "110"})
     ods = [world.on_demand(allocatable={"cpu": "2", "memory": "4Gi", "pods": "110"}) for _ in range(3)]
-    world.deployment("held", 3, schedulerName=f"held-{world.label}", nodeSelector={})
-    wait_for(lambda: len(world.pods("held")) == 3, timeout=60, what="the held pods to be created")
-    for p, od in zip(world.pods("held"), ods, strict=True):
-        _bind(world, p["metadata"]["name"], od)
-    world.ready("held")
-    world.pdb("held", "held", maxUnavailable=1)
-    world.wait_pdb("held", 1)
+    _held_one_on_each(world, ods)
 
     gate = EvictionGate(control_plane, world.ns, tmp_path).start() if scenario.gated else None
     budgets = BudgetWatcher(control_plane, world.ns)
@@ -224,7 +229,7 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
     binder = Binder(world, spot)
     binder.start()
     config = world.config()
-    processes = [launch(config, f"r{i}", *scenario.flags) for i in range(scenario.replicas)]
+    processes = [start(config, *FAST, *scenario.flags, name=f"r{i}") for i in range(scenario.replicas)]
     killed: set[str] = set()
     try:
         if gate is not None:
@@ -238,19 +243,11 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
             until = inject(control_plane, scenario.fault)
             restore(control_plane, scenario.fault, until)
         else:
-            if scenario.replicas == 1:
-                victim = processes[0]
-            else:
-                victim = wait_for(
-                    lambda: next((r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0), None),
-                    timeout=30,
-                    what="the leader's metric",
+            killed.add(
+                _kill_a_rescheduler(
+                    scenario, processes, lambda: start(config, *FAST, *scenario.flags, name="r-restarted")
                 )
-            victim.signal(signal.SIGKILL)
-            victim.wait(10)
-            killed.add(victim.name)
-            if scenario.replicas == 1:
-                processes.append(launch(config, "r-restarted", *scenario.flags))
+            )
         if gate is not None:
             gate.open.set()
         binder.open.set()
@@ -262,12 +259,12 @@ def test_a_fault_mid_drain_leaves_no_mark_breaks_no_budget_and_loses_no_pod(
             return state == "drained" and not _held_on(world, od)
 
         def settled() -> bool:
-            ready = [p for p in world.pods("held") if p["spec"].get("nodeName") and _ready(p)]
-            return len(ready) == 3 and all(drained(od) for od in others) and not _leftover_marks(world, ods)
+            ready = _ready_count(world, ("held",))
+            return ready == 3 and all(drained(od) for od in others) and not _leftover_marks(world, ods)
 
         with_deadline = _try_wait(settled, timeout=240)
         marks = _leftover_marks(world, ods)
-        lost = 3 - len([p for p in world.pods("held") if p["spec"].get("nodeName") and _ready(p)])
+        lost = 3 - _ready_count(world, ("held",))
         drained_others = [od for od in others if drained(od)]
         crashes = _crashes(processes, killed)
     finally:
@@ -320,8 +317,8 @@ def _one_pod_on_each(world: World, spot: str, ods: list[str]) -> tuple[str, ...]
         world.deployment(app, 2, schedulerName=f"held-{world.label}", nodeSelector={})
     for app, od in zip(apps, ods, strict=True):
         first, second = _created(world, app, 2)
-        _bind(world, first["metadata"]["name"], od)
-        _bind(world, second["metadata"]["name"], spot)
+        bind_pod(world, first["metadata"]["name"], od)
+        bind_pod(world, second["metadata"]["name"], spot)
     for app in apps:
         world.ready(app)
         world.pdb(app, app, maxUnavailable=1)
@@ -341,8 +338,37 @@ def _draining(world: World, ods: list[str]) -> list[str]:
     return out
 
 
+def _kill_the_leader(processes: list[Rescheduler]) -> Rescheduler:
+    """SIGKILL the replica that leads (once its metric says so); that replica."""
+    leader = wait_for(
+        lambda: [r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0],
+        timeout=30,
+        what="the leader's metric",
+    )[0]
+    leader.signal(signal.SIGKILL)
+    leader.wait(10)
+    return leader
+
+
+def _quiet_leader(r: Rescheduler, cycles_at_takeover: float) -> bool:
+    """The replica has run cycles as the leader, has no drain in flight, and its last plan found nothing to
+    start."""
+    led = (r.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0) >= cycles_at_takeover + 2
+    return (
+        led
+        and r.metric("spotshift_rescheduler_drains_in_flight") == 0.0
+        and r.metric("spotshift_rescheduler_drainable_nodes") == 0.0
+    )
+
+
+def _state(world: World, od: str) -> str | None:
+    """The drain state annotation of a node."""
+    state: str | None = (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
+    return state
+
+
 def test_the_leader_killed_with_three_drains_in_flight(
-    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler]
+    control_plane: ControlPlane, world: World, start: Callable[..., Rescheduler]
 ) -> None:
     """Three on-demand nodes, each with one pod of a Deployment of its own whose other replica runs on the spot
     node and whose PDB allows one disruption; ``disruption.budgets`` lets three nodes drain at once and three
@@ -359,7 +385,7 @@ def test_the_leader_killed_with_three_drains_in_flight(
     binder = Binder(world, spot, apps)
     binder.start()
     config = world.config(disruption={"budgets": [{"nodes": "3"}]})
-    processes = [launch(config, name, "--max-nodes-per-cycle=3") for name in ("a", "b")]
+    processes = [start(config, *FAST, "--max-nodes-per-cycle=3", name=name) for name in ("a", "b")]
     killed: set[str] = set()
 
     def draining() -> list[str]:
@@ -368,13 +394,7 @@ def test_the_leader_killed_with_three_drains_in_flight(
     try:
         wait_for(lambda: len(draining()) == 3, timeout=90, what="three drains in flight at once", interval=0.1)
         evicted = sum(1 for od in ods if not _held_on(world, od, apps))
-        leader = wait_for(
-            lambda: [r for r in processes if r.metric("spotshift_rescheduler_leader") == 1.0],
-            timeout=30,
-            what="the leader's metric",
-        )[0]
-        leader.signal(signal.SIGKILL)
-        leader.wait(10)
+        leader = _kill_the_leader(processes)
         killed.add(leader.name)
         (survivor,) = [r for r in processes if r is not leader]
         binder.open.set()
@@ -384,29 +404,17 @@ def test_the_leader_killed_with_three_drains_in_flight(
         cycles_at_takeover = survivor.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0
 
         def lost() -> int:
-            ready = [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
-            return 2 * len(apps) - len(ready)
+            return 2 * len(apps) - _ready_count(world, apps)
 
         def settled() -> bool:
-            # Quiet: the survivor has run cycles as the leader, has no drain in flight, and its last plan found
-            # nothing to start.
-            led = (
-                survivor.metric("spotshift_rescheduler_cycle_duration_seconds_count") or 0.0
-            ) >= cycles_at_takeover + 2
-            quiet = (
-                led
-                and survivor.metric("spotshift_rescheduler_drains_in_flight") == 0.0
-                and survivor.metric("spotshift_rescheduler_drainable_nodes") == 0.0
-            )
+            quiet = _quiet_leader(survivor, cycles_at_takeover)
             return quiet and lost() == 0 and not draining() and not _leftover_marks(world, ods, apps)
 
         with_deadline = _try_wait(settled, timeout=240)
         marks = _leftover_marks(world, ods, apps)
         still_draining = draining()
         missing = lost()
-        drained = [
-            od for od in ods if (world.node(od)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION) == "drained"
-        ]
+        drained = [od for od in ods if _state(world, od) == "drained"]
         crashes = _crashes(processes, killed)
     finally:
         binder.close()
@@ -443,13 +451,55 @@ def _refused_after(gate: NodeWriteGate, moment: float) -> Callable[[], bool]:
     return lambda: any(t > moment for t in gate.refused)
 
 
+def _rollback_attempts(r: Rescheduler, node: str) -> list[tuple[float, str]]:
+    """The times and messages of ``r``'s rollback attempts on ``node``, in order."""
+    return [
+        (datetime.datetime.fromisoformat(line["ts"]).timestamp(), line["msg"])
+        for line in r.lines()
+        if line.get("node") == node and "rolling-back: attempt" in line.get("msg", "")
+    ]
+
+
+def _finished(r: Rescheduler, nodes: list[str]) -> list[float] | None:
+    """The time each node's drain finished, once every one of them has."""
+    times = [_logged(r, f"drained node {od}", od) for od in nodes]
+    return [t[0] for t in times] if all(times) else None
+
+
+def _assert_the_others_finished_during_the_rollback(
+    others: list[str],
+    done: list[float],
+    opened_and_back: tuple[float, float],
+    refused: list[float],
+    gated: str,
+    ended: list[float],
+) -> None:
+    """Each other drain finished after its replacement could be bound, after the rollback met the gate once the
+    API server was back, while the rollback was still tried, and before the rollback ended."""
+    opened_at, back_at = opened_and_back
+    for od, t in zip(others, done, strict=True):
+        assert opened_at < t, f"{od} finished before its replacement could be bound"
+        assert any(back_at < moment < t for moment in refused), f"{od} finished before the rollback met the gate"
+        assert any(moment > t for moment in refused), f"the rollback stopped being tried before {od} finished"
+        assert ended and ended[0] > t, f"the rollback of {gated} ended before {od} finished: it held the others up"
+
+
+def _wait_for_three_drains_waiting(world: World, ods: list[str], apps: tuple[str, ...]) -> None:
+    wait_for(
+        lambda: len(_draining(world, ods)) == 3 and not any(_held_on(world, od, apps) for od in ods),
+        timeout=90,
+        what="three drains in flight, each waiting for its replacement",
+        interval=0.2,
+    )
+
+
 def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_drain_that_meets_it(
-    control_plane: ControlPlane, world: World, launch: Callable[..., Rescheduler], tmp_path: Path
+    control_plane: ControlPlane, world: World, start: Callable[..., Rescheduler], tmp_path: Path
 ) -> None:
     """Three on-demand nodes drain at once (one pod each of its own Deployment, as in the leader test), each waiting for
     its replacement, without a lease (the drains ride the outage out). The middle node's replacement is bound to a node
     that is not spot, so its drain fails and rolls back, and its node's writes are refused (503,
-    :class:`~tests.e2e.admission_gate.NodeWriteGate`) from before the outage until the test has seen the other two
+    :class:`~tests.support.admission_gate.NodeWriteGate`) from before the outage until the test has seen the other two
     drains finish after it: the rollback keeps failing across the whole scenario, and the outage (kube-apiserver killed
     for 20 s) falls in the middle of it. The orderings, from the gate's clock and the rescheduler's log lines (the same
     machine's time), not from sleeps: the rollback's attempts fail before, during and after the outage, one at a time;
@@ -467,20 +517,15 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
     binder = Binder(world, spot, (apps[0], apps[2]))
     binder.start()
     config = world.config(disruption={"budgets": [{"nodes": "3"}]})
-    r = launch(config, "r", "--max-nodes-per-cycle=3", "--replacement-timeout=600s", *NO_LEASE)
+    r = start(config, *FAST, "--max-nodes-per-cycle=3", "--replacement-timeout=600s", *NO_LEASE, name="r")
     fault = Fault("kube-apiserver", "kill", 20)
     try:
-        wait_for(
-            lambda: len(_draining(world, ods)) == 3 and not any(_held_on(world, od, apps) for od in ods),
-            timeout=90,
-            what="three drains in flight, each waiting for its replacement",
-            interval=0.2,
-        )
+        _wait_for_three_drains_waiting(world, ods, apps)
         gate.refusing.set()
         (pending,) = wait_for(
             lambda: [p for p in world.pods(apps[1]) if not p["spec"].get("nodeName")], timeout=30, what="a pending pod"
         )
-        _bind(world, pending["metadata"]["name"], elsewhere)
+        bind_pod(world, pending["metadata"]["name"], elsewhere)
         wait_for(lambda: bool(gate.refused), timeout=60, what=f"the rollback of {gated} to be refused")
         killed_at = time.time()
         restore(control_plane, fault, inject(control_plane, fault))
@@ -492,29 +537,18 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
             lambda: all(_emptied(world, od, apps) for od in others), timeout=240, what="the other two drains to finish"
         )
 
-        def finished() -> list[float] | None:
-            times = [_logged(r, f"drained node {od}", od) for od in others]
-            return [t[0] for t in times] if all(times) else None
-
-        done = wait_for(finished, timeout=30, what="the other two drains' log lines")
+        done = wait_for(lambda: _finished(r, others), timeout=30, what="the other two drains' log lines")
         wait_for(_refused_after(gate, max(done)), timeout=60, what="the rollback to be refused after they finished")
         gate.refusing.clear()
 
         def settled() -> bool:
-            ready = [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
-            return len(ready) == 2 * len(apps) and not _leftover_marks(world, ods, apps)
+            return _ready_count(world, apps) == 2 * len(apps) and not _leftover_marks(world, ods, apps)
 
         with_deadline = _try_wait(settled, timeout=120)
-        attempts = [
-            (datetime.datetime.fromisoformat(line["ts"]).timestamp(), line["msg"])
-            for line in r.lines()
-            if line.get("node") == gated and "rolling-back: attempt" in line.get("msg", "")
-        ]
+        attempts = _rollback_attempts(r, gated)
         ended = _logged(r, f"drain of node {gated} failed", gated)
         marks = _leftover_marks(world, ods, apps)
-        lost = 2 * len(apps) - len(
-            [p for app in apps for p in world.pods(app) if p["spec"].get("nodeName") and _ready(p)]
-        )
+        lost = 2 * len(apps) - _ready_count(world, apps)
         crashes = _crashes([r], set())
     finally:
         binder.close()
@@ -530,11 +564,7 @@ def test_the_api_server_down_20s_with_three_drains_in_flight_delays_only_the_dra
     assert any(t < killed_at for t, _ in attempts), "the rollback's attempts before the outage are not in the log"
     assert len(during) >= 2, f"the rollback was not tried again during the outage, one attempt at a time: {attempts}"
     assert any(t > back_at for t, _ in attempts), "the rollback's attempts after the outage are not in the log"
-    for od, t in zip(others, done, strict=True):
-        assert opened_at < t, f"{od} finished before its replacement could be bound"
-        assert any(back_at < refused < t for refused in gate.refused), f"{od} finished before the rollback met the gate"
-        assert any(refused > t for refused in gate.refused), f"the rollback stopped being tried before {od} finished"
-        assert ended and ended[0] > t, f"the rollback of {gated} ended before {od} finished: it held the others up"
+    _assert_the_others_finished_during_the_rollback(others, done, (opened_at, back_at), gate.refused, gated, ended)
     assert marks == {}, f"leftover marks: {marks}"
     assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
     assert lost == 0, f"{lost} held pods not Running and Ready"

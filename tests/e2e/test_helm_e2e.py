@@ -2,7 +2,7 @@
 
 helm is the one ``tools/helm.sh`` builds; it talks to this session's control plane through the admin kubeconfig.
 There is no container runtime here, so the test plays the kubelet's part for the pods that must run for Helm to
-go on, exactly as :mod:`tests.e2e.image` runs the image (read-only root, the pod's user and group, a bound token
+go on, exactly as :mod:`tests.support.image` runs the image (read-only root, the pod's user and group, a bound token
 of the pod's ServiceAccount): the chart's hook Jobs (``spot-certs``) and ``helm test``'s pod are run from the
 image with their rendered command as the API server holds it, and their pod is marked Succeeded or Failed by
 its exit code, so the Job controller and Helm see them end. Deployment pods are marked Running by the kubelet
@@ -32,6 +32,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,10 @@ import requests
 import yaml
 
 from demo.stack import DEMO_RESCHEDULER_FLAGS, Process, free_port
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.process import component_env
-from tests.e2e.image import (
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.process import component_env
+from tests.support.gotools import ToolMissing, helm_binary
+from tests.support.image import (
     Container,
     ImageUnavailable,
     Mount,
@@ -52,7 +54,6 @@ from tests.e2e.image import (
     secret_files,
     with_last_flags,
 )
-from tests.support.gotools import ToolMissing, helm_binary
 from tools.gen_reference import metric_families
 
 pytestmark = pytest.mark.e2e
@@ -442,6 +443,138 @@ def released_objects(plane: ControlPlane, home: Path, namespace: str) -> list[tu
 # ---- install, test, drain, upgrade, uninstall ---------------------------------------------------------------
 
 
+@dataclass
+class Release:
+    """The chart's release under test: where it is installed, how helm runs, the values it was installed with."""
+
+    plane: ControlPlane
+    runner: PodRunner
+    home: Path
+    ns: str
+    values: list[str]
+
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return helm_with_pods(self.plane, self.home, self.runner, *args)
+
+
+def install(release: Release) -> None:
+    """helm install: the pre-install hook creates the Secret and sets the caBundle; every Deployment is ready."""
+    release.helm("install", RELEASE, str(CHART), "-n", release.ns, "--wait", "--timeout", "4m", *release.values)
+    created = release.runner.outputs("spotshift-certs")
+    assert any("created Secret" in o for o in created) and any("set caBundle on 1 webhook" in o for o in created), (
+        created
+    )
+    for name in DEPLOYMENTS:
+        release.plane.wait_for_deployment(release.ns, name, timeout=60)
+
+
+def mutated_workload(plane: ControlPlane, make_node: Callable[..., dict[str, Any]], namespace: str) -> str:
+    """A workload on an on-demand node of its own, its pods mutated as they are created; the node's name."""
+    work: str = make_node("od-work")["metadata"]["name"]
+    plane.api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", workload("web", 3))
+    pods = plane.wait_for_deployment(namespace, "web", timeout=60)
+    assert {p["spec"]["nodeName"] for p in pods} == {work}
+    for pod in pods:
+        assert any(t.get("key") == GKE_SPOT for t in pod["spec"].get("tolerations", [])), pod["spec"]
+        assert pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    return work
+
+
+def emptied_onto_spot(
+    plane: ControlPlane, make_node: Callable[..., dict[str, Any]], servers: Installed, namespace: str, work: str
+) -> str:
+    """Spot capacity arrives and the rescheduler empties the workload's node onto it; the spot node's name."""
+    spot: str = make_node(
+        "spot",
+        labels={GKE_SPOT: "true"},
+        taints=[{"key": GKE_SPOT, "value": "true", "effect": "NoSchedule"}],
+        allocatable={"cpu": "8", "memory": "16Gi"},
+    )["metadata"]["name"]
+    servers.start_rescheduler()
+
+    def emptied() -> bool:
+        for p in servers.processes:
+            p.check()
+        web = [p for p in plane.pods(namespace, "app=web") if not p["metadata"].get("deletionTimestamp")]
+        return len(web) == 3 and all(p["spec"].get("nodeName") == spot for p in web)
+
+    wait_for(emptied, timeout=180, what="the rescheduler to empty od-work onto spot", check=plane.ensure_alive)
+    plane.wait_for_deployment(namespace, "web", timeout=60)
+    assert not list(plane.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={work}")), "od-work is empty"
+    return spot
+
+
+def dashboards_metrics_served(servers: Installed, namespace: str, nodes: list[str], cordoned: str) -> None:
+    """The extender's verbs are called (one node being reclaimed), so every family of the servers has samples; the
+    dashboards and alerts use only metrics they serve."""
+    probe = {
+        "metadata": {"name": "p", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    filtered = servers.extender_call("filter", probe, [*nodes, cordoned])
+    assert cordoned in (filtered.get("FailedNodes") or {}), filtered
+    servers.extender_call("prioritize", probe, nodes)
+    scraped = scraped_names(servers.metrics())
+    missing = used_names() - scraped
+    # A counter with labels has no sample until it first counts (prometheus-client serves nothing for it before):
+    # such a family this scenario never exercises (failed or skipped drains, capacity mode) is missing here,
+    # and only those; tests/unit/test_dashboards.py checks their names against the collectors.
+    unobserved = {f.name + "_total" for f in metric_families() if f.kind == "counter" and f.labels} - scraped
+    assert missing <= unobserved, (
+        f"the dashboard or the alerts use metrics the running servers do not serve: {sorted(missing - unobserved)}"
+    )
+    assert len(missing) <= 3, f"not observed in this scenario: {sorted(missing)}"
+
+
+def upgrade(release: Release, servers: Installed) -> None:
+    """helm upgrade with changed values rolls every Deployment; the Secret and the caBundle are kept."""
+    plane = release.plane
+    point_webhook(plane, {"service": {"name": "spotshift", "namespace": release.ns, "path": "/mutate", "port": 443}})
+    before = {name: servers.deployment(name)["metadata"]["generation"] for name in DEPLOYMENTS}
+    secret_before = plane.api.get(f"/api/v1/namespaces/{release.ns}/secrets/spotshift-tls")["data"]
+    changed = ["--set", "config.webhook.weight=90", "--set", "rescheduler.nodeDrainDelay=5m"]
+    changed += ["--set", "scheduler.weight=3"]
+    release.helm(
+        "upgrade", RELEASE, str(CHART), "-n", release.ns, "--wait", "--timeout", "4m", *release.values, *changed
+    )
+    assert any("kept the existing Secret" in o for o in release.runner.outputs("spotshift-certs"))
+    assert plane.api.get(f"/api/v1/namespaces/{release.ns}/secrets/spotshift-tls")["data"] == secret_before
+    for name in DEPLOYMENTS:
+        assert servers.deployment(name)["metadata"]["generation"] > before[name], name
+        rolled = plane.wait_for_deployment(release.ns, name, timeout=90)
+        revisions = {p["metadata"]["labels"]["pod-template-hash"] for p in rolled}
+        sets = list(
+            plane.api.list(
+                f"/apis/apps/v1/namespaces/{release.ns}/replicasets", labelSelector=f"app.kubernetes.io/name={name}"
+            )
+        )
+        assert len(sets) == 2 and len(revisions) == 1, (name, [s["metadata"]["name"] for s in sets])
+    (rescheduler,) = servers.deployment("spotshift-rescheduler")["spec"]["template"]["spec"]["containers"]
+    assert "--node-drain-delay=5m" in rescheduler["command"]
+    assert plane.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/spotshift")["webhooks"][
+        0
+    ]["clientConfig"].get("caBundle"), "the upgrade keeps the caBundle"
+
+
+def uninstall(release: Release) -> None:
+    """helm uninstall: nothing of the chart is left, no webhook registration to slow pod creation."""
+    plane = release.plane
+    released = released_objects(plane, release.home, release.ns)
+    assert ("MutatingWebhookConfiguration", "spotshift") in released and ("Job", "spotshift-certs-delete") in released
+    release.helm("uninstall", RELEASE, "-n", release.ns, "--wait", "--timeout", "2m")
+    assert any("deleted Secret" in o for o in release.runner.outputs("spotshift-certs"))
+
+    def nothing_left() -> bool:
+        left = leftovers(plane, release.ns, released)
+        assert not left, f"left after uninstall: {left}"  # wait_for's message names them
+        return True
+
+    wait_for(nothing_left, timeout=60, what="the chart's objects to be gone")
+    with pytest.raises(ApiError) as gone:
+        plane.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/spotshift")
+    assert gone.value.status == 404
+
+
 def test_helm_install_test_upgrade_and_uninstall_with_the_image(
     control_plane: ControlPlane,
     image: OpenedImage,
@@ -461,148 +594,36 @@ def test_helm_install_test_upgrade_and_uninstall_with_the_image(
         # On-demand nodes for spotshift's own pods (two: the webhook spreads over hosts).
         system = [make_node("od-sys", allocatable={"cpu": "8", "memory": "16Gi"})["metadata"]["name"] for _ in range(2)]
         values = ["--set", "provider=gke", "--set", f"tests.probeNamespace={namespace}", *image_values()]
-        helm_with_pods(
-            plane, home, runner, "install", RELEASE, str(CHART), "-n", release_ns, "--wait", "--timeout", "4m", *values
-        )
-        created = runner.outputs("spotshift-certs")
-        assert any("created Secret" in o for o in created) and any("set caBundle on 1 webhook" in o for o in created), (
-            created
-        )
-        for name in DEPLOYMENTS:
-            plane.wait_for_deployment(release_ns, name, timeout=60)
+        release = Release(plane, runner, home, release_ns, values)
+        install(release)
 
         servers = Installed(plane, image, release_ns, tmp_path)
         servers.start_webhook()
         point_webhook(plane, {"url": f"https://127.0.0.1:{servers.webhook_port}/mutate"})
 
         # helm test: the probe pod, run from the image, finds its dry-run pod mutated.
-        tested = helm_with_pods(plane, home, runner, "test", RELEASE, "-n", release_ns)
+        tested = release.helm("test", RELEASE, "-n", release_ns)
         assert re.search(r"Phase:\s+Succeeded", tested.stdout), tested.stdout
         assert any("probe: PASS" in o for o in runner.outputs("spotshift-test")), runner.report()
 
-        # A workload on an on-demand node of its own; its pods are mutated as they are created.
         for name in system:
             plane.api.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
-        work = make_node("od-work")["metadata"]["name"]
-        plane.api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", workload("web", 3))
-        pods = plane.wait_for_deployment(namespace, "web", timeout=60)
-        assert {p["spec"]["nodeName"] for p in pods} == {work}
-        for pod in pods:
-            assert any(t.get("key") == GKE_SPOT for t in pod["spec"].get("tolerations", [])), pod["spec"]
-            assert pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        work = mutated_workload(plane, make_node, namespace)
         # A pod that opted out (the webhook skips it), bound beside spotshift's own pods.
         opted_out = workload("x", 1)["spec"]["template"]
         opted_out["metadata"] = {"name": "opted-out", "annotations": {"spotshift.io/exclude": "true"}}
         opted_out["spec"]["nodeName"] = system[0]
         plane.api.post(f"/api/v1/namespaces/{namespace}/pods", opted_out)
 
-        # Spot capacity arrives: the rescheduler empties od-work onto it.
-        spot = make_node(
-            "spot",
-            labels={GKE_SPOT: "true"},
-            taints=[{"key": GKE_SPOT, "value": "true", "effect": "NoSchedule"}],
-            allocatable={"cpu": "8", "memory": "16Gi"},
-        )["metadata"]["name"]
-        servers.start_rescheduler()
-
-        def emptied() -> bool:
-            for p in servers.processes:
-                p.check()
-            web = [p for p in plane.pods(namespace, "app=web") if not p["metadata"].get("deletionTimestamp")]
-            return len(web) == 3 and all(p["spec"].get("nodeName") == spot for p in web)
-
-        wait_for(emptied, timeout=180, what="the rescheduler to empty od-work onto spot", check=plane.ensure_alive)
-        plane.wait_for_deployment(namespace, "web", timeout=60)
-        assert not list(plane.api.list("/api/v1/pods", fieldSelector=f"spec.nodeName={work}")), "od-work is empty"
+        spot = emptied_onto_spot(plane, make_node, servers, namespace, work)
         for name in system:
             plane.api.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": False}})
-
-        # The extender's verbs, so every family of the server has samples; one node being reclaimed.
         cordoned = make_node("od-cordoned", unschedulable=True)["metadata"]["name"]
-        probe = {
-            "metadata": {"name": "p", "namespace": namespace},
-            "spec": {"containers": [{"name": "c", "image": "x"}]},
-        }
-        filtered = servers.extender_call("filter", probe, [spot, work, cordoned])
-        assert cordoned in (filtered.get("FailedNodes") or {}), filtered
-        servers.extender_call("prioritize", probe, [spot, work])
-        scraped = scraped_names(servers.metrics())
-        missing = used_names() - scraped
-        # A counter with labels has no sample until it first counts (prometheus-client serves nothing for it before):
-        # such a family this scenario never exercises (failed or skipped drains, capacity mode) is missing here,
-        # and only those; tests/unit/test_dashboards.py checks their names against the collectors.
-        unobserved = {f.name + "_total" for f in metric_families() if f.kind == "counter" and f.labels} - scraped
-        assert missing <= unobserved, (
-            f"the dashboard or the alerts use metrics the running servers do not serve: {sorted(missing - unobserved)}"
-        )
-        assert len(missing) <= 3, f"not observed in this scenario: {sorted(missing)}"
+        dashboards_metrics_served(servers, namespace, [spot, work], cordoned)
         servers.stop()
 
-        # helm upgrade with changed values rolls every Deployment; the Secret is kept.
-        point_webhook(
-            plane, {"service": {"name": "spotshift", "namespace": release_ns, "path": "/mutate", "port": 443}}
-        )
-        before = {name: servers.deployment(name)["metadata"]["generation"] for name in DEPLOYMENTS}
-        secret_before = plane.api.get(f"/api/v1/namespaces/{release_ns}/secrets/spotshift-tls")["data"]
-        changed = [
-            "--set",
-            "config.webhook.weight=90",
-            "--set",
-            "rescheduler.nodeDrainDelay=5m",
-            "--set",
-            "scheduler.weight=3",
-        ]
-        helm_with_pods(
-            plane,
-            home,
-            runner,
-            "upgrade",
-            RELEASE,
-            str(CHART),
-            "-n",
-            release_ns,
-            "--wait",
-            "--timeout",
-            "4m",
-            *values,
-            *changed,
-        )
-        assert any("kept the existing Secret" in o for o in runner.outputs("spotshift-certs"))
-        assert plane.api.get(f"/api/v1/namespaces/{release_ns}/secrets/spotshift-tls")["data"] == secret_before
-        for name in DEPLOYMENTS:
-            assert servers.deployment(name)["metadata"]["generation"] > before[name], name
-            rolled = plane.wait_for_deployment(release_ns, name, timeout=90)
-            revisions = {p["metadata"]["labels"]["pod-template-hash"] for p in rolled}
-            sets = list(
-                plane.api.list(
-                    f"/apis/apps/v1/namespaces/{release_ns}/replicasets", labelSelector=f"app.kubernetes.io/name={name}"
-                )
-            )
-            assert len(sets) == 2 and len(revisions) == 1, (name, [s["metadata"]["name"] for s in sets])
-        (rescheduler,) = servers.deployment("spotshift-rescheduler")["spec"]["template"]["spec"]["containers"]
-        assert "--node-drain-delay=5m" in rescheduler["command"]
-        assert plane.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/spotshift")[
-            "webhooks"
-        ][0]["clientConfig"].get("caBundle"), "the upgrade keeps the caBundle"
-
-        # helm uninstall: nothing of the chart is left, no webhook registration to slow pod creation.
-        released = released_objects(plane, home, release_ns)
-        assert ("MutatingWebhookConfiguration", "spotshift") in released and (
-            "Job",
-            "spotshift-certs-delete",
-        ) in released
-        helm_with_pods(plane, home, runner, "uninstall", RELEASE, "-n", release_ns, "--wait", "--timeout", "2m")
-        assert any("deleted Secret" in o for o in runner.outputs("spotshift-certs"))
-
-        def nothing_left() -> bool:
-            left = leftovers(plane, release_ns, released)
-            assert not left, f"left after uninstall: {left}"  # wait_for's message names them
-            return True
-
-        wait_for(nothing_left, timeout=60, what="the chart's objects to be gone")
-        with pytest.raises(ApiError) as gone:
-            plane.api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/spotshift")
-        assert gone.value.status == 404
+        upgrade(release, servers)
+        uninstall(release)
     finally:
         if servers is not None:
             servers.stop()

@@ -1,7 +1,7 @@
 """The container image, run as its manifests run it: the demo scenario with both servers started from the image.
 
 ``deploy/overlays/gke`` (the demo's provider) is rendered with kustomize; spot-extender and spot-rescheduler
-are started from the image (:mod:`tests.e2e.image`: read-only root, ``/tmp`` a tmpfs, the pod's volumes,
+are started from the image (:mod:`tests.support.image`: read-only root, ``/tmp`` a tmpfs, the pod's volumes,
 user 65532, in-cluster credentials from a real ServiceAccount token) with the **command of the rendered
 Deployment, unchanged**, followed only by:
 
@@ -33,8 +33,8 @@ import yaml
 
 from demo.scenario import Demo, Options, demo_config
 from demo.stack import DEMO_RESCHEDULER_FLAGS, SCHEDULER_NAME, SPOTSHIFT_NAMESPACE, Stack
-from tests.e2e.controlplane import ApiError, Binaries, BinariesMissing
-from tests.e2e.image import (
+from tests.support.controlplane import ApiError, Binaries, BinariesMissing
+from tests.support.image import (
     Container,
     ImageUnavailable,
     Mount,

@@ -21,7 +21,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.e2e.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -54,13 +54,9 @@ def two_context_kubeconfig(plane: ControlPlane, path: Path) -> Path:
     return path
 
 
-def test_kubectl_spotshift_plan_previews_the_plan_of_the_current_context(
-    control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path
-) -> None:
-    label = uuid.uuid4().hex[:8]
-    spot_key, od_key = f"e2e.spotshift.io/spot-{label}", f"e2e.spotshift.io/od-{label}"
-    od = make_node("od", labels={od_key: "true", "e2e.spotshift.io/test": label})["metadata"]["name"]
-    body = {
+def web_deployment(label: str) -> dict[str, Any]:
+    """Two web pods on the nodes labelled ``e2e.spotshift.io/test=<label>``."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "web"},
@@ -78,12 +74,11 @@ def test_kubectl_spotshift_plan_previews_the_plan_of_the_current_context(
             },
         },
     }
-    control_plane.api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", body)
-    pods = control_plane.wait_for_deployment(namespace, "web", timeout=90)
-    assert {p["spec"]["nodeName"] for p in pods} == {od}
-    spot = make_node("spot", labels={spot_key: "true", "e2e.spotshift.io/test": label})["metadata"]["name"]
-    config = tmp_path / "config.yaml"
-    config.write_text(
+
+
+def classes_config(path: Path, spot_key: str, od_key: str) -> Path:
+    """A configuration whose spot and on-demand nodes are the ones carrying these labels, and no others."""
+    path.write_text(
         yaml.safe_dump(
             {
                 "node_classes": {
@@ -94,22 +89,11 @@ def test_kubectl_spotshift_plan_previews_the_plan_of_the_current_context(
             }
         )
     )
+    return path
 
-    # KUBECONFIG names the control plane as its current context.
-    done = kubectl(
-        control_plane, "spotshift", "plan", f"--config={config}", "-o", "json", kubeconfig=control_plane.kubeconfig
-    )
-    assert done.returncode == 0, done.stderr
-    doc = orjson.loads(done.stdout)
-    assert doc["drained"] == [od]
-    assert sorted(m["pod"] for m in doc["moves"]) == sorted(f"{namespace}/{p['metadata']['name']}" for p in pods)
-    assert {m["to"] for m in doc["moves"]} == {spot}
 
-    table = kubectl(control_plane, "spotshift", "plan", f"--config={config}", kubeconfig=control_plane.kubeconfig)
-    assert table.returncode == 0, table.stderr
-    assert table.stdout.startswith("1 of 1 on-demand nodes can be drained onto 1 spot nodes")
-
-    # --context picks another context of the same kubeconfig; the current one points at nothing.
+def plans_of_the_chosen_context(control_plane: ControlPlane, config: Path, od: str, tmp_path: Path) -> None:
+    """--context picks another context of the same kubeconfig; the current one points at nothing."""
     kubeconfig = two_context_kubeconfig(control_plane, tmp_path / "two.kubeconfig")
     chosen = kubectl(
         control_plane,
@@ -129,6 +113,35 @@ def test_kubectl_spotshift_plan_previews_the_plan_of_the_current_context(
     assert current.stderr.startswith("kubectl spotshift: error: ") and len(current.stderr.splitlines()) == 1, (
         current.stderr
     )
+
+
+def test_kubectl_spotshift_plan_previews_the_plan_of_the_current_context(
+    control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path
+) -> None:
+    label = uuid.uuid4().hex[:8]
+    spot_key, od_key = f"e2e.spotshift.io/spot-{label}", f"e2e.spotshift.io/od-{label}"
+    od = make_node("od", labels={od_key: "true", "e2e.spotshift.io/test": label})["metadata"]["name"]
+    control_plane.api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", web_deployment(label))
+    pods = control_plane.wait_for_deployment(namespace, "web", timeout=90)
+    assert {p["spec"]["nodeName"] for p in pods} == {od}
+    spot = make_node("spot", labels={spot_key: "true", "e2e.spotshift.io/test": label})["metadata"]["name"]
+    config = classes_config(tmp_path / "config.yaml", spot_key, od_key)
+
+    # KUBECONFIG names the control plane as its current context.
+    done = kubectl(
+        control_plane, "spotshift", "plan", f"--config={config}", "-o", "json", kubeconfig=control_plane.kubeconfig
+    )
+    assert done.returncode == 0, done.stderr
+    doc = orjson.loads(done.stdout)
+    assert doc["drained"] == [od]
+    assert sorted(m["pod"] for m in doc["moves"]) == sorted(f"{namespace}/{p['metadata']['name']}" for p in pods)
+    assert {m["to"] for m in doc["moves"]} == {spot}
+
+    table = kubectl(control_plane, "spotshift", "plan", f"--config={config}", kubeconfig=control_plane.kubeconfig)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("1 of 1 on-demand nodes can be drained onto 1 spot nodes")
+
+    plans_of_the_chosen_context(control_plane, config, od, tmp_path)
 
     # The page, too: the same plan drawn, the drained node marked.
     page = tmp_path / "plan.html"

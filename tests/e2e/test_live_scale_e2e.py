@@ -1,7 +1,7 @@
 """spot-rescheduler on a cluster of 200 nodes and 6,000 pods, live: how it starts, and that it plans as a file does.
 
 A control plane of its own (the generated cluster is written through the API with every status, and the API
-server keeps an audit log of the rescheduler's requests: ``bench/livelab.py``, ``tests/e2e/cluster_load.py``):
+server keeps an audit log of the rescheduler's requests: ``bench/livelab.py``, ``tests/support/cluster_load.py``):
 
 - at start-up the rescheduler reads each kind with one paginated list (``limit``, then ``continue``) and one
   watch from the list's version, asks two discovery questions, and GETs no single object (a client that read
@@ -38,9 +38,9 @@ from livelab import (  # noqa: E402
 )
 
 from rescheduler.plan.labels import DrainLabel  # noqa: E402
-from tests.e2e.cluster_load import load  # noqa: E402
-from tests.e2e.controlplane import Binaries, ControlPlane  # noqa: E402
 from tests.support.cluster_gen import FULL, iter_items  # noqa: E402
+from tests.support.cluster_load import load  # noqa: E402
+from tests.support.controlplane import Binaries, ControlPlane  # noqa: E402
 
 NODES, PODS, SEED = 200, 6000, 1
 PAGE = 500  # the informers' page size (shared/kube/informer.py)

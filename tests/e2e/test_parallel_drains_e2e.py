@@ -8,7 +8,7 @@ could use the on-demand node being emptied; ``plan`` names it (``reasons[node]``
 ``summary["waiting_pods"]``) and the loop counts the nodes it holds in
 ``spotshift_rescheduler_nodes_held_back{control="waiting-pod"}``.
 
-The world of these tests is :mod:`tests.e2e.rescheduler_world`. A node "in flight" carries spotshift's drain
+The world of these tests is :mod:`tests.support.rescheduler_world`. A node "in flight" carries spotshift's drain
 mark (the taint, or the ``spotshift.io/drain-state`` annotation) and is not yet ``drained``. Pods annotated
 ``e2e.spotshift.io/ready-after`` turn Ready that many seconds after they run (the kubelet stand-in), so an
 eviction that a PodDisruptionBudget paces waits for the replacement before it; on-demand nodes carry a
@@ -33,9 +33,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.controlplane import ApiError, wait_for
-from tests.e2e.rescheduler_world import (
+from tests.support.controlplane import ApiError, wait_for
+from tests.support.rescheduler_world import (
     ROOT,
     STATE_ANNOTATION,
     TAINT_KEY,
@@ -44,14 +43,9 @@ from tests.e2e.rescheduler_world import (
     NodeWatcher,
     Rescheduler,
     World,
-    _names,
     command_env,
+    pod_nodes,
 )
-
-# The fixtures of rescheduler_world.py, found by pytest under these names.
-world = _world.world
-budgets = _world.budgets
-start = _world.start
 
 pytestmark = pytest.mark.e2e
 
@@ -239,7 +233,7 @@ def drain_all(world: World, start: Callable[..., Rescheduler], prefix: str, budg
         world.deployment(app, 2, annotations={"e2e.spotshift.io/ready-after": READY_AFTER}, tolerations=tolerate(app))
     for app in apps:
         placed = world.ready(app)
-        assert set(_names(placed).values()) == {ods[app]}, _names(placed)
+        assert set(pod_nodes(placed).values()) == {ods[app]}, pod_nodes(placed)
         # Made once its pods are Ready: the budget watcher reads every budget of the test from its start.
         world.pdb(app, app, maxUnavailable=1)
     for app in apps:
@@ -271,7 +265,7 @@ def drain_all(world: World, start: Callable[..., Rescheduler], prefix: str, budg
     for app in apps:
         pods = world.ready(app)
         assert len(pods) == 2 and all(ready(p) for p in pods), f"{app}: a pod was lost"
-        assert set(_names(pods).values()) <= set(spots), _names(pods)
+        assert set(pod_nodes(pods).values()) <= set(spots), pod_nodes(pods)
     assert marks.seen == set(ods.values()), "every node was seen in flight"
     assert {f"drained node {od}" for od in ods.values()} <= set(said(r, "drained node ")), r.tail()
     return Phase(seconds, most)
@@ -305,7 +299,7 @@ def test_a_pod_with_an_impossible_node_selector_holds_nothing(
     od = world.on_demand()
     world.deployment("web", 2)
     web = world.ready("web")
-    assert set(_names(web).values()) == {od}
+    assert set(pod_nodes(web).values()) == {od}
     spot = world.spot()
     nowhere = f"e2e.spotshift.io/nowhere-{world.label}"
     world.deployment("nowhere", 1, nodeSelector={"e2e.spotshift.io/test": world.label, nowhere: "true"})
@@ -317,7 +311,7 @@ def test_a_pod_with_an_impossible_node_selector_holds_nothing(
     wait_for(lambda: drained(world, od), timeout=120, what=f"{od} to be drained")
 
     moved = world.ready("web")
-    assert set(_names(moved).values()) == {spot} and not uids(moved) & uids(web)
+    assert set(pod_nodes(moved).values()) == {spot} and not uids(moved) & uids(web)
     still = world.plane.api.get(f"/api/v1/namespaces/{world.ns}/pods/{lost['metadata']['name']}")
     assert not still["spec"].get("nodeName") and unschedulable_condition(still), "it was pending all along"
     assert r.metric(HELD_BACK, WAITING_POD) in (None, 0.0)
@@ -369,7 +363,7 @@ def test_a_pending_pod_that_needs_the_spot_room_holds_the_drain(
     od = world.on_demand(allocatable={"cpu": "1"})
     world.deployment("web", 2, containers=app_container("300m"))
     web = world.ready("web")
-    assert set(_names(web).values()) == {od}
+    assert set(pod_nodes(web).values()) == {od}
     spot = world.spot(allocatable={"cpu": "1"})
     key = waiting_pod(world, "waiting", cpu="600m", nodeSelector={world.spot_key: "true"})
     config = world.config()
@@ -379,7 +373,7 @@ def test_a_pending_pod_that_needs_the_spot_room_holds_the_drain(
     world.plane.delete_pod(world.ns, "waiting")
     wait_for(lambda: drained(world, od), timeout=120, what=f"{od} to be drained once the pod is gone")
     moved = world.ready("web")
-    assert set(_names(moved).values()) == {spot} and not uids(moved) & uids(web)
+    assert set(pod_nodes(moved).values()) == {spot} and not uids(moved) & uids(web)
     wait_for(lambda: r.metric(HELD_BACK, WAITING_POD) == 0, timeout=30, what="the gauge to count no held node")
 
 
@@ -428,7 +422,7 @@ def test_a_pending_pod_that_could_use_the_emptied_node_holds_it(
     od = world.on_demand(allocatable={"cpu": "2"})
     world.deployment("web", 2, containers=app_container("300m"))
     web = world.ready("web")
-    assert set(_names(web).values()) == {od}
+    assert set(pod_nodes(web).values()) == {od}
     world.spot(allocatable={"cpu": "1"})
     world.plane.api.post(
         f"/api/v1/namespaces/{world.ns}/pods",
@@ -471,8 +465,8 @@ def test_a_job_waited_for_does_not_stop_another_drain(
     world.nodes.append(b)
     world.deployment("web-b", 1, tolerations=tolerate("b"))
     web_b = world.ready("web-b")
-    assert set(_names(web_a).values()) == {a} and report["spec"]["nodeName"] == a
-    assert set(_names(web_b).values()) == {b}
+    assert set(pod_nodes(web_a).values()) == {a} and report["spec"]["nodeName"] == a
+    assert set(pod_nodes(web_b).values()) == {b}
     spot = world.spot()
 
     config = world.config(disruption={"jobs": "wait", "job_timeout": "10m", "budgets": [{"nodes": "2"}]})
@@ -488,7 +482,7 @@ def test_a_job_waited_for_does_not_stop_another_drain(
     assert running["status"]["phase"] == "Running" and running["spec"]["nodeName"] == a
     assert uids(world.pods("web-a")) == uids(web_a), "nothing on A is evicted while its Job runs"
     moved_b = world.ready("web-b")
-    assert set(_names(moved_b).values()) == {spot}
+    assert set(pod_nodes(moved_b).values()) == {spot}
     wait_for(
         lambda: r.metric("spotshift_rescheduler_drains_in_flight") == 1, timeout=30, what="one drain in flight (A)"
     )
@@ -500,7 +494,7 @@ def test_a_job_waited_for_does_not_stop_another_drain(
     )
     wait_for(lambda: drained(world, a), timeout=120, what=f"{a} to be drained once its Job is done")
     moved_a = world.ready("web-a")
-    assert set(_names(moved_a).values()) == {spot} and not uids(moved_a) & uids(web_a)
+    assert set(pod_nodes(moved_a).values()) == {spot} and not uids(moved_a) & uids(web_a)
     finished = world.plane.api.get(f"/api/v1/namespaces/{world.ns}/pods/{report['metadata']['name']}")
     assert finished["status"]["phase"] == "Succeeded" and not finished["metadata"].get("deletionTimestamp")
     wait_for(lambda: r.metric("spotshift_rescheduler_drains_in_flight") == 0, timeout=30, what="no drain in flight")

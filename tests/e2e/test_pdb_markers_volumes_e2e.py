@@ -5,7 +5,7 @@ do-not-disrupt markers and volumes pinned to a zone keep their node.
   emptied onto spot one eviction at a time (the API server answers 429 while the budget is used and the
   evictor retries as the replacements become Ready; whether a 429 happens depends on how fast the
   replacement gets Ready, so the retry itself is asserted in ``tests/unit/test_drain.py``), and a watcher sees
-  ``currentHealthy >= desiredHealthy`` at every poll (the ``budgets`` fixture of ``rescheduler_world.py``).
+  ``currentHealthy >= desiredHealthy`` at every poll (the ``budgets`` fixture of ``tests/e2e/conftest.py``).
 * A pod annotated ``karpenter.sh/do-not-disrupt: "true"`` keeps its node.
 * A StatefulSet pod whose PersistentVolume is pinned to a zone with no spot node keeps its node under ``run``
   (the loop watches PersistentVolumes and claims; the unit tests show the same pod moving without them).
@@ -24,14 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import rescheduler_world as _base
-from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import BudgetWatcher, NodeWatcher, Rescheduler, World, _bind, _names
-
-# The fixtures of rescheduler_world.py, found by pytest under these names.
-world = _base.world
-budgets = _base.budgets
-start = _base.start
+from tests.support.controlplane import wait_for
+from tests.support.rescheduler_world import BudgetWatcher, NodeWatcher, Rescheduler, World, bind_pod, pod_nodes
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +38,7 @@ def test_three_pods_of_a_budget_allowing_one_disruption_are_moved_one_at_a_time(
     od = world.on_demand()
     world.deployment("web", 3)
     web = world.ready("web")
-    assert set(_names(web).values()) == {od}, _names(web)
+    assert set(pod_nodes(web).values()) == {od}, pod_nodes(web)
     spot = world.spot()
     world.pdb("web", "web", maxUnavailable=1)
     world.wait_pdb("web", allowed=1)
@@ -54,7 +48,7 @@ def test_three_pods_of_a_budget_allowing_one_disruption_are_moved_one_at_a_time(
     r.wait_logged("drained node", timeout=180)
 
     moved = world.pods("web")
-    assert len(moved) == 3 and all(p["spec"]["nodeName"] == spot for p in moved), _names(moved)
+    assert len(moved) == 3 and all(p["spec"]["nodeName"] == spot for p in moved), pod_nodes(moved)
     assert not {p["metadata"]["uid"] for p in moved} & before, "every pod was replaced"
     assert len(world.ready("web")) == 3
     assert r.metric("spotshift_rescheduler_evictions_total", '{result="evicted"}') == 3
@@ -184,7 +178,7 @@ def _db_keeps_its_node_under_run(world: World, start: Callable[..., Rescheduler]
     housekeeping cycles and neither drains nor marks ``od``."""
     _statefulset(world, "db", claim)
     wait_for(lambda: world.pods("db"), timeout=60, what="the StatefulSet's pod")
-    _bind(world, "db-0", od)
+    bind_pod(world, "db-0", od)
     wait_for(lambda: world.pods("db")[0].get("status", {}).get("phase") == "Running", timeout=60, what="db-0 to run")
     nodes = NodeWatcher(world.plane, [od])
     nodes.start()

@@ -1,7 +1,7 @@
 """The rescheduler's run loop against the real control plane: drains, refusals and dry-run.
 
 The world of these tests (the rescheduler as a subprocess, nodes and workloads of the test's own) is
-:mod:`tests.e2e.rescheduler_world`; SIGTERM, restart and leader election are in
+:mod:`tests.support.rescheduler_world`; SIGTERM, restart and leader election are in
 ``test_rescheduler_lifecycle_e2e.py``.
 
 Every test that lets the rescheduler act watches the namespace's PodDisruptionBudgets in a thread for the
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.rescheduler_world import (
+from tests.support.rescheduler_world import (
     STATE_ANNOTATION,
     TAINT_KEY,
     TAINT_VALUE,
@@ -29,15 +28,10 @@ from tests.e2e.rescheduler_world import (
     NodeWatcher,
     Rescheduler,
     World,
-    _cleanup_rbac,
-    _names,
-    _service_account_kubeconfig,
+    cleanup_rbac,
+    pod_nodes,
+    service_account_kubeconfig,
 )
-
-# The fixtures of rescheduler_world.py, found by pytest under these names.
-world = _world.world
-budgets = _world.budgets
-start = _world.start
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
@@ -51,26 +45,26 @@ def test_a_drainable_on_demand_node_is_emptied_and_its_pods_run_on_spot(
     od = world.on_demand()
     world.deployment("web", 1)
     world.deployment("api", 1)
-    assert {n for n in _names(world.ready("web")).values()} == {od}
-    assert {n for n in _names(world.ready("api")).values()} == {od}
+    assert {n for n in pod_nodes(world.ready("web")).values()} == {od}
+    assert {n for n in pod_nodes(world.ready("api")).values()} == {od}
     spot1 = world.spot()
     world.scale("web", 2)  # the new replica goes to the empty spot node (spread, spot preference)
     web = world.ready("web")
-    assert sorted(_names(web).values()) == sorted([od, spot1]), _names(web)
+    assert sorted(pod_nodes(web).values()) == sorted([od, spot1]), pod_nodes(web)
     spot2 = world.spot()
     world.pdb("web", "web", minAvailable=1)
     world.wait_pdb("web", allowed=1)
     before = {p["metadata"]["uid"] for p in world.pods("web") + world.pods("api")}
 
     suffix = world.label
-    kubeconfig = _service_account_kubeconfig(plane, world.ns, tmp_path, suffix)
+    kubeconfig = service_account_kubeconfig(plane, world.ns, tmp_path, suffix)
     try:
         # The shipped Role grants get/update on the shipped Lease name only (this namespace is the test's own).
         r = start(world.config(lease_name="spotshift-rescheduler"), kubeconfig=kubeconfig)
         r.wait_logged("drained node", timeout=120)
 
         moved = world.pods("web") + world.pods("api")
-        assert all(p["spec"]["nodeName"] in (spot1, spot2) for p in moved), _names(moved)
+        assert all(p["spec"]["nodeName"] in (spot1, spot2) for p in moved), pod_nodes(moved)
         assert len({p["metadata"]["uid"] for p in moved} - before) == 2, "one new pod per evicted pod"
         assert world.ready("web") and world.ready("api")
         node = world.node(od)
@@ -89,7 +83,7 @@ def test_a_drainable_on_demand_node_is_emptied_and_its_pods_run_on_spot(
         assert not [line for line in r.lines() if line.get("level") == "error"]
         assert not r.refused_by_rbac(), "RBAC refused a verb the loop uses"
     finally:
-        _cleanup_rbac(plane, suffix)
+        cleanup_rbac(plane, suffix)
 
 
 def test_a_node_whose_pdb_forbids_eviction_is_never_touched(
@@ -109,7 +103,7 @@ def test_a_node_whose_pdb_forbids_eviction_is_never_touched(
     time.sleep(5)  # several housekeeping cycles
 
     assert nodes.close() == {}
-    assert _names(world.pods("db")) == _names(db)
+    assert pod_nodes(world.pods("db")) == pod_nodes(db)
     assert {p["metadata"]["uid"] for p in world.pods("db")} == {p["metadata"]["uid"] for p in db}
     assert r.metric("spotshift_rescheduler_evictions_total", '{result="evicted"}') in (None, 0.0)
     assert r.metric("spotshift_rescheduler_drains_started_total") == 0
@@ -124,7 +118,7 @@ def test_a_pod_pinned_to_on_demand_keeps_its_node(
     world.deployment("free", 1)
     pinned = world.ready("pinned")
     free = world.ready("free")
-    assert _names(pinned)[pinned[0]["metadata"]["name"]] == od
+    assert pod_nodes(pinned)[pinned[0]["metadata"]["name"]] == od
     world.spot()
     nodes = NodeWatcher(world.plane, [od])
     nodes.start()

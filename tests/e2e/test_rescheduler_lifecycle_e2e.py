@@ -1,7 +1,7 @@
 """The rescheduler's process life against the real control plane: SIGTERM mid-drain, a restart after a crash,
 and two replicas electing one leader.
 
-The world of these tests is :mod:`tests.e2e.rescheduler_world`. Every test that lets the rescheduler act
+The world of these tests is :mod:`tests.support.rescheduler_world`. Every test that lets the rescheduler act
 watches the namespace's PodDisruptionBudgets in a thread for the whole test and fails if any budget's
 ``currentHealthy`` falls below its ``desiredHealthy``.
 """
@@ -14,21 +14,15 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e import rescheduler_world as _world
-from tests.e2e.controlplane import wait_for
-from tests.e2e.rescheduler_world import (
+from tests.support.controlplane import wait_for
+from tests.support.rescheduler_world import (
     STATE_ANNOTATION,
     BudgetWatcher,
     Rescheduler,
     World,
-    _bind,
-    _lease,
+    bind_pod,
+    read_lease,
 )
-
-# The fixtures of rescheduler_world.py, found by pytest under these names.
-world = _world.world
-budgets = _world.budgets
-start = _world.start
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +38,7 @@ def _held_world(world: World) -> tuple[str, str]:
     world.deployment("held", 2, schedulerName=f"held-{world.label}", nodeSelector={})
     wait_for(lambda: len(world.pods("held")) == 2, timeout=60, what="the held pods to be created")
     for p in world.pods("held"):
-        _bind(world, p["metadata"]["name"], od)
+        bind_pod(world, p["metadata"]["name"], od)
     world.ready("held")
     return od, spot
 
@@ -52,7 +46,7 @@ def _held_world(world: World) -> tuple[str, str]:
 def _bind_pending(world: World, app: str, node: str) -> None:
     for p in world.pods(app):
         if not p["spec"].get("nodeName"):
-            _bind(world, p["metadata"]["name"], node)
+            bind_pod(world, p["metadata"]["name"], node)
 
 
 def _evictions_started(world: World, od: str) -> bool:
@@ -73,7 +67,7 @@ def test_sigterm_mid_drain_leaves_no_taint_and_no_lost_pod(
     assert world.our_taints(od) == []
     assert STATE_ANNOTATION not in (world.node(od)["metadata"].get("annotations") or {})
     assert r.logged("interrupted")
-    lease = _lease(world.plane, world.ns, f"rescheduler-{world.label}")
+    lease = read_lease(world.plane, world.ns, f"rescheduler-{world.label}")
     assert lease is not None and lease["spec"].get("holderIdentity", "") == "", "the lease is released on SIGTERM"
     assert len(world.pods("held")) == 2, "the ReplicaSet replaced every evicted pod"
     _bind_pending(world, "held", spot)
@@ -128,13 +122,13 @@ def test_two_replicas_elect_one_leader_and_hand_over_on_shutdown(
     leader, follower = wait_for(one_leader, timeout=60, what="exactly one leader")
     time.sleep(5)  # it stays that way over several renewals
     assert one_leader() == (leader, follower)
-    lease = _lease(world.plane, world.ns, lease_name)
+    lease = read_lease(world.plane, world.ns, lease_name)
     assert lease is not None and lease["spec"]["holderIdentity"].startswith(leader.name + "_")
     assert leader.logged("plan:") and not follower.logged("plan:"), "only the leader plans and acts"
 
     leader.signal(signal.SIGTERM)
     assert leader.wait(30) == 0
     wait_for(lambda: follower.metric("spotshift_rescheduler_leader") == 1.0, timeout=15, what="the follower to lead")
-    lease = _lease(world.plane, world.ns, lease_name)
+    lease = read_lease(world.plane, world.ns, lease_name)
     assert lease is not None and lease["spec"]["holderIdentity"].startswith(follower.name + "_")
     assert lease["spec"]["leaseTransitions"] >= 1

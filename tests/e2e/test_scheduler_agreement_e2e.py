@@ -44,7 +44,7 @@ from shared.fit import fits
 from shared.fit_reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ERR_INSUFFICIENT, ERR_SPREAD, Reason
 from shared.snapshot import ClusterSnapshot
 from shared.switches import for_version_info
-from tests.e2e.controlplane import ControlPlane, wait_for
+from tests.support.controlplane import ControlPlane, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 

@@ -41,8 +41,8 @@ from shared.fit_reasons import InsufficientResource, Reason
 from shared.model import Pod
 from shared.snapshot import ClusterSnapshot
 from shared.switches import Switches, for_version_info
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.controlplane.process import k8s_version, releases
+from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.controlplane.process import k8s_version, releases
 from tests.support.scheduling_cases import Case, fit_error_counts, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]

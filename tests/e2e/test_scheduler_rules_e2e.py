@@ -25,11 +25,11 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.e2e.controlplane import ControlPlane, wait_for
-from tests.e2e.controlplane.process import k8s_version
-from tests.e2e.extender_server import ExtenderProcess
-from tests.e2e.rescheduler_world import NodeWatcher, World, _unschedulable, command_env
-from tests.e2e.rescheduler_world import Rescheduler as RunProcess
+from tests.support.controlplane import ControlPlane, wait_for
+from tests.support.controlplane.process import k8s_version
+from tests.support.extender_server import ExtenderProcess
+from tests.support.rescheduler_world import NodeWatcher, World, command_env
+from tests.support.rescheduler_world import Rescheduler as RunProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
@@ -37,13 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/app:1"
 NodeFactory = Callable[..., dict[str, Any]]
 MINOR = k8s_version().rsplit(".", 1)[0]
-
-
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> World:
-    # A pending pod is planned first and may hold a node it could use: let earlier tests' leftovers go first.
-    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    return World(control_plane, namespace, make_node, tmp_path)
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.controlplane import ApiError, ControlPlane, issue_cert, make_ca, wait_for
-from tests.e2e.controlplane.process import k8s_version
+from tests.support.controlplane import ApiError, ControlPlane, issue_cert, make_ca, wait_for
+from tests.support.controlplane.process import k8s_version
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from extender.certs import main as spot_certs
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.extender_server import ROOT, ExtenderProcess
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.extender_server import ROOT, ExtenderProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 

@@ -100,66 +100,106 @@ def _cond(kind: str, status: str, reason: str = "") -> dict[str, Any]:
     return c
 
 
+def _pod_spec_defaults() -> dict[str, Any]:
+    """The pod spec fields the API server defaults, as it writes them."""
+    return {
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "securityContext": {},
+        "serviceAccount": "default",
+        "serviceAccountName": "default",
+        "terminationGracePeriodSeconds": 30,
+    }
+
+
+def _node_labels(name: str, zone: str, type_name: str) -> dict[str, str]:
+    """The labels EKS gives every node of an instance type in a zone of eu-west-1."""
+    return {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": type_name,
+        "beta.kubernetes.io/os": "linux",
+        "failure-domain.beta.kubernetes.io/region": "eu-west-1",
+        "failure-domain.beta.kubernetes.io/zone": zone,
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name.split(".")[0],
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": type_name,
+        "topology.kubernetes.io/region": "eu-west-1",
+        "topology.kubernetes.io/zone": zone,
+    }
+
+
+def _node_status(
+    name: str, ip: str, allocatable: dict[str, str], capacity: dict[str, str], ready: bool
+) -> dict[str, Any]:
+    """A node's status as an EKS kubelet reports it."""
+    return {
+        "addresses": [{"address": ip, "type": "InternalIP"}, {"address": name, "type": "Hostname"}],
+        "allocatable": allocatable,
+        "capacity": capacity,
+        "conditions": [
+            _cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            _cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            _cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+            _cond("Ready", "True" if ready else "Unknown", "KubeletReady" if ready else "NodeStatusUnknown"),
+        ],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "containerRuntimeVersion": "containerd://1.7.11",
+            "kernelVersion": "5.10.215-203.850.amzn2.x86_64",
+            "kubeProxyVersion": "v1.29.3-eks-ae9a62a",
+            "kubeletVersion": "v1.29.3-eks-ae9a62a",
+            "operatingSystem": "linux",
+            "osImage": "Amazon Linux 2",
+        },
+    }
+
+
+def _owner_reference(kind: str, name: str) -> dict[str, Any]:
+    """The controller reference of a generated pod to its workload."""
+    return {
+        "apiVersion": "batch/v1" if kind == "Job" else "apps/v1",
+        "blockOwnerDeletion": True,
+        "controller": True,
+        "kind": kind,
+        "name": name,
+        "uid": f"owner-{name}",
+    }
+
+
+def _pending_status() -> dict[str, Any]:
+    """The status of a pod kube-scheduler found no node for."""
+    return {
+        "conditions": [
+            {
+                "lastProbeTime": None,
+                "lastTransitionTime": TIMESTAMP,
+                "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                "reason": "Unschedulable",
+                "status": "False",
+                "type": "PodScheduled",
+            }
+        ],
+        "phase": "Pending",
+        "qosClass": "Burstable",
+    }
+
+
 class Objects:
     """JSON builders for the generator (``rng``, ``f`` (the features) and ``next_uid``/``suffix`` come from it)."""
 
     rng: random.Random
 
     def node_json(self, i: int, zone: str, itype: tuple[Any, ...], cls: str) -> dict[str, Any]:
-        rng, f = self.rng, self.f
+        rng = self.rng
         type_name, cpus, cpu_spellings, mem_spellings, max_pods = itype
         cpu = rng.choice(cpu_spellings)
         mem = rng.choice(mem_spellings)
         name = f"ip-10-{i // 65536}-{(i // 256) % 256}-{i % 256}.eu-west-1.compute.internal"
-        labels = {
-            "beta.kubernetes.io/arch": "amd64",
-            "beta.kubernetes.io/instance-type": type_name,
-            "beta.kubernetes.io/os": "linux",
-            "failure-domain.beta.kubernetes.io/region": "eu-west-1",
-            "failure-domain.beta.kubernetes.io/zone": zone,
-            "kubernetes.io/arch": "amd64",
-            "kubernetes.io/hostname": name.split(".")[0],
-            "kubernetes.io/os": "linux",
-            "node.kubernetes.io/instance-type": type_name,
-            "topology.kubernetes.io/region": "eu-west-1",
-            "topology.kubernetes.io/zone": zone,
-        }
+        labels = _node_labels(name, zone, type_name)
         taints: list[dict[str, str]] = []
         node = GenNode(name, cls, zone, milli(cpu), to_bytes(mem), int(max_pods))
-        unschedulable = False
-        ready = True
-        if cls == "control-plane":
-            labels["node-role.kubernetes.io/control-plane"] = ""
-            taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
-            node.target_ok = False
-        elif cls == "spot":
-            labels[SPOT_LABEL[0]] = SPOT_LABEL[1]
-            labels["karpenter.sh/nodepool"] = "spot-tainted" if rng.random() < f.tainted_spot_pools else "spot"
-            if labels["karpenter.sh/nodepool"] == "spot-tainted":
-                taints.append(dict(SPOT_TAINT))
-                node.tainted = True
-            if rng.random() < f.reclaimed:
-                node.target_ok = False
-                kind = rng.choice(("itn", "cordon", "notready", "autoscaler"))
-                if kind == "itn":
-                    taints.append({"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"})
-                elif kind == "cordon":
-                    unschedulable = True
-                    taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-                elif kind == "notready":
-                    ready = False
-                    taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
-                else:
-                    taints.append(
-                        {"key": "ToBeDeletedByClusterAutoscaler", "value": "1715677964", "effect": "NoSchedule"}
-                    )
-        else:
-            labels[ON_DEMAND_LABEL[0]] = ON_DEMAND_LABEL[1]
-            labels["karpenter.sh/nodepool"] = "on-demand"
-            if itype is GPU_INSTANCE:
-                node.gpu = 1
-                labels["karpenter.sh/nodepool"] = "gpu"
-                taints.append({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"})
+        unschedulable, ready = self._node_class(node, itype, labels, taints)
         self.nodes.append(node)
         self.by_class[cls].append(node)
         allocatable = {"cpu": cpu, "ephemeral-storage": "95551679124", "memory": mem, "pods": max_pods}
@@ -172,12 +212,13 @@ class Objects:
             spec["taints"] = taints
         if unschedulable:
             spec["unschedulable"] = True
+        ip = f"10.{i // 65536}.{(i // 256) % 256}.{i % 256}"
         return {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "annotations": {
-                    "alpha.kubernetes.io/provided-node-ip": f"10.{i // 65536}.{(i // 256) % 256}.{i % 256}",
+                    "alpha.kubernetes.io/provided-node-ip": ip,
                     "node.alpha.kubernetes.io/ttl": "0",
                     "volumes.kubernetes.io/controller-managed-attach-detach": "true",
                 },
@@ -188,30 +229,52 @@ class Objects:
                 "uid": self.next_uid(),
             },
             "spec": spec,
-            "status": {
-                "addresses": [
-                    {"address": f"10.{i // 65536}.{(i // 256) % 256}.{i % 256}", "type": "InternalIP"},
-                    {"address": name, "type": "Hostname"},
-                ],
-                "allocatable": allocatable,
-                "capacity": capacity,
-                "conditions": [
-                    _cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                    _cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-                    _cond("PIDPressure", "False", "KubeletHasSufficientPID"),
-                    _cond("Ready", "True" if ready else "Unknown", "KubeletReady" if ready else "NodeStatusUnknown"),
-                ],
-                "nodeInfo": {
-                    "architecture": "amd64",
-                    "containerRuntimeVersion": "containerd://1.7.11",
-                    "kernelVersion": "5.10.215-203.850.amzn2.x86_64",
-                    "kubeProxyVersion": "v1.29.3-eks-ae9a62a",
-                    "kubeletVersion": "v1.29.3-eks-ae9a62a",
-                    "operatingSystem": "linux",
-                    "osImage": "Amazon Linux 2",
-                },
-            },
+            "status": _node_status(name, ip, allocatable, capacity, ready),
         }
+
+    def _node_class(
+        self, node: GenNode, itype: tuple[Any, ...], labels: dict[str, str], taints: list[dict[str, str]]
+    ) -> tuple[bool, bool]:
+        """Add the labels and taints of the node's class (and, for a spot node, perhaps a reclaim) to ``labels``
+        and ``taints``; (unschedulable, ready)."""
+        if node.cls == "control-plane":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
+            node.target_ok = False
+        elif node.cls == "spot":
+            labels[SPOT_LABEL[0]] = SPOT_LABEL[1]
+            labels["karpenter.sh/nodepool"] = (
+                "spot-tainted" if self.rng.random() < self.f.tainted_spot_pools else "spot"
+            )
+            if labels["karpenter.sh/nodepool"] == "spot-tainted":
+                taints.append(dict(SPOT_TAINT))
+                node.tainted = True
+            if self.rng.random() < self.f.reclaimed:
+                node.target_ok = False
+                return self._reclaim(taints)
+        else:
+            labels[ON_DEMAND_LABEL[0]] = ON_DEMAND_LABEL[1]
+            labels["karpenter.sh/nodepool"] = "on-demand"
+            if itype is GPU_INSTANCE:
+                node.gpu = 1
+                labels["karpenter.sh/nodepool"] = "gpu"
+                taints.append({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"})
+        return False, True
+
+    def _reclaim(self, taints: list[dict[str, str]]) -> tuple[bool, bool]:
+        """One of the ways a spot node is being reclaimed, added to ``taints``; (unschedulable, ready)."""
+        kind = self.rng.choice(("itn", "cordon", "notready", "autoscaler"))
+        if kind == "itn":
+            taints.append({"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"})
+        elif kind == "cordon":
+            taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+            return True, True
+        elif kind == "notready":
+            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+            return False, False
+        else:
+            taints.append({"key": "ToBeDeletedByClusterAutoscaler", "value": "1715677964", "effect": "NoSchedule"})
+        return False, True
 
     # --- pods --------------------------------------------------------------------------------------
 
@@ -245,31 +308,10 @@ class Objects:
         if annotations:
             meta["annotations"] = annotations
         if owner is not None:
-            meta["ownerReferences"] = [
-                {
-                    "apiVersion": "batch/v1" if owner[0] == "Job" else "apps/v1",
-                    "blockOwnerDeletion": True,
-                    "controller": True,
-                    "kind": owner[0],
-                    "name": owner[1],
-                    "uid": f"owner-{owner[1]}",
-                }
-            ]
+            meta["ownerReferences"] = [_owner_reference(*owner)]
         meta["resourceVersion"] = str(500000 + self.pods_made)
         meta["uid"] = self.next_uid()
-        all_volumes = list(volumes or ())
-        all_volumes.append(
-            {
-                "name": f"kube-api-access-{self.suffix()}",
-                "projected": {
-                    "defaultMode": 420,
-                    "sources": [
-                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                        {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}},
-                    ],
-                },
-            }
-        )
+        all_volumes = [*(volumes or ()), self._api_access_volume()]
         spec: dict[str, Any] = {}
         if affinity:
             spec["affinity"] = affinity
@@ -284,63 +326,59 @@ class Objects:
         spec["priority"] = priority
         if priority_class:
             spec["priorityClassName"] = priority_class
-        spec["restartPolicy"] = "Always"
-        spec["schedulerName"] = "default-scheduler"
-        spec["securityContext"] = {}
-        spec["serviceAccount"] = "default"
-        spec["serviceAccountName"] = "default"
-        spec["terminationGracePeriodSeconds"] = 30
+        spec.update(_pod_spec_defaults())
         spec["tolerations"] = tolerations
         if spread:
             spec["topologySpreadConstraints"] = spread
         spec["volumes"] = all_volumes
-        if phase == "Pending":
-            status: dict[str, Any] = {
-                "conditions": [
-                    {
-                        "lastProbeTime": None,
-                        "lastTransitionTime": TIMESTAMP,
-                        "message": "0/3 nodes are available: 3 Insufficient cpu.",
-                        "reason": "Unschedulable",
-                        "status": "False",
-                        "type": "PodScheduled",
-                    }
-                ],
-                "phase": "Pending",
-                "qosClass": "Burstable",
-            }
-        else:
-            ok = "True" if phase == "Running" else "False"
-            status = {
-                "conditions": [
-                    _cond("Initialized", "True"),
-                    _cond("Ready", ok),
-                    _cond("ContainersReady", ok),
-                    _cond("PodScheduled", "True"),
-                ],
-                "containerStatuses": [
-                    {
-                        "containerID": f"containerd://{self.uid:064x}",
-                        "image": c["image"],
-                        "imageID": c["image"] + "@sha256:" + "ab" * 32,
-                        "lastState": {},
-                        "name": c["name"],
-                        "ready": phase == "Running",
-                        "restartCount": 0,
-                        "started": phase == "Running",
-                        "state": {"running": {"startedAt": TIMESTAMP}}
-                        if phase == "Running"
-                        else {"terminated": {"exitCode": 0, "reason": "Completed"}},
-                    }
-                    for c in containers
-                ],
-                "hostIP": "10.0.0.1",
-                "phase": phase,
-                "podIP": f"10.1.{(self.pods_made // 256) % 256}.{self.pods_made % 256}",
-                "qosClass": "Burstable",
-                "startTime": TIMESTAMP,
-            }
+        status = _pending_status() if phase == "Pending" else self._started_status(phase, containers)
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+    def _api_access_volume(self) -> dict[str, Any]:
+        """The projected service-account token volume the API server adds to every pod."""
+        return {
+            "name": f"kube-api-access-{self.suffix()}",
+            "projected": {
+                "defaultMode": 420,
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}},
+                ],
+            },
+        }
+
+    def _started_status(self, phase: str, containers: list[dict[str, Any]]) -> dict[str, Any]:
+        """The status of a pod a kubelet started: Running, or Succeeded/Failed with its containers terminated."""
+        ok = "True" if phase == "Running" else "False"
+        return {
+            "conditions": [
+                _cond("Initialized", "True"),
+                _cond("Ready", ok),
+                _cond("ContainersReady", ok),
+                _cond("PodScheduled", "True"),
+            ],
+            "containerStatuses": [
+                {
+                    "containerID": f"containerd://{self.uid:064x}",
+                    "image": c["image"],
+                    "imageID": c["image"] + "@sha256:" + "ab" * 32,
+                    "lastState": {},
+                    "name": c["name"],
+                    "ready": phase == "Running",
+                    "restartCount": 0,
+                    "started": phase == "Running",
+                    "state": {"running": {"startedAt": TIMESTAMP}}
+                    if phase == "Running"
+                    else {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                }
+                for c in containers
+            ],
+            "hostIP": "10.0.0.1",
+            "phase": phase,
+            "podIP": f"10.1.{(self.pods_made // 256) % 256}.{self.pods_made % 256}",
+            "qosClass": "Burstable",
+            "startTime": TIMESTAMP,
+        }
 
     def container(
         self, name: str, image: str, cpu: str, mem: str, ports: list[dict[str, Any]] | None = None

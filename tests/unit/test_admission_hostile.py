@@ -20,7 +20,7 @@ from extender.admission import (
 )
 from extender.errors import InvalidRequest
 from tests.builders import Json, expr, override
-from tests.unit.admission_builders import AKS_TOLERATION, DEFAULT, NOT_READY, make_pod, review, term
+from tests.builders.admission import AKS_TOLERATION, DEFAULT, NOT_READY, make_pod, review, term
 
 # --- hostile and malformed input --------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from extender.admission import (
     mutate_pod,
 )
 from tests.builders import expr
-from tests.unit.admission_builders import (
+from tests.builders.admission import (
     AKS_TOLERATION,
     DEFAULT,
     KARPENTER_TERM,

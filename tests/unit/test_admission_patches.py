@@ -1,7 +1,7 @@
 """The webhook's JSON patches: RFC 6901 escaping, appending without replacing, parents created only where
 missing, and nothing added when the mutation is already there (a webhook may be invoked again).
 
-Each patch is applied with the strict applier of :mod:`tests.unit.admission_builders` and the result checked
+Each patch is applied with the strict applier of :mod:`tests.builders.admission` and the result checked
 as a pod.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from extender.admission import PATCH_PREFERRED_AFFINITY, SKIP_ALREADY_PRESENT, MutationPolicy, mutate_pod
 from extender.patches import Patch, escape, pointer
 from tests.builders import expr
-from tests.unit.admission_builders import (
+from tests.builders.admission import (
     AKS,
     AKS_TOLERATION,
     DEFAULT,

@@ -14,7 +14,7 @@ import pytest
 from extender.admission import SKIP_EXCLUDED_NAMESPACE, MutationMemo, MutationPolicy, build_response, parse_review
 from extender.errors import InvalidRequest
 from tests.builders import expr
-from tests.unit.admission_builders import (
+from tests.builders.admission import (
     AKS,
     AKS_TOLERATION,
     DEFAULT,

@@ -18,7 +18,7 @@ from extender.admission import (
     mutate_pod,
 )
 from tests.builders import expr
-from tests.unit.admission_builders import DEFAULT, make_pod, policy, term
+from tests.builders.admission import DEFAULT, make_pod, policy, term
 
 # --- skip rules -------------------------------------------------------------------------------------------
 

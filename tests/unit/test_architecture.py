@@ -6,7 +6,7 @@
   keeps plans reproducible and testable without a cluster (docs/architecture.md).
 * The rest of ``rescheduler/`` outside the loop and the commands, folder by folder (:data:`FOLDERS`): the
   plan's renderings (``output/``) are pure as the plan is and read only the plan and ``shared/``; snapshot
-  reading (``snapshot/``) uses only ``shared/`` and the forked child of ``parallel/``, never the cluster, the
+  decoding (``decode/``) uses only ``shared/`` and the forked child of ``parallel/``, never the cluster, the
   plan, the loop or the commands; the forked work (``parallel/``) runs plan passes and uses nothing that acts
   on the cluster, reads snapshots or renders.
 * No import cycle among the project's modules (``shared``, ``extender``, ``rescheduler``): every module can

@@ -8,12 +8,10 @@ from pathlib import Path
 
 import orjson
 
-from tests.builders import api_list, node_json, owner, pod_json
+from tests.builders import ON_DEMAND, SPOT, api_list, node_json, owner, pod_json
 from tests.support.cluster_gen import DRAINABLE, generate, write_list
 from tests.unit.test_plan_cli import run
 
-SPOT = {"karpenter.sh/capacity-type": "spot"}
-ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 ALLOC = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 
 

@@ -31,7 +31,7 @@ from shared.fit import fits
 from shared.model import Pod
 from shared.placeholders import NODE_ANNOTATION, PLACEHOLDER_LABEL, POD_ANNOTATION, REQUEST_LABEL, is_placeholder
 from shared.snapshot import ClusterSnapshot
-from tests.unit.planner_builders import SPOT_TAINT, TOLERATE_SPOT, cluster, node, pod
+from tests.builders.planner import SPOT_TAINT, TOLERATE_SPOT, cluster, node, pod
 
 HOME = Config().namespace
 ON = replace(Config(), capacity=CapacityConfig(enabled=True))
@@ -399,7 +399,7 @@ def test_in_the_way_of_a_drain_are_its_own_placeholders_those_on_its_targets_and
 def test_the_movability_memo_answers_as_movability_and_forgets_when_the_budgets_selection_changes() -> None:
     from rescheduler.plan.capacity_needs import MovabilityMemo
     from shared.movable import movability
-    from tests.unit.movable_builders import pdb as budget
+    from tests.builders.movable import pdb as budget
 
     system = pod("dns", "od", ns="kube-system", app="dns")
     plain = pod("a", "od")

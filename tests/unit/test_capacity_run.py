@@ -1,4 +1,4 @@
-"""Capacity mode in the run loop, over the in-memory API server (tests/unit/fake_api.py): placeholders created,
+"""Capacity mode in the run loop, over the in-memory API server (tests/support/fake_api.py): placeholders created,
 followed, deleted; nothing of it with the mode off or in dry-run. The real control plane runs the same paths in
 tests/e2e/test_capacity_e2e.py."""
 
@@ -20,7 +20,7 @@ from rescheduler.run import Rescheduler, RunOptions
 from shared.config import CapacityConfig, Config
 from shared.kube.api import Kube
 from shared.placeholders import PLACEHOLDER_LABEL, REQUEST_LABEL
-from tests.unit.fake_api import FakeApiServer, namespace, node, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pod
 from tests.unit.test_run import fast
 
 BACKOFF = "spotshift.io/drain-backoff-until"

@@ -21,9 +21,9 @@ from cryptography import x509
 
 from extender.certs import (
     CertError,
-    _git_would_track,
     apply_secret,
     delete_secret,
+    git_would_track,
     main,
     patch_webhook_ca_bundle,
     service_dns_names,
@@ -151,7 +151,7 @@ def _git_work_tree() -> bool:
 @pytest.mark.skipif(not _git_work_tree(), reason="not a git work tree")
 def test_the_default_certs_directory_is_ignored_by_git() -> None:
     for name in ("ca.key", "tls.key", "tls.crt", "secret.yaml"):
-        assert not _git_would_track(ROOT / "certs" / name), name
+        assert not git_would_track(ROOT / "certs" / name), name
 
 
 @pytest.mark.skipif(not _git_work_tree(), reason="not a git work tree")

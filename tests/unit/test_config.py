@@ -20,7 +20,7 @@ from shared.config import (
     parse_duration,
 )
 from shared.model import Toleration
-from tests.unit.config_helpers import assert_one_sentence, error
+from tests.support.config_helpers import assert_one_sentence, error
 
 CONFIG_SOURCES = tuple(Path(__file__).resolve().parents[2] / "shared" / f for f in ("config.py", "config_sections.py"))
 

@@ -8,7 +8,7 @@ import pytest
 
 from shared.classes import Selector
 from shared.config import ConfigError, parse_config
-from tests.unit.config_helpers import error
+from tests.support.config_helpers import error
 
 
 @pytest.mark.parametrize(

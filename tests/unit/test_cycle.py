@@ -15,7 +15,7 @@ from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.records import Plan, Summary
 from shared.config import PDB_ALL_AT_ONCE, Config, parse_config
 from shared.snapshot import ClusterSnapshot
-from tests.unit.fake_api import node, pdb, pod
+from tests.support.fake_api import node, pdb, pod
 
 NOW = 1_700_000_000.0
 

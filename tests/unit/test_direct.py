@@ -18,7 +18,7 @@ from extender import direct
 from extender.app import EXTENDER_DEADLINE, ExtenderApp, create_app
 from extender.service import Answer
 from shared.config import Config
-from tests.unit.door_client import AppClient
+from tests.support.door_client import AppClient
 from tests.unit.test_extender_api import CLUSTER, NAMES, BrokenCache, FakeCache, pod, post_chunked
 
 BODY = orjson.dumps({"Pod": pod(), "Nodes": None, "NodeNames": NAMES})

@@ -22,7 +22,7 @@ import extender.direct
 from extender import direct
 from extender.app import EXTENDER_DEADLINE, ExtenderApp, create_app
 from shared.config import Config
-from tests.unit.door_client import AppClient
+from tests.support.door_client import AppClient
 from tests.unit.test_direct import go_request, split
 from tests.unit.test_extender_api import CLUSTER, NAMES, BrokenCache, FakeCache, pod
 

@@ -24,7 +24,7 @@ from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTAT
 from rescheduler.plan.labels import DrainLabel
 from shared.config import PDB_ALL_AT_ONCE, Config
 from shared.kube.api import Kube
-from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 KEY = "spotshift.io/draining"
 

@@ -14,7 +14,7 @@ from rescheduler.plan.labels import DrainLabel
 from rescheduler.plan.stay_reasons import Kind, StayReason
 from rescheduler.run import Rescheduler, RunOptions, default_planner
 from shared.config import Config, parse_config
-from tests.unit.fake_api import pod
+from tests.support.fake_api import pod
 from tests.unit.test_drain import KEY, Cluster, populate, taints
 from tests.unit.test_run import cluster as run_cluster
 from tests.unit.test_run import fast

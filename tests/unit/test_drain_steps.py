@@ -22,7 +22,7 @@ from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
 from shared.model import Pod
 from shared.placeholders import NODE_ANNOTATION, PLACEHOLDER_LABEL, REQUEST_LABEL
-from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pdb, pod
 from tests.unit.test_drain import Cluster, populate
 
 # --- one drain, step by step ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from rescheduler.plan.drain_marks import BACKOFF_UNTIL_ANNOTATION, STATE_ANNOTAT
 from rescheduler.plan.labels import DrainLabel
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config
-from tests.unit.fake_api import FakeApiServer, pod
+from tests.support.fake_api import FakeApiServer, pod
 from tests.unit.test_drain import Cluster, populate, taints
 from tests.unit.test_drain_steps import budgeted, not_ready_replacements, world
 

@@ -9,7 +9,7 @@ from rescheduler.cluster.evictor import EvictionResult, Evictor
 from rescheduler.metrics import Metrics
 from shared.kube.api import Kube
 from shared.model import Pod
-from tests.unit.fake_api import FakeApiServer, pdb, pod
+from tests.support.fake_api import FakeApiServer, pdb, pod
 
 
 class Clock:

@@ -17,11 +17,9 @@ from extender.app import create_app
 from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, PodPlacement, reduce_node
 from shared.config import Config, parse_config
 from shared.fit_reasons import ERR_RECLAIMED
-from tests.builders import Json, node_json, owner, pod_json, taint
-from tests.unit.door_client import AppClient, DoorResponse
+from tests.builders import ON_DEMAND, SPOT, Json, node_json, owner, pod_json, taint
+from tests.support.door_client import AppClient, DoorResponse
 
-SPOT = {"karpenter.sh/capacity-type": "spot"}
-ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 CONTROL_PLANE = {"node-role.kubernetes.io/control-plane": ""}
 
 

@@ -1,6 +1,6 @@
 """spot-extender reads the cluster's release from ``/version`` (extender/release.py over shared/kube/version.py).
 
-The project's own fake API server (:mod:`tests.unit.fake_api`) stands behind the transport boundary, as it does
+The project's own fake API server (:mod:`tests.support.fake_api`) stands behind the transport boundary, as it does
 for the rescheduler; the real HTTP transport is used once, against a port where nothing listens.
 """
 
@@ -15,7 +15,7 @@ import yaml
 from extender.release import read_release, read_release_over, release_sentence
 from shared.kube.api import Kube, Unavailable
 from shared.switches import STRICTEST, for_version
-from tests.unit.fake_api import FakeApiServer
+from tests.support.fake_api import FakeApiServer
 
 
 def said(kube: Kube) -> tuple[Any, str, bool]:

@@ -23,7 +23,7 @@ from shared.model import Pod
 from shared.selectors import parse_label_selector
 from shared.snapshot import ClusterSnapshot
 from tests import builders
-from tests.unit.interpod_builders import EA, node
+from tests.builders.interpod import EA, node
 
 LABELS = {"country": "Japan", "city": "Kyoto"}
 ASIA = {"region": "Asia"}

@@ -14,7 +14,7 @@ import pytest
 from shared.interpod import preferred_inter_pod_affinity_score
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot
-from tests.unit.interpod_builders import (
+from tests.builders.interpod import (
     NAMESPACES,
     RG_CHINA,
     RG_CHINA_AZ1,

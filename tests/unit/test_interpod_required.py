@@ -20,7 +20,7 @@ from shared.fit_reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANT
 from shared.interpod import check_inter_pod_affinity
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot
-from tests.unit.interpod_builders import (
+from tests.builders.interpod import (
     AA,
     EA,
     NAMESPACES,

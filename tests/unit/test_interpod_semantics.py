@@ -16,7 +16,7 @@ from shared.interpod import check_inter_pod_affinity, preferred_inter_pod_affini
 from shared.memo import SnapshotMemo
 from shared.model import Pod
 from shared.snapshot import ClusterSnapshot
-from tests.unit.interpod_builders import (
+from tests.builders.interpod import (
     AA,
     EA,
     NAMESPACES,

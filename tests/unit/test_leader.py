@@ -6,7 +6,7 @@ import pytest
 
 from rescheduler.cluster.leader import PROBLEM_WARNING_EVERY, LeaderElector, LeaseConfig
 from shared.kube.api import Kube
-from tests.unit.fake_api import FakeApiServer, namespace
+from tests.support.fake_api import FakeApiServer, namespace
 
 LEASE = "spotshift/spotshift-rescheduler"
 

@@ -42,7 +42,7 @@ from shared.movable import (
     movability,
 )
 from tests.builders import expr
-from tests.unit.movable_builders import (
+from tests.builders.movable import (
     CT,
     DEFAULT,
     block,

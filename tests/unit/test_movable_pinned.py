@@ -13,7 +13,7 @@ from shared.movable import (
     pinned_to_on_demand,
 )
 from tests.builders import expr
-from tests.unit.movable_builders import (
+from tests.builders.movable import (
     CT,
     DEFAULT,
     classes,

@@ -25,7 +25,7 @@ from shared.movable import (
     Outcome,
     movability,
 )
-from tests.unit.movable_builders import (
+from tests.builders.movable import (
     DEFAULT,
     block,
     config,

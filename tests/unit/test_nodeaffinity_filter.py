@@ -21,7 +21,7 @@ import pytest
 
 from shared.nodeaffinity import check_node_affinity, matches_node_selector_and_affinity
 from shared.selectors import parse_node_selector, parse_node_selector_term
-from tests.unit.nodeaffinity_builders import (
+from tests.builders.nodeaffinity import (
     H1,
     L1,
     MISMATCH,

@@ -19,8 +19,7 @@ import pytest
 from shared.model import Node, Pod
 from shared.nodeaffinity import check_node_affinity, matches_node_selector_and_affinity, preferred_affinity_score
 from shared.selectors import parse_node_selector
-from tests.scoring import default_normalize_score
-from tests.unit.nodeaffinity_builders import (
+from tests.builders.nodeaffinity import (
     H1,
     L1,
     NAME,
@@ -32,6 +31,7 @@ from tests.unit.nodeaffinity_builders import (
     required,
     term,
 )
+from tests.scoring import default_normalize_score
 
 # --- nodeaffinity_test.go TestPreferredSchedulingTermsScore -----------------------------------------------
 

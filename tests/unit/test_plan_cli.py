@@ -272,7 +272,7 @@ def test_a_live_plan_reads_the_api_servers_version_and_says_so(monkeypatch: pyte
     from rescheduler import cli
     from shared.kube import api as kube
     from shared.switches import STRICTEST, for_version
-    from tests.unit.fake_api import FakeApiServer
+    from tests.support.fake_api import FakeApiServer
 
     live = argparse.Namespace(snapshot=None, kubeconfig="k", context=None, kubernetes_version=None)
     for git_version, want, said in (

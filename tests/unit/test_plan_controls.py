@@ -16,8 +16,8 @@ from rescheduler.plan.records import DisruptionBudget
 from rescheduler.plan.stay_reasons import CONTROLS, Kind, control_of
 from shared.config import Config, parse_config
 from shared.model import Pod, Taint
+from tests.builders.planner import cluster, node, pod, snapshot_state
 from tests.support.plan_check import check_plan
-from tests.unit.planner_builders import cluster, node, pod, snapshot_state
 
 NOW = datetime.datetime(2026, 5, 4, 12, 0, tzinfo=datetime.UTC).timestamp()
 

@@ -20,16 +20,14 @@ import orjson
 import pytest
 
 from rescheduler.decode.reader import load_bytes
-from rescheduler.output.page import _json_for_script, page_data, render_html
+from rescheduler.output.page import json_for_script, page_data, render_html
 from rescheduler.plan.planner import plan
 from rescheduler.plan.stay_reasons import Kind
 from shared.config import Config, parse_config
 from shared.movable import BLOCK_NOT_SAFE_TO_EVICT
-from tests.builders import api_list, node_json, owner, pod_json
+from tests.builders import ON_DEMAND, SPOT, api_list, node_json, owner, pod_json
 
 ROOT = Path(__file__).resolve().parents[2]
-SPOT = {"karpenter.sh/capacity-type": "spot"}
-ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -138,7 +136,7 @@ def test_a_spot_node_younger_than_min_target_age_is_drawn_as_no_target_with_its_
 
 
 def test_embedded_json_cannot_close_its_script_element() -> None:
-    text = _json_for_script({"reason": "</script><script>alert(1)</script> & more"})
+    text = json_for_script({"reason": "</script><script>alert(1)</script> & more"})
     assert "<" not in text and ">" not in text and "&" not in text
     assert orjson.loads(text) == {"reason": "</script><script>alert(1)</script> & more"}
 

@@ -7,7 +7,7 @@ from typing import Any
 from rescheduler.plan.stay_reasons import Kind
 from rescheduler.plan.waiting import WAITING_LIMIT, release, reserve, waiting_pods
 from shared.model import Pod
-from tests.unit.planner_builders import DEFAULT, cluster, node, planned, pod, snapshot_state
+from tests.builders.planner import DEFAULT, cluster, node, planned, pod, snapshot_state
 
 
 def waiting(

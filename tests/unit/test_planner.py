@@ -17,12 +17,12 @@ import pytest
 from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.planner import PORTFOLIO, PUSHER, plan
 from shared.snapshot import ClusterSnapshot
+from tests.builders.planner import (
+    snapshot_state,
+)
 from tests.support.cluster_gen import DRAINABLE, FULL, generate
 from tests.support.plan_check import check_plan
 from tests.support.pusher import pusher_plan
-from tests.unit.planner_builders import (
-    snapshot_state,
-)
 
 # --- generated clusters ------------------------------------------------------------------------------------
 

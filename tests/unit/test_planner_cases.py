@@ -18,8 +18,7 @@ from shared.fit_reasons import ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY, ER
 from shared.model import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.movable import BLOCK_RESOURCE_CLAIMS
 from shared.switches import CURRENT, Switches, for_version
-from tests.support.pusher import pusher_plan
-from tests.unit.planner_builders import (
+from tests.builders.planner import (
     ALL_AT_ONCE,
     DEFAULT,
     ON_DEMAND,
@@ -33,6 +32,7 @@ from tests.unit.planner_builders import (
     pod,
     snapshot_state,
 )
+from tests.support.pusher import pusher_plan
 
 
 def test_a_movable_pod_moves_and_its_node_is_drained() -> None:

@@ -12,14 +12,14 @@ from rescheduler.plan.planner import PORTFOLIO, Plan, plan
 from shared.model import Node
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
-from tests.support.plan_check import check_plan
-from tests.unit.planner_builders import (
+from tests.builders.planner import (
     DEFAULT,
     cluster,
     node,
     pod,
     snapshot_state,
 )
+from tests.support.plan_check import check_plan
 
 
 def planned_for(snap: ClusterSnapshot, switches: Switches) -> Plan:

@@ -16,7 +16,7 @@ import pytest
 from extender.admission import mutate_pod
 from extender.probe import PROBE_POD, added_by_webhook, dry_run_create, main, report
 from shared.kube.api import Kube
-from tests.unit.admission_builders import apply_patch, policy
+from tests.builders.admission import apply_patch, policy
 
 
 def admitted(mode: str, **webhook: Any) -> dict[str, Any]:

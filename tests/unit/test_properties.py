@@ -29,7 +29,7 @@ from prometheus_client import REGISTRY
 from extender.app import create_app
 from shared.classes import PRESETS
 from shared.config import WEBHOOK_MODES, Config, parse_config
-from tests.unit.door_client import AppClient
+from tests.support.door_client import AppClient
 from tests.unit.test_extender_api import CLUSTER, FakeCache
 
 REQUESTS_PER_ENDPOINT = 10_000

@@ -18,7 +18,7 @@ from tools.gen_reference import (
     EXAMPLES,
     METRICS_BEGIN,
     METRICS_PAGE,
-    _check_example,
+    check_example,
     metric_families,
     settings,
     updated_config_page,
@@ -62,14 +62,14 @@ def test_every_exported_metric_is_in_the_metrics_page() -> None:
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES))
 def test_each_example_is_accepted_by_the_loader(path: str) -> None:
-    _check_example(path, EXAMPLES[path])
+    check_example(path, EXAMPLES[path])
 
 
 def test_a_wrong_example_would_be_caught() -> None:
     from shared.config import ConfigError
 
     with pytest.raises(ConfigError):
-        _check_example("webhook.weight", "150")
+        check_example("webhook.weight", "150")
 
 
 def test_the_generator_script_is_where_the_pages_say() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from shared.model import Pod
 from shared.resources import check_resources
-from tests.unit.resources_builders import (
+from tests.builders.resources import (
     EXT_A,
     EXT_B,
     HUGE_A,

@@ -20,7 +20,7 @@ from shared.resources import (
     non_zero_requests,
 )
 from tests.builders import container
-from tests.unit.resources_builders import Mi
+from tests.builders.resources import Mi
 
 # --- PodRequests (component-helpers/resource/helpers_test.go) ------------------------------------
 

@@ -26,7 +26,7 @@ from shared.resources import check_resources
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from tests import builders
 from tests.builders import container
-from tests.unit.resources_builders import as_tuples
+from tests.builders.resources import as_tuples
 
 INFEASIBLE = {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
 DEFERRED = {"type": "PodResizePending", "status": "True", "reason": "Deferred"}

@@ -21,7 +21,7 @@ from shared.resources import (
 )
 from shared.snapshot import NodeInfo
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
-from tests.unit.resources_builders import (
+from tests.builders.resources import (
     EXT_A,
     EXT_B,
     HUGE_A,

@@ -33,7 +33,7 @@ from shared.kube.api import (
 )
 from shared.snapshot import ClusterSnapshot
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
-from tests.unit.fake_api import FakeApiServer, namespace, node, pdb, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pdb, pod
 
 # --- the command line ------------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any
 from rescheduler.run import Rescheduler, RunOptions
 from shared.fit_reasons import ERR_VOLUME_BIND_CONFLICT
 from shared.storage import StorageClass
-from tests.unit.fake_api import FakeApiServer, namespace, node, pod
+from tests.support.fake_api import FakeApiServer, namespace, node, pod
 from tests.unit.test_run import fast
 
 ZONE = "topology.kubernetes.io/zone"

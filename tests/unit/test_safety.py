@@ -16,7 +16,7 @@ from rescheduler.plan.safety import (
 )
 from shared.config import PDB_ALL_AT_ONCE, PDB_RATE_LIMIT
 from shared.model import PDB, Pod
-from tests.unit.fake_api import pdb, pod
+from tests.support.fake_api import pdb, pod
 
 
 def P(name: str, app: str = "web", **kw) -> Pod:

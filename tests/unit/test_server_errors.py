@@ -18,8 +18,8 @@ from prometheus_client import REGISTRY
 
 from extender.app import create_app
 from tests.builders import Json, pod_json
-from tests.unit.door_client import AppClient
-from tests.unit.servers import start_server, stop_server
+from tests.support.door_client import AppClient
+from tests.support.servers import start_server, stop_server
 
 LIMIT = 4 * 1024 * 1024
 

@@ -15,7 +15,7 @@ from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot
 from shared.spread import check_topology_spread
 from shared.switches import CURRENT, STRICTEST, Switches, for_version
-from tests.unit.spread_builders import (
+from tests.builders.spread import (
     MISSING,
     NIL,
     OK,

@@ -16,7 +16,7 @@ import pytest
 
 from shared.model import Node, Pod
 from shared.switches import for_version
-from tests.unit.spread_builders import (
+from tests.builders.spread import (
     BAR,
     FOO,
     MISSING,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.servers import Server, start_server, stop_server
+from tests.support.servers import Server, start_server, stop_server
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/net"), reason="reads connection owners from /proc")
 

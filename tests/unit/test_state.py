@@ -11,7 +11,7 @@ import pytest
 from rescheduler.cluster.watch_cache import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, PodPages, StateInformer
 from shared.kube.api import Kube
 from tests.support import cluster_gen
-from tests.unit.fake_api import FakeApiServer, node, pdb, pod
+from tests.support.fake_api import FakeApiServer, node, pdb, pod
 
 
 @pytest.fixture

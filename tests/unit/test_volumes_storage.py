@@ -23,7 +23,7 @@ from shared.snapshot import ClusterSnapshot
 from shared.storage import StorageClass
 from shared.volumes import check_volumes
 from tests import builders
-from tests.unit.planner_builders import cluster, node, planned
+from tests.builders.planner import cluster, node, planned
 
 IMMEDIATE = Reason(ERR_UNBOUND_IMMEDIATE_CLAIMS, ERR_UNBOUND_IMMEDIATE_CLAIMS, True)
 BIND_CONFLICT = Reason(ERR_VOLUME_BIND_CONFLICT, ERR_VOLUME_BIND_CONFLICT, True)

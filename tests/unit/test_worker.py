@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from extender.certs import write_bundle
-from tests.unit.servers import Server, start_server, stop_server
+from tests.support.servers import Server, start_server, stop_server
 from tests.unit.test_server_errors import review
 
 STALL = 2.0  # a stalled request waits for a client timeout (5-10 s here); an unstalled one takes milliseconds

@@ -17,8 +17,8 @@ import pytest
 
 from extender.app import create_app
 from shared.config import Config
-from tests.unit.door_client import AppClient
-from tests.unit.servers import Server, start_server, stop_server
+from tests.support.door_client import AppClient
+from tests.support.servers import Server, start_server, stop_server
 from tests.unit.test_extender_api import pod, post_chunked
 
 NAMES = [f"node-{i}" for i in range(200)]

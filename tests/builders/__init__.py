@@ -445,3 +445,31 @@ def snapshot(
         pvs=_parsed(pvs, PersistentVolume.from_api),
         pvcs=_parsed(pvcs, PersistentVolumeClaim.from_api),
     )
+
+
+# --- presets -------------------------------------------------------------------------------------------------
+
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+"""The node label Karpenter writes a node's capacity type to (``spot`` or ``on-demand``)."""
+SPOT = {CAPACITY_TYPE: "spot"}
+ON_DEMAND = {CAPACITY_TYPE: "on-demand"}
+WEB = {"app": "web"}
+"""The labels of the web pods :func:`web_pod` builds."""
+
+
+def spot_node(name: str = "spot-1", *, labels: Mapping[str, str] | None = None, **kw: Any) -> Node:
+    """A ready Karpenter spot node (``labels`` are added to the capacity-type label)."""
+    return node(name, labels={**SPOT, **(labels or {})}, **kw)
+
+
+def on_demand_node(name: str = "od-1", *, labels: Mapping[str, str] | None = None, **kw: Any) -> Node:
+    """A ready Karpenter on-demand node (``labels`` are added to the capacity-type label)."""
+    return node(name, labels={**ON_DEMAND, **(labels or {})}, **kw)
+
+
+def web_pod(name: str = "web-1", **kw: Any) -> Pod:
+    """A pod of the ``web`` ReplicaSet with ``app=web`` and one container requesting 100m CPU and 128Mi."""
+    kw.setdefault("labels", WEB)
+    kw.setdefault("owners", [owner("ReplicaSet", "web-5d8f", uid="web-rs")])
+    kw.setdefault("requests", {"cpu": "100m", "memory": "128Mi"})
+    return pod(name, **kw)

@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.controlplane import ApiError, ControlPlane, issue_cert, make_ca, wait_for
+from tests.support.controlplane import ApiError, ControlPlane, issue_cert, make_ca, wait_for
 
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1"
 HOLD_SECONDS = 28.0

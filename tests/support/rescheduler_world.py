@@ -5,8 +5,7 @@ Each test runs ``python -m rescheduler.cli run`` as a subprocess (exactly what t
 intervals and a configuration whose node classes are the test's own labels, so it only ever sees the nodes of
 that test as spot or on-demand (everything else is class "other": never a candidate, never a target).
 
-Test modules use the fixtures ``world``, ``budgets`` and ``start`` by binding them to the same names
-(``world = rescheduler_world.world``), so pytest finds them in the module.
+The fixtures ``world``, ``budgets`` and ``start`` of tests/e2e/conftest.py hand these to the tests.
 """
 
 from __future__ import annotations
@@ -19,16 +18,15 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 import yaml
 
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.cluster import free_ports
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 TAINT_KEY = "spotshift.io/draining"
@@ -201,14 +199,8 @@ class World:
         return out
 
 
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str, make_node: NodeFactory, tmp_path: Path) -> World:
-    # A pending pod is planned first and may hold a node it could use: let earlier tests' leftovers go first.
-    wait_for(lambda: not _unschedulable(control_plane), timeout=60, what="no unschedulable pods in the cluster")
-    return World(control_plane, namespace, make_node, tmp_path)
-
-
-def _unschedulable(plane: ControlPlane) -> list[str]:
+def unschedulable_names(plane: ControlPlane) -> list[str]:
+    """``namespace/name`` of every pod of the cluster that kube-scheduler found no node for."""
     out = []
     for p in plane.api.list("/api/v1/pods", fieldSelector="status.phase=Pending"):
         for c in (p.get("status") or {}).get("conditions") or []:
@@ -283,15 +275,6 @@ class NodeWatcher(threading.Thread):
         self.join(5)
         self.api.close()
         return {k: v for k, v in self.touched.items() if v}
-
-
-@pytest.fixture
-def budgets(control_plane: ControlPlane, namespace: str) -> Iterator[BudgetWatcher]:
-    watcher = BudgetWatcher(control_plane, namespace)
-    watcher.start()
-    yield watcher
-    violations = watcher.close()
-    assert violations == [], f"a PodDisruptionBudget fell below its minimum: {violations[:5]}"
 
 
 # --- the rescheduler process ---------------------------------------------------------------------------------
@@ -394,24 +377,7 @@ class Rescheduler:
         self._log.close()
 
 
-@pytest.fixture
-def start(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Rescheduler]]:
-    started: list[Rescheduler] = []
-
-    def run(config: Path, *extra: str, kubeconfig: Path | None = None, name: str = "r") -> Rescheduler:
-        log = tmp_path / f"rescheduler-{name}-{len(started)}.log"
-        r = Rescheduler(kubeconfig or control_plane.kubeconfig, config, log, *extra, name=name)
-        started.append(r)
-        return r
-
-    yield run
-    for r in started:
-        r.close()
-    for r in started:
-        print(f"--- rescheduler {r.name} log tail ---\n{r.tail(15)}")
-
-
-def _lease(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any] | None:
+def read_lease(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return plane.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
     except ApiError as error:
@@ -420,7 +386,7 @@ def _lease(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any] | N
         raise
 
 
-def _service_account_kubeconfig(plane: ControlPlane, namespace: str, tmp_path: Path, suffix: str) -> Path:
+def service_account_kubeconfig(plane: ControlPlane, namespace: str, tmp_path: Path, suffix: str) -> Path:
     """Apply deploy/base/rescheduler's RBAC (into this namespace) and a kubeconfig with that account's token."""
     base = ROOT / "deploy/base/rescheduler"
     docs = [d for f in ("rbac.yaml", "capacity-rbac.yaml") for d in yaml.safe_load_all((base / f).read_text())]
@@ -458,16 +424,18 @@ def _service_account_kubeconfig(plane: ControlPlane, namespace: str, tmp_path: P
     return path
 
 
-def _cleanup_rbac(plane: ControlPlane, suffix: str) -> None:
+def cleanup_rbac(plane: ControlPlane, suffix: str) -> None:
     for kind in ("clusterroles", "clusterrolebindings"):
         plane.api.delete_if_exists(f"/apis/rbac.authorization.k8s.io/v1/{kind}/spotshift-rescheduler-{suffix}")
 
 
-def _names(pods: list[dict[str, Any]]) -> dict[str, str]:
+def pod_nodes(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """Each pod's name and the node it is on ("" while it has none)."""
     return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
 
 
-def _bind(world: World, pod: str, node: str) -> None:
+def bind_pod(world: World, pod: str, node: str) -> None:
+    """Bind a pod of the world's namespace to a node, as kube-scheduler does."""
     world.plane.api.post(
         f"/api/v1/namespaces/{world.ns}/pods/{pod}/binding",
         {
@@ -477,3 +445,19 @@ def _bind(world: World, pod: str, node: str) -> None:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         },
     )
+
+
+def clear_workloads(plane: ControlPlane, namespace: str) -> None:
+    """Delete a namespace's Deployments, then its pods, and wait until both are gone.
+
+    The workloads go before the nodes do: a Deployment whose pods are deleted with their node makes them again,
+    Pending and unschedulable until the namespace is gone, and the next test would wait for that."""
+    api = plane.api
+    api.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments")
+    wait_for(
+        lambda: not list(api.list(f"/apis/apps/v1/namespaces/{namespace}/replicasets")),
+        timeout=30,
+        what=f"the ReplicaSets of namespace {namespace} to be gone",
+    )
+    api.delete(f"/api/v1/namespaces/{namespace}/pods", gracePeriodSeconds=0)
+    wait_for(lambda: not plane.pods(namespace), timeout=30, what=f"the pods of namespace {namespace} to be gone")

@@ -11,6 +11,7 @@ from rescheduler.plan.planner import Plan, plan
 from shared.config import PDB_ALL_AT_ONCE, Config
 from shared.model import PDB, Node, Pod
 from shared.snapshot import ClusterSnapshot
+from tests.builders import ON_DEMAND, SPOT
 from tests.support.plan_check import check_plan
 
 DEFAULT = Config()
@@ -28,8 +29,6 @@ def snapshot_state(snap: ClusterSnapshot) -> dict[str, Any]:
     }
 
 
-SPOT = {"karpenter.sh/capacity-type": "spot"}
-ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
 SPOT_TAINT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
 TOLERATE_SPOT = {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 

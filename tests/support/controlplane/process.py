@@ -4,7 +4,7 @@ Binaries come from tests/e2e/controlplane/build.sh, for the release :func:`k8s_v
 with them, the release's own pairing). Every process runs in its
 own process group and gets SIGKILL if the Python thread that started it dies (PR_SET_PDEATHSIG), so a crashed
 test run leaves no stray etcd or kube-* behind; :meth:`Component.stop` terminates the group and waits for it.
-:class:`~tests.e2e.controlplane.cluster.ControlPlane` puts them together.
+:class:`~tests.support.controlplane.cluster.ControlPlane` puts them together.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-RELEASES_FILE = Path(__file__).resolve().parent / "releases.env"
+RELEASES_FILE = Path(__file__).resolve().parents[2] / "e2e" / "controlplane" / "releases.env"
 VERSION_VARIABLE = "SPOTSHIFT_K8S_VERSION"
 
 BUILD_HINT = "bash tests/e2e/controlplane/build.sh"

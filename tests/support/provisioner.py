@@ -4,7 +4,7 @@ It watches (polls) one namespace for pending pods the scheduler found no node fo
 reason ``Unschedulable``) whose required node affinity names the test's spot label, and adds one Ready spot
 node that fits all of them, ``delay`` seconds after it first saw them; with ``mode="never"`` it never adds
 one (spot unavailable, quota), with ``mode="manual"`` only when the test calls :meth:`Provisioner.provision`.
-Every node it adds is a node of the test's :class:`~tests.e2e.rescheduler_world.World`, removed with it.
+Every node it adds is a node of the test's :class:`~tests.support.rescheduler_world.World`, removed with it.
 The delay is what is simulated (a cloud takes a while); no test waits on it: tests wait for observed state.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import requests
 
-from tests.e2e.controlplane import ApiError
-from tests.e2e.rescheduler_world import World
+from tests.support.controlplane import ApiError
+from tests.support.rescheduler_world import World
 
 
 def _cpu_millis(text: str) -> int:

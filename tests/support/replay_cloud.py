@@ -11,7 +11,7 @@ and the node provisioner of bench/churnlab/replay.py's trace, on the trace's clo
   :func:`bench.churnlab.provisioner.cheapest_nodes` chooses, joining ``PROVISION_DELAY`` later; a node with no pod
   bound for ``REMOVAL_DELAY`` is deleted.
 
-Every node is a kubelet stand-in node (tests/e2e/controlplane) labelled as the simulation's are (capacity type,
+Every node is a kubelet stand-in node (tests/support/controlplane) labelled as the simulation's are (capacity type,
 zone, instance type) plus the test's own label. The clock is trace time: ``(monotonic - t0) * COMPRESSION``.
 Each node's lifetime is recorded, so on-demand node-minutes are an exact integral of the nodes that existed.
 """
@@ -34,9 +34,9 @@ from shared.fit import fits
 from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
-from tests.e2e.controlplane import ApiError, ControlPlane, wait_for
-from tests.e2e.controlplane.kubelet import NOT_READY_TAINT
-from tests.e2e.provisioner import unschedulable
+from tests.support.controlplane import ApiError, ControlPlane, wait_for
+from tests.support.controlplane.kubelet import NOT_READY_TAINT
+from tests.support.provisioner import unschedulable
 
 TEST_LABEL = "e2e.spotshift.io/test"
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.controlplane.process import Binaries, BinariesMissing
+from tests.support.controlplane.process import Binaries, BinariesMissing
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_HINT = 'bash deploy/image/build.sh --base "$(bash deploy/image/base.sh)"'

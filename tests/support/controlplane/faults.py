@@ -1,4 +1,4 @@
-"""Faults for a running :class:`~tests.e2e.controlplane.cluster.ControlPlane`: kill, stop and restart its parts.
+"""Faults for a running :class:`~tests.support.controlplane.cluster.ControlPlane`: kill, stop and restart its parts.
 
 What a production control plane does to its clients now and then, made on demand: kube-apiserver killed and
 restarted (an upgrade, an OOM kill), down for some seconds, frozen (``SIGSTOP``: connections are accepted by
