@@ -33,8 +33,8 @@ from werkzeug.exceptions import HTTPException
 
 from extender import metrics
 from extender.admission import parse_review
-from extender.direct import DirectDoor
-from extender.errors import ExtenderError, InvalidRequest, PayloadTooLarge, RequestTimeout
+from extender.direct import DirectDoor, read_body
+from extender.errors import ExtenderError
 from extender.service import (
     DEFAULT_MAX_NODES,
     EXTENDER_DEADLINE,
@@ -101,27 +101,14 @@ def _send(answer: Answer) -> Response:
 
 
 def _read_body(limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes. Past the limit the answer is 413 and the connection is
-    closed: the rest of the body is never read (reading it to keep the connection would cost as much as
-    serving it)."""
-    length = request.content_length
-    if length is not None and length > limit:
-        g.close_connection = True
-        raise PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes")
+    """The request body, at most ``limit`` bytes (:func:`extender.direct.read_body`). When it is refused the
+    connection is closed: the rest of the body is never read (reading it to keep the connection would cost as
+    much as serving it)."""
     try:
-        data = request.stream.read(limit + 1)
-    except TimeoutError:
+        data = read_body(request.content_length, request.stream.read, limit)
+    except ExtenderError:
         g.close_connection = True
-        raise RequestTimeout("the request body stopped arriving before it was complete") from None
-    except Exception as e:  # a malformed chunked body, a client gone mid-body: the stream cannot go on
-        g.close_connection = True
-        raise InvalidRequest(f"the request body could not be read: {type(e).__name__}") from None
-    if len(data) > limit:
-        g.close_connection = True
-        raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
-    if length is not None and len(data) < length:
-        g.close_connection = True
-        raise InvalidRequest(f"the request body ended after {len(data)} of its {length} bytes")
+        raise
     g.body_read = True
     return data
 

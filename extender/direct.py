@@ -41,7 +41,7 @@ import orjson
 from extender.errors import ExtenderError, InvalidRequest, PayloadTooLarge, RequestTimeout
 from extender.service import Answer, Service, decode_extender_args, error_answer
 
-__all__ = ["MAX_HEAD", "PATHS", "DirectRequest", "DirectDoor", "parse", "http_response", "answer"]
+__all__ = ["MAX_HEAD", "PATHS", "DirectRequest", "DirectDoor", "parse", "http_response", "answer", "read_body"]
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class DirectDoor:
             response = http_response(refused, keep_alive, 405)
             return (response[: -len(refused)] if method == "HEAD" else response), keep_alive
         try:
-            body = _read_body(length, read, self.body_limit(path))
+            body = read_body(length, read, self.body_limit(path))
         except ExtenderError as e:
             refused_answer = error_answer(e)
             self.service.count(PATHS[path], refused_answer.status, started)
@@ -220,8 +220,10 @@ class DirectDoor:
         return http_response(decided.body, may_keep_alive, decided.status), may_keep_alive
 
 
-def _read_body(length: int | None, read: Callable[[int], bytes], limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes; past the limit it is refused (413) unread."""
+def read_body(length: int | None, read: Callable[[int], bytes], limit: int) -> bytes:
+    """The request body of ``Content-Length`` ``length`` (None: chunked or absent) read by ``read(n)``, at most
+    ``limit`` bytes: past the limit it is refused (413) unread, a body that stopped arriving is a 408, one that
+    cannot be read or ended short a 400. Both doors read bodies here."""
     if length is not None and length > limit:
         raise PayloadTooLarge(f"request body of {length} bytes is over the limit of {limit} bytes")
     try:
