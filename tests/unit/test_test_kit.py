@@ -1,8 +1,7 @@
 """The test kit's rules: tests/e2e/conftest.py is the one place the e2e fixtures are defined; the benchmarks, tools
 and the demo use tests.support and tests.builders only (the product no test code at all); no file imports another
-file's private name; no function outside rescheduler/ is longer than :data:`LIMIT` lines (rescheduler/ has its own,
-tighter rule in test_function_size.py). Each rule is a function of a source text, fed a bad one here to show it
-can fail.
+file's private name (the functions' lengths, everywhere, are test_function_size.py's). Each rule is a function of
+a source text, fed a bad one here to show it can fail.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ PROJECT = ("shared", "extender", "rescheduler", "tests", "bench", "tools", "demo
 PRODUCT = ("shared", "extender", "rescheduler")
 USERS_OF_THE_KIT = ("bench", "tools", "demo")
 KIT = ("tests.support", "tests.builders")
-LIMIT = 80
 
 
 def _files(*tops: str) -> list[Path]:
@@ -228,37 +226,9 @@ def test_dunder_names_and_other_libraries_privates_are_not_the_projects() -> Non
 # --- function length outside rescheduler/ ---------------------------------------------------------------------
 
 
-def long_functions(source: str, limit: int = LIMIT) -> list[tuple[str, int]]:
-    """The functions and methods of a source longer than ``limit`` lines (``def`` line to last line)."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            assert node.end_lineno is not None
-            length = node.end_lineno - node.lineno + 1
-            if length > limit:
-                out.append((node.name, length))
-    return out
-
-
-OUTSIDE_RESCHEDULER = [p for p in _files(*PROJECT) if p.relative_to(ROOT).parts[0] != "rescheduler"]
-
-
-@pytest.mark.parametrize("path", OUTSIDE_RESCHEDULER, ids=_relative)
-def test_no_function_outside_rescheduler_is_over_the_limit(path: Path) -> None:
-    file = _relative(path)
-    long = long_functions(path.read_text(encoding="utf-8"))
-    assert long == [], f"{file}: functions over {LIMIT} lines: {long}"
-
-
-def test_the_length_rule_finds_a_long_function() -> None:
-    body = "".join(f"    x{i} = {i}\n" for i in range(LIMIT))
-    assert long_functions(f"def f() -> None:\n{body}") == [("f", LIMIT + 1)]
-    assert long_functions(f"def f() -> None:\n{body[: -len('    x79 = 79') - 1]}") == []
-
-
 def test_the_walks_see_the_files() -> None:
     # Guards the rules above against a walk that finds nothing (a wrong root or pattern).
-    files = {_relative(p) for p in OUTSIDE_RESCHEDULER}
+    files = {_relative(p) for p in _files(*PROJECT)}
     assert {"tests/support/fake_api.py", "bench/drain_budget.py", "demo/stack.py", "tools/gen_reference.py"} <= files
     assert len(files) > 200
 
