@@ -58,17 +58,25 @@ from rescheduler.cluster.drain_queue import DrainQueue
 from rescheduler.cluster.events import DRAIN_HELD_BACK, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.listing import NODEPOOLS_PATH
 from rescheduler.cluster.marking import MarkReconciler, NodeMarker, clean_leftovers
 from rescheduler.cluster.node_backoff import NodeBackoff
 from rescheduler.cluster.rules import discover_switches
-from rescheduler.cluster.watch_cache import PDBS, WATCHES, ClusterState, StateInformer
+from rescheduler.cluster.watch_cache import (
+    NODEPOOLS,
+    PDBS,
+    WATCHES,
+    ClusterState,
+    StateInformer,
+    node_pools_access,
+)
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
-from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
+from rescheduler.metrics import HELD_BACK_CONTROLS, KARPENTER_REASONS, Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
 from rescheduler.plan.gate import reads_clock
 from rescheduler.plan.records import Plan
-from rescheduler.plan.stay_reasons import CONTROLS
+from rescheduler.plan.stay_reasons import CONTROLS, Kind
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.snapshot import ClusterSnapshot
@@ -258,10 +266,32 @@ class Rescheduler:
         kube = self.parts.kube
         self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
         watch = self.options.watch_timeout
-        for kind, path, query in ((PDBS, kube.pdb_path(), ()), *WATCHES):
+        watches = [(PDBS, kube.pdb_path(), ()), *WATCHES]
+        if self._watch_node_pools():
+            watches.append((NODEPOOLS, NODEPOOLS_PATH, ()))
+        for kind, path, query in watches:
             informer = StateInformer(kube, self.state, kind, path, threading.Event(), query=query, watch_timeout=watch)
             informer.start()
             self.parts.informers.append(informer)
+
+    def _watch_node_pools(self) -> bool:
+        """Whether to watch Karpenter's NodePools (``karpenter.defer_to_consolidation``, and served and readable).
+        Asked once: a cluster without Karpenter gets one line at start-up, RBAC refusing them one error, and the
+        planner then leaves every node of a NodePool alone (and ``nodes_left_to_karpenter`` counts them)."""
+        if not self.config.karpenter.defer_to_consolidation:
+            return False
+        access = node_pools_access(self.parts.kube)
+        if access is None:
+            self.state.watch_node_pools()
+            return True
+        if access == "absent":
+            log.info("no Karpenter NodePools served: every on-demand node is the rescheduler's")
+            return False
+        self.state.node_pools_problem = access
+        log.error(
+            "cannot read Karpenter's NodePools (%s): nodes labelled karpenter.sh/nodepool are not drained", access
+        )
+        return False
 
     def stop_informers(self) -> None:
         for informer in self.parts.informers:
@@ -540,6 +570,14 @@ class Planning:
         self.metrics.pods_pending.set(summary.pending_unschedulable)
         self._report_held(decision)
         self._report_waiting(summary.waiting_pods or {})
+        left = dict.fromkeys(KARPENTER_REASONS, 0)
+        for why in planned.plan.reasons.values():
+            if why.kind is Kind.KARPENTER_CONSOLIDATES:
+                left["consolidates"] += 1
+            elif why.kind is Kind.KARPENTER_UNREADABLE:
+                left["nodepools-unreadable"] += 1
+        for reason, n in left.items():
+            self.metrics.nodes_left_to_karpenter.labels(reason).set(n)
 
     def _report_held(self, decision: Decision) -> None:
         """The nodes held back on purpose: a gauge per control, and an Event on a node when the control holding
