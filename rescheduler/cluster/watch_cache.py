@@ -122,7 +122,7 @@ def node_pools_access(kube: Kube) -> str | None:
     except NotFound:
         return "absent"
     except Forbidden:
-        return f"forbidden: RBAC needs get, list and watch on nodepools.karpenter.sh ({NODEPOOLS_PATH})"
+        return f"forbidden: RBAC needs list and watch on nodepools.karpenter.sh ({NODEPOOLS_PATH})"
     return None
 
 
