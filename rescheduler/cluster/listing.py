@@ -153,7 +153,9 @@ def _list_node_pools(fetch: Fetch, reader: SnapshotReader, page_size: int) -> No
         reader.parts.node_pools.clear()
     except Refused:
         reader.parts.node_pools.clear()
-        reader.parts.node_pools_problem = f"forbidden: RBAC needs list and watch on nodepools.karpenter.sh ({NODEPOOLS_PATH})"
+        reader.parts.node_pools_problem = (
+            f"forbidden: RBAC needs list and watch on nodepools.karpenter.sh ({NODEPOOLS_PATH})"
+        )
 
 
 def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
