@@ -89,6 +89,7 @@ __all__ = [
     "Planning",
     "placeholder_owner",
     "leader_elector",
+    "watch_node_pools",
     "liveness_window",
     "PlanFunction",
     "add_run_arguments",
@@ -266,32 +267,11 @@ class Rescheduler:
         kube = self.parts.kube
         self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
         watch = self.options.watch_timeout
-        watches = [(PDBS, kube.pdb_path(), ()), *WATCHES]
-        if self._watch_node_pools():
-            watches.append((NODEPOOLS, NODEPOOLS_PATH, ()))
-        for kind, path, query in watches:
+        pools = ((NODEPOOLS, NODEPOOLS_PATH, ()),) if watch_node_pools(kube, self.state, self.config) else ()
+        for kind, path, query in ((PDBS, kube.pdb_path(), ()), *WATCHES, *pools):
             informer = StateInformer(kube, self.state, kind, path, threading.Event(), query=query, watch_timeout=watch)
             informer.start()
             self.parts.informers.append(informer)
-
-    def _watch_node_pools(self) -> bool:
-        """Whether to watch Karpenter's NodePools (``karpenter.defer_to_consolidation``, and served and readable).
-        Asked once: a cluster without Karpenter gets one line at start-up, RBAC refusing them one error, and the
-        planner then leaves every node of a NodePool alone (and ``nodes_left_to_karpenter`` counts them)."""
-        if not self.config.karpenter.defer_to_consolidation:
-            return False
-        access = node_pools_access(self.parts.kube)
-        if access is None:
-            self.state.watch_node_pools()
-            return True
-        if access == "absent":
-            log.info("no Karpenter NodePools served: every on-demand node is the rescheduler's")
-            return False
-        self.state.node_pools_problem = access
-        log.error(
-            "cannot read Karpenter's NodePools (%s): nodes labelled karpenter.sh/nodepool are not drained", access
-        )
-        return False
 
     def stop_informers(self) -> None:
         for informer in self.parts.informers:
@@ -464,6 +444,24 @@ class Rescheduler:
         if self.queue or reads_clock(self.config):
             return None
         return (version, tuple(sorted(g.excluded.items())), self.config, self.switches)
+
+
+def watch_node_pools(kube: Kube, state: ClusterState, config: Config) -> bool:
+    """Whether to watch Karpenter's NodePools (``karpenter.defer_to_consolidation``, and served and readable).
+    Asked once, at start-up: a cluster without Karpenter gets one line, RBAC refusing them one error, and the
+    planner then leaves every node of a NodePool alone (``nodes_left_to_karpenter`` counts them)."""
+    if not config.karpenter.defer_to_consolidation:
+        return False
+    access = node_pools_access(kube)
+    if access is None:
+        state.watch_node_pools()
+        return True
+    if access == "absent":
+        log.info("no Karpenter NodePools served: every on-demand node is the rescheduler's")
+        return False
+    state.node_pools_problem = access
+    log.error("cannot read Karpenter's NodePools (%s): nodes labelled karpenter.sh/nodepool are not drained", access)
+    return False
 
 
 def leader_elector(kube: Kube, config: Config, options: RunOptions, metrics: Metrics) -> LeaderElector:
