@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-__all__ = ["Metrics", "MetricsServer", "parse_bind", "HELD_BACK_CONTROLS"]
+__all__ = ["Metrics", "MetricsServer", "parse_bind", "HELD_BACK_CONTROLS", "KARPENTER_REASONS"]
 
 HELD_BACK_CONTROLS = (
     "drain-window",
@@ -29,6 +29,9 @@ HELD_BACK_CONTROLS = (
     "min-target-age",
 )
 """The label values of ``spotshift_rescheduler_nodes_held_back`` (the planner's control names)."""
+
+KARPENTER_REASONS = ("consolidates", "nodepools-unreadable")
+"""The label values of ``spotshift_rescheduler_nodes_left_to_karpenter``."""
 
 _DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 
@@ -129,6 +132,16 @@ class Metrics:
         )
         for control in HELD_BACK_CONTROLS:
             self.nodes_held_back.labels(control).set(0)
+        self.nodes_left_to_karpenter = Gauge(
+            "spotshift_rescheduler_nodes_left_to_karpenter",
+            "On-demand nodes of Karpenter NodePools the last plan left to Karpenter "
+            "(karpenter.defer_to_consolidation), by reason: consolidates (the NodePool consolidates toward spot by "
+            "itself) or nodepools-unreadable (RBAC refuses the NodePools, so Karpenter's nodes are not drained).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in KARPENTER_REASONS:
+            self.nodes_left_to_karpenter.labels(reason).set(0)
 
     def _capacity_metrics(self, r: CollectorRegistry) -> None:
         """Creates capacity mode's series: requests for spot room by outcome, and the placeholder pods."""

@@ -58,17 +58,25 @@ from rescheduler.cluster.drain_queue import DrainQueue
 from rescheduler.cluster.events import DRAIN_HELD_BACK, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.listing import NODEPOOLS_PATH
 from rescheduler.cluster.marking import MarkReconciler, NodeMarker, clean_leftovers
 from rescheduler.cluster.node_backoff import NodeBackoff
 from rescheduler.cluster.rules import discover_switches
-from rescheduler.cluster.watch_cache import PDBS, WATCHES, ClusterState, StateInformer
+from rescheduler.cluster.watch_cache import (
+    NODEPOOLS,
+    PDBS,
+    WATCHES,
+    ClusterState,
+    StateInformer,
+    node_pools_access,
+)
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
 from rescheduler.logs import fields, setup_logging
-from rescheduler.metrics import HELD_BACK_CONTROLS, Heartbeat, Metrics, MetricsServer
+from rescheduler.metrics import HELD_BACK_CONTROLS, KARPENTER_REASONS, Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
 from rescheduler.plan.gate import reads_clock
 from rescheduler.plan.records import Plan
-from rescheduler.plan.stay_reasons import CONTROLS
+from rescheduler.plan.stay_reasons import CONTROLS, Kind
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.snapshot import ClusterSnapshot
@@ -81,6 +89,7 @@ __all__ = [
     "Planning",
     "placeholder_owner",
     "leader_elector",
+    "watch_node_pools",
     "liveness_window",
     "PlanFunction",
     "add_run_arguments",
@@ -258,7 +267,8 @@ class Rescheduler:
         kube = self.parts.kube
         self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
         watch = self.options.watch_timeout
-        for kind, path, query in ((PDBS, kube.pdb_path(), ()), *WATCHES):
+        pools = ((NODEPOOLS, NODEPOOLS_PATH, ()),) if watch_node_pools(kube, self.state, self.config) else ()
+        for kind, path, query in ((PDBS, kube.pdb_path(), ()), *WATCHES, *pools):
             informer = StateInformer(kube, self.state, kind, path, threading.Event(), query=query, watch_timeout=watch)
             informer.start()
             self.parts.informers.append(informer)
@@ -436,6 +446,24 @@ class Rescheduler:
         return (version, tuple(sorted(g.excluded.items())), self.config, self.switches)
 
 
+def watch_node_pools(kube: Kube, state: ClusterState, config: Config) -> bool:
+    """Whether to watch Karpenter's NodePools (``karpenter.defer_to_consolidation``, and served and readable).
+    Asked once, at start-up: a cluster without Karpenter gets one line, RBAC refusing them one error, and the
+    planner then leaves every node of a NodePool alone (``nodes_left_to_karpenter`` counts them)."""
+    if not config.karpenter.defer_to_consolidation:
+        return False
+    access = node_pools_access(kube)
+    if access is None:
+        state.watch_node_pools()
+        return True
+    if access == "absent":
+        log.info("no Karpenter NodePools served: every on-demand node is the rescheduler's")
+        return False
+    state.node_pools_problem = access
+    log.error("cannot read Karpenter's NodePools (%s): nodes labelled karpenter.sh/nodepool are not drained", access)
+    return False
+
+
 def leader_elector(kube: Kube, config: Config, options: RunOptions, metrics: Metrics) -> LeaderElector:
     """The elector of the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits), which sets the
     ``leader`` gauge on every change."""
@@ -540,6 +568,14 @@ class Planning:
         self.metrics.pods_pending.set(summary.pending_unschedulable)
         self._report_held(decision)
         self._report_waiting(summary.waiting_pods or {})
+        left = dict.fromkeys(KARPENTER_REASONS, 0)
+        for why in planned.plan.reasons.values():
+            if why.kind is Kind.KARPENTER_CONSOLIDATES:
+                left["consolidates"] += 1
+            elif why.kind is Kind.KARPENTER_UNREADABLE:
+                left["nodepools-unreadable"] += 1
+        for reason, n in left.items():
+            self.metrics.nodes_left_to_karpenter.labels(reason).set(n)
 
     def _report_held(self, decision: Decision) -> None:
         """The nodes held back on purpose: a gauge per control, and an Event on a node when the control holding

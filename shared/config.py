@@ -66,6 +66,7 @@ from shared.config_sections import (
     CapacityConfig,
     DisruptionConfig,
     ExtenderConfig,
+    KarpenterConfig,
     MovabilityConfig,
     NodeClasses,
     ReschedulerConfig,
@@ -93,6 +94,7 @@ __all__ = [
     "JOBS_WAIT",
     "JOBS_EVICT",
     "CapacityConfig",
+    "KarpenterConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -134,6 +136,7 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig, metadata={"section": ServerConfig})
     disruption: DisruptionConfig = field(default_factory=DisruptionConfig, metadata={"section": DisruptionConfig})
     capacity: CapacityConfig = field(default_factory=CapacityConfig, metadata={"section": CapacityConfig})
+    karpenter: KarpenterConfig = field(default_factory=KarpenterConfig, metadata={"section": KarpenterConfig})
 
     @property
     def webhook_excluded_namespaces(self) -> frozenset[str]:

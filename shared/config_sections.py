@@ -22,6 +22,7 @@ __all__ = [
     "ServerConfig",
     "DisruptionConfig",
     "CapacityConfig",
+    "KarpenterConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -237,3 +238,14 @@ class CapacityConfig:
     cluster-autoscaler's expendable cutoff, so it scales up for them, below every workload, so they are preempted."""
     image: str = v.setting("registry.k8s.io/pause:3.9", v.image)
     """Container image of the placeholders (a pause image: it only sleeps)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KarpenterConfig:
+    """Living with Karpenter's own consolidation (docs/karpenter.md)."""
+
+    defer_to_consolidation: bool = v.setting(True, v.boolean)
+    """Leave to Karpenter the on-demand nodes of a NodePool that consolidates toward spot by itself
+    (``consolidationPolicy: WhenEmptyOrUnderutilized`` or ``Balanced``, spot allowed, consolidation not forbidden
+    for good): the rescheduler neither drains them nor asks placeholders for their pods, and ``plan`` says
+    ``karpenter-consolidates``. Nodes of other NodePools, and of no NodePool, stay the rescheduler's."""

@@ -28,6 +28,7 @@ from shared.model import (
     PersistentVolumeClaim,
     Pod,
 )
+from shared.nodepools import NodePool
 from shared.storage import StorageClass
 
 __all__ = ["NodeInfo", "ClusterSnapshot"]
@@ -138,7 +139,8 @@ def _rebound(pod: Pod, node_name: str) -> Pod:
 
 class ClusterSnapshot:
     """Every node's ``NodeInfo`` plus what cross-node predicates need (namespaces, PVs, PVCs, StorageClasses,
-    PDBs).
+    PDBs), and Karpenter's NodePools by name (:mod:`shared.nodepools`; empty on a cluster without Karpenter).
+    :attr:`node_pools_problem` says why the NodePools could not be read (``None``: read, or not served at all).
 
     Pods bound to a node the snapshot does not know are kept in :attr:`unknown_node_pods`; pods with no
     node are :attr:`pending`. Nodes keep their insertion order (the API's list order).
@@ -154,6 +156,8 @@ class ClusterSnapshot:
         pvs: Iterable[PersistentVolume] = (),
         pvcs: Iterable[PersistentVolumeClaim] = (),
         storage_classes: Iterable[StorageClass] = (),
+        node_pools: Iterable[NodePool] = (),
+        node_pools_problem: str | None = None,
     ) -> None:
         self.nodes: dict[str, NodeInfo] = {n.name: NodeInfo(n) for n in nodes}
         self.pending: list[Pod] = []
@@ -163,6 +167,8 @@ class ClusterSnapshot:
         self.pvs: dict[str, PersistentVolume] = {pv.name: pv for pv in pvs}
         self.pvcs: dict[str, PersistentVolumeClaim] = {c.key: c for c in pvcs}
         self.storage_classes: dict[str, StorageClass] = {c.name: c for c in storage_classes}
+        self.node_pools: dict[str, NodePool] = {p.name: p for p in node_pools}
+        self.node_pools_problem = node_pools_problem
         self.version = 0
         for p in pods:
             self._place(p)

@@ -107,6 +107,7 @@ EXAMPLES: dict[str, str] = {
     "capacity.max_memory": "128Gi",
     "capacity.priority_class_name": "spot-capacity-placeholder",
     "capacity.image": "registry.internal/pause:3.9",
+    "karpenter.defer_to_consolidation": "false",
 }
 """One example value per setting, in YAML flow style."""
 

@@ -5,8 +5,10 @@ kubeconfig. Nodes, namespaces, PVs, PVCs, StorageClasses, PDBs and non-terminal 
 project's one pager (:func:`shared.kube.informer.list_pages`: ``limit``/``continue``), and each page's raw body
 is decoded by the same typed decoders as a snapshot file (:mod:`rescheduler.decode.reader`), so a live plan and
 a file plan read objects alike; the Kubernetes client's model objects would be far too slow for 150,000 pods.
-PDBs fall back to ``policy/v1beta1`` where the server lacks ``policy/v1`` (Kubernetes before 1.21). Read
-only: nothing in the cluster changes.
+PDBs fall back to ``policy/v1beta1`` where the server lacks ``policy/v1`` (Kubernetes before 1.21). Karpenter's
+NodePools are listed where the server serves them (a cluster without Karpenter has none); if RBAC refuses them,
+the snapshot says so (:attr:`~shared.snapshot.ClusterSnapshot.node_pools_problem`) and the plan leaves
+Karpenter's nodes alone. Read only: nothing in the cluster changes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from shared.kube.informer import Page, list_pages
 from shared.model import ParseError
 from shared.snapshot import ClusterSnapshot
 
-__all__ = ["NotServed", "Fetch", "list_kind", "load_cluster", "raw_page"]
+__all__ = ["NotServed", "Refused", "Fetch", "list_kind", "load_cluster", "raw_page", "NODEPOOLS_PATH"]
 
 
 class _ListMeta(Struct):
@@ -50,13 +52,19 @@ _RESOURCES = (
     ("Pod", "/api/v1/pods", None),
 )
 _PDB_V1BETA1 = "/apis/policy/v1beta1/poddisruptionbudgets"
+NODEPOOLS_PATH = "/apis/karpenter.sh/v1/nodepools"
+"""Karpenter's NodePools: listed where served, optional (:mod:`shared.nodepools`)."""
 
 Fetch = Callable[[str, list[tuple[str, Any]]], bytes]
-"""``fetch(path, query) -> raw response body``; raises :class:`NotServed` for HTTP 404."""
+"""``fetch(path, query) -> raw response body``; raises :class:`NotServed` for HTTP 404, :class:`Refused` for 403."""
 
 
 class NotServed(Exception):
     """The API server does not serve this path (HTTP 404)."""
+
+
+class Refused(Exception):
+    """The API server refuses this path to these credentials (HTTP 403)."""
 
 
 def raw_page(body: bytes) -> Page[Raw]:
@@ -122,8 +130,11 @@ def load_cluster(
                 if kind != "PodDisruptionBudget":
                     raise
                 list_kind(fetch, kind, _PDB_V1BETA1, reader, page_size=page_size, api_version="policy/v1beta1")
+        _list_node_pools(fetch, reader, page_size)
     except NotServed as e:
         raise SnapshotError(f"cluster: {e} is not served by the API server") from None
+    except Refused as e:
+        raise SnapshotError(f"cluster: GET {e}: forbidden") from None
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise SnapshotError(f"cluster: unexpected response: {json_problem(e)}") from None
     except ParseError as e:
@@ -134,10 +145,23 @@ def load_cluster(
     return snap
 
 
+def _list_node_pools(fetch: Fetch, reader: SnapshotReader, page_size: int) -> None:
+    """Karpenter's NodePools: none where the server does not serve them, the reason where RBAC refuses them."""
+    try:
+        list_kind(fetch, "NodePool", NODEPOOLS_PATH, reader, page_size=page_size)
+    except NotServed:
+        reader.parts.node_pools.clear()
+    except Refused:
+        reader.parts.node_pools.clear()
+        reader.parts.node_pools_problem = (
+            f"forbidden: RBAC needs list and watch on nodepools.karpenter.sh ({NODEPOOLS_PATH})"
+        )
+
+
 def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
     """Raw GETs through :mod:`shared.kube.api`, spotshift's one door to the API server."""
     from rescheduler.cluster import USER_AGENT
-    from shared.kube.api import ApiError, Kube, KubeconfigError, transport_from_kubeconfig
+    from shared.kube.api import ApiError, Forbidden, Kube, KubeconfigError, transport_from_kubeconfig
     from shared.kube.api import NotFound as ApiNotFound
 
     try:
@@ -150,6 +174,8 @@ def _client_fetch(kubeconfig: str | None, context: str | None) -> Fetch:
             return kube.get_raw(path, query)
         except ApiNotFound:
             raise NotServed(path) from None
+        except Forbidden:
+            raise Refused(path) from None
         except ApiError as e:
             raise SnapshotError(f"cluster: GET {path}: {' '.join(str(e).split())}") from None
 

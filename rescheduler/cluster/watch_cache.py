@@ -19,6 +19,11 @@ summed requests, host ports, affinity pods) is maintained event by event too, so
 only copies those small lists and dicts rather than re-adding every pod (``bench/run_cycle.py`` times a
 cycle, snapshot included) and hands the planner a :class:`~shared.snapshot.ClusterSnapshot` it may mutate freely.
 
+Karpenter's NodePools are watched where the API server serves them (:func:`node_pools_access`, asked once at
+start-up): a cluster without Karpenter has none, and nothing retries for them. Where RBAC refuses them the state
+says so (:attr:`ClusterState.node_pools_problem`) and the planner leaves Karpenter's nodes alone
+(:func:`rescheduler.plan.candidates.left_to_karpenter`).
+
 Pods are listed and watched with ``status.phase!=Succeeded,status.phase!=Failed``: finished pods hold no
 resources and never move, and a pod that finishes arrives as a ``DELETED`` event. A pod that cannot be read
 (a malformed quantity, say) is not dropped silently: its node is remembered in :attr:`ClusterState.broken`,
@@ -38,13 +43,14 @@ from typing import Any
 import msgspec
 import orjson
 
-from rescheduler.cluster.listing import raw_page
+from rescheduler.cluster.listing import NODEPOOLS_PATH, raw_page
 from rescheduler.decode.pods import PodReader
 from rescheduler.decode.reader import LIST_DECODERS
 from shared.disruption import with_computed_status
-from shared.kube.api import Collection, Kube
+from shared.kube.api import Collection, Forbidden, Kube, NotFound
 from shared.kube.informer import Informer, Page
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
+from shared.nodepools import NodePool
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.storage import StorageClass
 
@@ -62,6 +68,8 @@ __all__ = [
     "PVS",
     "PVCS",
     "STORAGE_CLASSES",
+    "NODEPOOLS",
+    "node_pools_access",
     "WATCHES",
     "POD_FIELD_SELECTOR",
 ]
@@ -87,6 +95,9 @@ PVS = WatchedKind("persistentvolumes", False)
 PVCS = WatchedKind("persistentvolumeclaims", True)
 STORAGE_CLASSES = WatchedKind("storageclasses", False)
 KINDS = (NODES, PODS, PDBS, NAMESPACES, PVS, PVCS, STORAGE_CLASSES)
+"""The kinds every cluster serves: the state is synced once each is listed (and the optional kinds watched)."""
+NODEPOOLS = WatchedKind("nodepools", False)
+"""Karpenter's NodePools: optional, watched only where served (:meth:`ClusterState.watch_node_pools`)."""
 WATCHES: tuple[tuple[WatchedKind, str, tuple[tuple[str, str], ...]], ...] = (
     (NODES, "/api/v1/nodes", ()),
     (PODS, "/api/v1/pods", (("fieldSelector", POD_FIELD_SELECTOR),)),
@@ -101,6 +112,18 @@ whose path depends on the API versions the server serves (``policy/v1`` or ``v1b
 
 Parsed = tuple[str, Any, str]
 """A listed object parsed: key, view (None if it could not be parsed) and, for such a pod, its node's name."""
+
+
+def node_pools_access(kube: Kube) -> str | None:
+    """Whether Karpenter's NodePools can be watched: ``None`` if so; ``"absent"`` where the API server does not
+    serve them (no Karpenter: a 404); else the problem (``"forbidden: ..."``, RBAC refusing the list)."""
+    try:
+        kube.get_raw(NODEPOOLS_PATH, [("limit", 1)])
+    except NotFound:
+        return "absent"
+    except Forbidden:
+        return f"forbidden: RBAC needs list and watch on nodepools.karpenter.sh ({NODEPOOLS_PATH})"
+    return None
 
 
 def _key(kind: WatchedKind, meta: Mapping[str, Any]) -> str:
@@ -123,6 +146,11 @@ class ClusterState:
         self.pvs: dict[str, PersistentVolume] = {}
         self.pvcs: dict[str, PersistentVolumeClaim] = {}
         self.storage_classes: dict[str, StorageClass] = {}
+        self.node_pools: dict[str, NodePool] = {}
+        self.node_pools_problem: str | None = None
+        """Why the NodePools cannot be read (RBAC), ``None`` when they can or are not served at all."""
+        self.required = {kind.name for kind in KINDS}
+        """The kinds listed before the state is synced: :data:`KINDS`, and the NodePools where watched."""
         self.by_node: dict[str, dict[str, Pod]] = {}
         """Pods bound to each node name (also for nodes not, or no longer, in :attr:`nodes`)."""
         self.by_owner: dict[str, dict[str, Pod]] = {}
@@ -143,7 +171,13 @@ class ClusterState:
             PVS.name: self.pvs,
             PVCS.name: self.pvcs,
             STORAGE_CLASSES.name: self.storage_classes,
+            NODEPOOLS.name: self.node_pools,
         }
+
+    def watch_node_pools(self) -> None:
+        """The NodePools are watched: the state is synced only once they are listed too."""
+        with self.cond:
+            self.required.add(NODEPOOLS.name)
 
     # ---- writers (informer threads, tests, the benchmark) ---------------------------------------------------
 
@@ -260,6 +294,8 @@ class ClusterState:
                 return key, PersistentVolumeClaim.from_api(raw)
             if kind is STORAGE_CLASSES:
                 return key, StorageClass.from_api(raw)
+            if kind is NODEPOOLS:
+                return key, NodePool.from_api(raw)
             return key, Namespace.from_api(raw)
         except (ParseError, TypeError, ValueError, AttributeError) as e:
             log.warning("cannot read %s %s: %s", kind.name, key, e, extra={"fields": {"kind": kind.name, "key": key}})
@@ -300,7 +336,7 @@ class ClusterState:
 
     def is_synced(self) -> bool:
         with self.cond:
-            return len(self.synced) == len(KINDS)
+            return self.required <= self.synced
 
     def snapshot(self) -> ClusterSnapshot:
         """A fresh snapshot of everything, for the planner to mutate (nodes in name order: stable plans).
@@ -316,6 +352,8 @@ class ClusterState:
                 pvs=list(self.pvs.values()),
                 pvcs=list(self.pvcs.values()),
                 storage_classes=list(self.storage_classes.values()),
+                node_pools=list(self.node_pools.values()),
+                node_pools_problem=self.node_pools_problem,
             )
             snap.nodes = {name: _copy_info(self._infos[name]) for name in sorted(self._infos)}
             snap.pending = list(self._pending.values())
@@ -368,7 +406,7 @@ class ClusterState:
             self.cond.wait(min(max(timeout, 0.0), 0.5))
 
     def wait_synced(self, timeout: float, stop: threading.Event | None = None) -> bool:
-        return self.wait_until(lambda: len(self.synced) == len(KINDS), timeout, stop)
+        return self.wait_until(lambda: self.required <= self.synced, timeout, stop)
 
 
 _INFO_SLOTS = NodeInfo.__slots__

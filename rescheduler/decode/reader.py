@@ -42,6 +42,7 @@ from rescheduler.decode.split import MIN_BYTES as SPLIT_MIN_BYTES
 from rescheduler.decode.split import read_in_two
 from shared.disruption import with_computed_status
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
+from shared.nodepools import NodePool
 from shared.snapshot import ClusterSnapshot
 from shared.storage import StorageClass
 
@@ -66,9 +67,12 @@ KINDS = (
     "PersistentVolume",
     "PersistentVolumeClaim",
     "StorageClass",
+    "NodePool",
 )
 """The item kinds a snapshot may hold; anything else is an error (a typo must not be ignored). The volume check
-(:mod:`shared.volumes`) reads PersistentVolumes, their claims and the claims' StorageClasses."""
+(:mod:`shared.volumes`) reads PersistentVolumes, their claims and the claims' StorageClasses; Karpenter's
+NodePools (``kubectl get nodes,pods,pdb,pv,pvc,storageclass,nodepools.karpenter.sh -A -o json`` on a Karpenter
+cluster) say which nodes Karpenter consolidates by itself (:mod:`shared.nodepools`)."""
 
 
 class SnapshotError(ValueError):
@@ -184,7 +188,11 @@ class _TSC(_StorageClassItem, tag_field="kind", tag="StorageClass"):
     pass
 
 
-_Tagged = _TPod | _TNode | _TPDB | _TNamespace | _TPV | _TPVC | _TSC
+class _TNodePool(_GenericItem, tag_field="kind", tag="NodePool"):
+    pass
+
+
+_Tagged = _TPod | _TNode | _TPDB | _TNamespace | _TPV | _TPVC | _TSC | _TNodePool
 _UNTAGGED: dict[str, type[Struct]] = {
     "Pod": PodItem,
     "Node": _NodeItem,
@@ -193,9 +201,11 @@ _UNTAGGED: dict[str, type[Struct]] = {
     "PersistentVolume": _GenericItem,
     "PersistentVolumeClaim": _GenericItem,
     "StorageClass": _StorageClassItem,
+    "NodePool": _GenericItem,
 }
 _TAGGED_KIND: dict[type, str] = {_TPod: "Pod", _TNode: "Node", _TPDB: "PodDisruptionBudget", _TNamespace: "Namespace"}
 _TAGGED_KIND.update({_TPV: "PersistentVolume", _TPVC: "PersistentVolumeClaim", _TSC: "StorageClass"})
+_TAGGED_KIND[_TNodePool] = "NodePool"
 
 
 class _Head(Struct):
@@ -276,10 +286,13 @@ class SnapshotParts:
     pvs: list[PersistentVolume]
     pvcs: list[PersistentVolumeClaim]
     storage_classes: list[StorageClass]
+    node_pools: list[NodePool]
+    node_pools_problem: str | None = None
+    """Why the NodePools could not be listed (a live cluster refusing them), ``None`` otherwise."""
 
     @classmethod
     def empty(cls) -> SnapshotParts:
-        return cls([], [], [], [], [], [], [])
+        return cls([], [], [], [], [], [], [], [])
 
     def snapshot(self) -> ClusterSnapshot:
         """The snapshot; budgets whose status is absent or stale get it computed from the pods, as the run
@@ -292,6 +305,8 @@ class SnapshotParts:
             pvs=self.pvs,
             pvcs=self.pvcs,
             storage_classes=self.storage_classes,
+            node_pools=self.node_pools,
+            node_pools_problem=self.node_pools_problem,
         )
 
 
@@ -319,6 +334,8 @@ class SnapshotReader:
             parts.pvcs.append(PersistentVolumeClaim.from_api(_generic(item)))
         elif kind == "StorageClass":
             parts.storage_classes.append(_storage_class(item))
+        elif kind == "NodePool":
+            parts.node_pools.append(NodePool.from_api(_generic(item)))
         else:  # pragma: no cover - the decoders admit only KINDS
             raise ParseError(f"unsupported kind {kind!r}")
 

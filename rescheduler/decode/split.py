@@ -116,7 +116,7 @@ def _read_in_two(view: mmap.mmap, read: Reader, min_bytes: int) -> Any | None:
 
 # --- the child's answer ----------------------------------------------------------------------------------
 
-_KINDS = ("nodes", "pdbs", "namespaces", "pvs", "pvcs", "storage_classes")
+_KINDS = ("nodes", "pdbs", "namespaces", "pvs", "pvcs", "storage_classes", "node_pools")
 _FIELDS = Pod.__dataclass_fields__
 _TEMPLATE = ("namespace", "labels", *TEMPLATE_FIELDS)
 """The fields pods of one template share (the same objects: :mod:`rescheduler.decode.pods`)."""

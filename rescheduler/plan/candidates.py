@@ -27,6 +27,7 @@ from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
     NODE_NOT_READY_TEXT,
+    NODEPOOLS_UNREADABLE_TEXT,
     PDB_UNKNOWN_POLICY_TEXT,
     Kind,
     StayReason,
@@ -37,11 +38,12 @@ from shared.config import Config
 from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.model import PDB, Pod
 from shared.movable import movability, node_do_not_disrupt
+from shared.nodepools import consolidation_toward_spot, node_pool_of
 from shared.pdbs import PdbIndex
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.workloads import SpotCeiling, spot_ceiling, workload_counts, workload_key
 
-__all__ = ["Analysis", "Candidate", "Candidates", "PlanCache"]
+__all__ = ["Analysis", "Candidate", "Candidates", "PlanCache", "left_to_karpenter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,26 @@ class Candidate:
     @property
     def movable(self) -> tuple[Pod, ...]:
         return self.analysis.movable
+
+
+def left_to_karpenter(info: NodeInfo, snapshot: ClusterSnapshot, config: Config) -> StayReason | None:
+    """Why the node is left to Karpenter (``karpenter.defer_to_consolidation``), or ``None`` when it is the
+    rescheduler's: a node of no NodePool, of a NodePool that does not exist (deleted), or of one that does not
+    consolidate toward spot (:func:`shared.nodepools.consolidation_toward_spot`). A node of a NodePool while the
+    NodePools cannot be read is not drained: whether Karpenter consolidates it is unknown."""
+    if not config.karpenter.defer_to_consolidation:
+        return None
+    name = node_pool_of(info.node)
+    if name is None:
+        return None
+    if snapshot.node_pools_problem is not None:
+        detail = NODEPOOLS_UNREADABLE_TEXT.format(pool=name, problem=snapshot.node_pools_problem)
+        return StayReason(Kind.KARPENTER_UNREADABLE, detail)
+    pool = snapshot.node_pools.get(name)
+    if pool is None:
+        return None
+    consolidates, why = consolidation_toward_spot(pool)
+    return StayReason(Kind.KARPENTER_CONSOLIDATES, why) if consolidates else None
 
 
 class _NodeMemo:
@@ -208,6 +230,9 @@ class Candidates:
         if marker is not None:  # read from the node each time: its annotations are not in the pods' memo
             why = StayReason(Kind.NODE_DO_NOT_DISRUPT, NODE_DO_NOT_DISRUPT_TEXT.format(key=marker))
             return Candidate(info, Analysis(why, (), (), (), (), 0, 0))
+        karpenter = left_to_karpenter(info, self.sim.snapshot, self.config)
+        if karpenter is not None:  # like the marker: the node's label and the NodePools are not in the memo
+            return Candidate(info, Analysis(karpenter, (), (), (), (), 0, 0))
         memo = self.memos[info.name]
         ready = info.node.ready
         a = memo.analysis

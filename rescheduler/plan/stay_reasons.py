@@ -21,6 +21,7 @@ __all__ = [
     "NODE_NOT_READY_TEXT",
     "NODE_DO_NOT_DISRUPT_TEXT",
     "PDB_UNKNOWN_POLICY_TEXT",
+    "NODEPOOLS_UNREADABLE_TEXT",
     "CONTROLS",
     "control_of",
 ]
@@ -63,6 +64,12 @@ class Kind(enum.Enum):
     """A pod outside ``disruption.namespaces`` / ``excluded_namespaces`` / ``pod_selector``."""
     JOB_RUNNING = "job-running"
     """A pod of a running Job (``disruption.jobs: block``)."""
+    KARPENTER_CONSOLIDATES = "karpenter-consolidates"
+    """The node's Karpenter NodePool consolidates toward spot by itself (:mod:`shared.nodepools`): the node is left
+    to Karpenter (``karpenter.defer_to_consolidation``)."""
+    KARPENTER_UNREADABLE = "karpenter-nodepools-unreadable"
+    """The node belongs to a Karpenter NodePool but the NodePools cannot be read (RBAC): whether Karpenter
+    consolidates it is unknown, so it is not drained."""
     WAITING_POD = "waiting-pod"
     """A pod waiting for a node could use the room this drain would take, or the node once emptied
     (:mod:`rescheduler.plan.waiting`); ``pod`` names it."""
@@ -82,6 +89,8 @@ _LABELS = {
     Kind.OUT_OF_SCOPE: "pod outside the disruption scope (namespaces or pod_selector)",
     Kind.JOB_RUNNING: "pod of a running Job (disruption.jobs: block)",
     Kind.WAITING_POD: "a pending pod could use the room (it is placed first)",
+    Kind.KARPENTER_CONSOLIDATES: "left to Karpenter's consolidation (karpenter.defer_to_consolidation)",
+    Kind.KARPENTER_UNREADABLE: "Karpenter node, NodePools unreadable (RBAC needs nodepools.karpenter.sh list)",
 }
 
 CONTROLS: dict[Kind, str] = {
@@ -116,6 +125,11 @@ PDB_UNKNOWN_POLICY_TEXT = (
     "which is not known here: it is not evicted"
 )
 """A template naming the budget and its policy."""
+NODEPOOLS_UNREADABLE_TEXT = (
+    "node of Karpenter NodePool {pool}, and the NodePools cannot be read ({problem}): "
+    "left alone rather than drained beside Karpenter's consolidation"
+)
+"""A template naming the node's NodePool and why the NodePools could not be read."""
 
 
 @dataclass(frozen=True, slots=True)

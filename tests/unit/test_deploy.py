@@ -356,3 +356,15 @@ def test_the_rescheduler_may_list_and_watch_every_kind_its_state_watches(overlay
         for verb in ("list", "watch"):
             assert rule_allows(rules, verb, groups.get(kind.name, ""), kind.name, ""), (verb, kind.name)
     assert not rule_allows(rules, "get", "storage.k8s.io", "storageclasses", ""), "only the verbs it uses"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_rescheduler_may_list_and_watch_karpenters_nodepools_and_nothing_more_of_karpenter(overlay: str) -> None:
+    from rescheduler.cluster.watch_cache import NODEPOOLS
+
+    rules = rules_of(render(DEPLOY / "overlays" / overlay), "spotshift-rescheduler")
+    for verb in ("list", "watch"):
+        assert rule_allows(rules, verb, "karpenter.sh", NODEPOOLS.name, ""), verb
+    for verb in ("get", "create", "update", "patch", "delete"):
+        assert not rule_allows(rules, verb, "karpenter.sh", NODEPOOLS.name, ""), verb
+    assert not rule_allows(rules, "list", "karpenter.sh", "nodeclaims", ""), "only the NodePools"
