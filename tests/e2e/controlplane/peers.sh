@@ -140,14 +140,13 @@ LDFLAGS="-s -w -X ${VERSION_PKG}.version=v$(date -u +%Y%m%d)-${DESCHEDULER_VERSI
 LDFLAGS+=" -X ${VERSION_PKG}.buildDate=${BUILD_DATE}"
 log "go build sigs.k8s.io/descheduler/cmd/descheduler ${DESCHEDULER_VERSION}"
 (
-    cd "${WRAP}"
-    go get "sigs.k8s.io/descheduler/cmd/descheduler@${DESCHEDULER_VERSION}"
-    go build -trimpath -ldflags "${LDFLAGS}" -o "${OUT}/descheduler" sigs.k8s.io/descheduler/cmd/descheduler
+    cd "${WRAP}" && go get "sigs.k8s.io/descheduler/cmd/descheduler@${DESCHEDULER_VERSION}" \
+        && go build -trimpath -ldflags "${LDFLAGS}" -o "${OUT}/descheduler" sigs.k8s.io/descheduler/cmd/descheduler
 ) || die "go build of the descheduler ${DESCHEDULER_VERSION} failed"
 semver="${DESCHEDULER_VERSION#v}"
 reported=$(said "${OUT}/descheduler" version)
 [[ "${reported}" == *"Major:${semver%%.*} Minor:${semver#*.} GitVersion:v"*"-${DESCHEDULER_VERSION} "* ]] \
-    || die "the descheduler does not report ${DESCHEDULER_VERSION}: $(said "${OUT}/descheduler" version)"
+    || die "the descheduler does not report ${DESCHEDULER_VERSION}: ${reported}"
 log "descheduler ${DESCHEDULER_VERSION} built in $(($(date +%s) - step_ts))s"
 
 # --- 2. Karpenter with its KWOK cloud provider, and its CRDs -----------------------------------------------------
@@ -158,17 +157,23 @@ WRAP="${PEERS_DIR}/karpenter-wrapper"
 write_wrapper "${WRAP}" sigs.k8s.io/karpenter "${KARPENTER_VERSION}" "${gomod}"
 log "go build sigs.k8s.io/karpenter/kwok ${KARPENTER_VERSION} with GOTOOLCHAIN=${KARPENTER_TOOLCHAIN}"
 (
-    cd "${WRAP}"
     export GOTOOLCHAIN="${KARPENTER_TOOLCHAIN}"
-    go get "sigs.k8s.io/karpenter/kwok@${KARPENTER_VERSION}"
-    go build -trimpath -ldflags "-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=${KARPENTER_VERSION}" \
+    cd "${WRAP}" && go get "sigs.k8s.io/karpenter/kwok@${KARPENTER_VERSION}" \
+        && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=${KARPENTER_VERSION}" \
         -o "${OUT}/karpenter-kwok" sigs.k8s.io/karpenter/kwok
 ) || die "go build of Karpenter ${KARPENTER_VERSION} (kwok) failed"
-# Karpenter has no version flag: its build information says which module, Go and version it was built from.
+# The build information names the toolchain and the module; Karpenter has no version flag, so the version comes
+# from its first debug log line, written before it reaches for the API server (here an address that refuses).
 built=$(go version -m "${OUT}/karpenter-kwok") || die "no build information in karpenter-kwok"
-[[ "${built}" == *": ${KARPENTER_TOOLCHAIN}"* && "${built}" == *"sigs.k8s.io/karpenter"$'\t'"${KARPENTER_VERSION}"* \
-    && "${built}" == *"operator.Version=${KARPENTER_VERSION}"* ]] \
+[[ "${built}" == *": ${KARPENTER_TOOLCHAIN}"* && "${built}" == *"sigs.k8s.io/karpenter"$'\t'"${KARPENTER_VERSION}"* ]] \
     || die "karpenter-kwok is not Karpenter ${KARPENTER_VERSION} built with ${KARPENTER_TOOLCHAIN}: ${built}"
+printf 'apiVersion: v1\nkind: Config\nclusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]\n%s\n%s\n%s\n' \
+    "users: [{name: none, user: {token: none}}]" "contexts: [{name: none, context: {cluster: none, user: none}}]" \
+    "current-context: none" >"${OUT}/refused.kubeconfig"
+reported=$(said timeout 60 env KUBECONFIG="${OUT}/refused.kubeconfig" LOG_LEVEL=debug DISABLE_LEADER_ELECTION=true \
+    SYSTEM_NAMESPACE=kube-system METRICS_PORT=0 HEALTH_PROBE_PORT=0 "${OUT}/karpenter-kwok")
+[[ "${reported}" == *'"discovered karpenter version","version":"'"${KARPENTER_VERSION}"'"'* ]] \
+    || die "karpenter-kwok does not report ${KARPENTER_VERSION}: ${reported}"
 cp "${dir}"/kwok/charts/crds/*.yaml "${dir}"/kwok/apis/crds/*.yaml "${OUT}/crds/"
 n_crds=$(find "${OUT}/crds" -name '*.yaml' | wc -l)
 [[ -f "${OUT}/crds/karpenter.sh_nodepools.yaml" && -f "${OUT}/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" ]] \
