@@ -20,7 +20,7 @@
 #
 # Output: ${SPOTSHIFT_CACHE:-~/.cache/spotshift}/peers/{bin/descheduler,bin/karpenter-kwok,crds/*.yaml} and a stamp
 # (peers/.complete) naming both versions, both Go versions and a hash of this script: a rerun with that stamp exits
-# at once; a new version or a changed recipe builds again. The Go module cache is <cache>/gomod, as for build.sh.
+# at once; another version or a changed recipe builds again. The Go module cache is <cache>/gomod, as for build.sh.
 # tests/support/peers.py reads the versions below from this file.
 #
 # Environment:
