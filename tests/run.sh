@@ -3,11 +3,12 @@
 # project and its test requirements, made by tools/venv.sh; Chromium; kustomize, helm, promtool, the e2e control
 # planes and the container image, built from registry packages and cached after the first build), then lints,
 # builds the documentation site and runs every tier.
-#   bash tests/run.sh            unit + e2e on the default release, then the compatibility run on each older one
+#   bash tests/run.sh            unit + e2e on the default release, the tests of the real peers (descheduler,
+#                                Karpenter) on it, then the compatibility run on each older release
 #   bash tests/run.sh unit       unit tier only (no control plane, no image)
-# The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e on release X
-# only (no compatibility run). SPOTSHIFT_SKIP_IMAGE=1 skips the image build and its e2e tests (they need root:
-# buildah, mmdebstrap).
+# The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e + the peers'
+# tests on release X only (no compatibility run). SPOTSHIFT_SKIP_IMAGE=1 skips the image build and its e2e tests
+# (they need root: buildah, mmdebstrap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=${1:-all}
@@ -61,22 +62,39 @@ if [ -z "$release" ]; then
   compat=$SPOTSHIFT_K8S_COMPAT
 fi
 SPOTSHIFT_K8S_VERSION=$release bash tests/e2e/controlplane/build.sh
-if [ -n "$compat" ]; then
-  # The compatibility releases build one after another while the default one's tiers run (a cold build is mostly
-  # compiling, the e2e tier mostly waiting); each build's log is printed when its run is reached, and a file named
-  # after the release says the build is over (its content: the build's exit code).
-  compat_dir=$(mktemp -d)
-  (
-    for r in $compat; do
-      rc=0
-      SPOTSHIFT_K8S_VERSION=$r bash tests/e2e/controlplane/build.sh >"$compat_dir/$r.log" 2>&1 || rc=$?
-      echo "$rc" >"$compat_dir/$r.done"
-    done
-  ) &
-  compat_build=$!
-  # Stopped with this script if a tier fails first (the build's go process is a child of it).
-  trap 'pkill -P "$compat_build" 2>/dev/null || true; kill "$compat_build" 2>/dev/null || true' EXIT
-fi
+# The real peers (the descheduler, Karpenter with KWOK: tests/e2e/controlplane/peers.sh), then the compatibility
+# releases, build one after another while the default release's tiers run (a cold build is mostly compiling, the e2e
+# tier mostly waiting); each build's log is printed when its run is reached, and a file named after the build says
+# it is over (its content: the build's exit code).
+compat_dir=$(mktemp -d)
+(
+  rc=0
+  bash tests/e2e/controlplane/peers.sh >"$compat_dir/peers.log" 2>&1 || rc=$?
+  echo "$rc" >"$compat_dir/peers.done"
+  for r in $compat; do
+    rc=0
+    SPOTSHIFT_K8S_VERSION=$r bash tests/e2e/controlplane/build.sh >"$compat_dir/$r.log" 2>&1 || rc=$?
+    echo "$rc" >"$compat_dir/$r.done"
+  done
+) &
+compat_build=$!
+# Stopped with this script if a tier fails first (the build's go process is a child of it).
+trap 'pkill -P "$compat_build" 2>/dev/null || true; kill "$compat_build" 2>/dev/null || true' EXIT
+# Waits for the background build named $1 (what it builds: $2), prints its log and stops the run if it failed.
+background_built() {
+  while [ ! -f "$compat_dir/$1.done" ]; do
+    if ! kill -0 "$compat_build" 2>/dev/null && [ ! -f "$compat_dir/$1.done" ]; then
+      echo "tests/run.sh: the background builds stopped before $2 was built" >&2
+      exit 1
+    fi
+    sleep 5
+  done
+  cat "$compat_dir/$1.log"
+  if [ "$(cat "$compat_dir/$1.done")" != 0 ]; then
+    echo "tests/run.sh: the build of $2 failed (its log is above)" >&2
+    exit 1
+  fi
+}
 if [ "${SPOTSHIFT_SKIP_IMAGE:-0}" != 1 ]; then
   # No registry is reachable in CI: the base is made from Debian packages (cached), then the image is built
   # daemonlessly; tests/e2e/test_image_e2e.py runs the servers from it.
@@ -84,21 +102,14 @@ if [ "${SPOTSHIFT_SKIP_IMAGE:-0}" != 1 ]; then
 fi
 unit_tier
 echo "tests/run.sh: e2e tier on Kubernetes $release"
-SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly
+SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly -m "not peers"
+# The tests marked `peers` run the real descheduler and Karpenter beside spotshift: once their build is over.
+background_built peers "the peers (the descheduler, Karpenter)"
+echo "tests/run.sh: the peers' tests on Kubernetes $release"
+SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly -m peers
 for r in $compat; do
   # The compatibility run: the e2e tests marked `compat` (tests/e2e/conftest.py) on each older release.
-  while [ ! -f "$compat_dir/$r.done" ]; do
-    if ! kill -0 "$compat_build" 2>/dev/null && [ ! -f "$compat_dir/$r.done" ]; then
-      echo "tests/run.sh: the compatibility builds stopped before Kubernetes $r was built" >&2
-      exit 1
-    fi
-    sleep 5
-  done
-  cat "$compat_dir/$r.log"
-  if [ "$(cat "$compat_dir/$r.done")" != 0 ]; then
-    echo "tests/run.sh: the build of Kubernetes $r failed (its log is above)" >&2
-    exit 1
-  fi
+  background_built "$r" "Kubernetes $r"
   echo "tests/run.sh: compatibility run on Kubernetes $r"
   SPOTSHIFT_K8S_VERSION=$r "$py" -m pytest tests/e2e -q -p no:randomly -m compat
 done
