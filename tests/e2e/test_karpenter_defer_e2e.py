@@ -35,7 +35,7 @@ from tests.support.rescheduler_world import (
     service_account_kubeconfig,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.peers]
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
