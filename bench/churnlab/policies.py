@@ -327,7 +327,7 @@ class DeschedulerRun:
         """The total limit was reached: the cycle ends."""
         self.best: dict[int, int] = {}
         """Preferred terms (by identity: a workload's pods share theirs) → the best weight a Ready node gives."""
-        self.fitting: dict[tuple[str, str, str], list[str]] = {}
+        self.fitting: dict[tuple[str, str], list[str]] = {}
         """(namespace, controller) → the Ready nodes with room for one of its pods (a controller's pods are alike)."""
 
     def run(self) -> None:
