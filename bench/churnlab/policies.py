@@ -90,9 +90,10 @@ class Descheduler:
 
 
 DESCHEDULER_CHART = Descheduler(interval=120.0, node_affinity=(REQUIRED,), node_taints=True, protect_pvc=True)
-"""The descheduler as its Helm chart (charts/descheduler) ships it: a CronJob every 2 minutes (``*/2 * * * *``),
-the chart's policy: ``RemovePodsViolatingNodeAffinity`` for ``requiredDuringSchedulingIgnoredDuringExecution``
-only, ``RemovePodsViolatingNodeTaints``, ``PodsWithPVC`` protected, no ``nodeFit``, no eviction limits."""
+"""The descheduler as its Helm chart (sigs.k8s.io/descheduler v0.36.0, ``charts/descheduler``) ships it: a CronJob
+every 2 minutes (``*/2 * * * *``), the chart's policy: ``RemovePodsViolatingNodeAffinity`` for
+``requiredDuringSchedulingIgnoredDuringExecution`` only, ``RemovePodsViolatingNodeTaints``, ``PodsWithPVC``
+protected, no ``nodeFit``, no eviction limits."""
 
 DESCHEDULER_SPOT = Descheduler(interval=10.0, node_affinity=(PREFERRED,), node_fit=True)
 """The descheduler as an operator tunes it for spot: one profile with ``RemovePodsViolatingNodeAffinity`` for

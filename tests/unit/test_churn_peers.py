@@ -179,7 +179,7 @@ def test_pod_violating_its_required_affinity_is_evicted_only_by_the_required_typ
 
 
 def test_the_chart_moves_nothing_back_to_spot_and_empties_nodes_under_a_reclaim_notice() -> None:
-    # charts/descheduler's policy: RemovePodsViolatingNodeAffinity for required affinity only, so a pod on
+    # The descheduler's Helm chart's policy: RemovePodsViolatingNodeAffinity for required affinity only, so a pod on
     # on-demand preferring spot stays; RemovePodsViolatingNodeTaints evicts what a reclaim notice's taint no longer
     # tolerates, except a pod with a claim (PodsWithPVC protected).
     notice = [taint("aws-node-termination-handler/spot-itn", "true")]
