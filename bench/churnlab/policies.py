@@ -329,7 +329,10 @@ class DeschedulerRun:
         self.best: dict[int, int] = {}
         """Preferred terms (by identity: a workload's pods share theirs) → the best weight a Ready node gives."""
         self.fitting: dict[tuple[str, str], list[str]] = {}
-        """(namespace, controller) → the Ready nodes with room for one of its pods (a controller's pods are alike)."""
+        """(namespace, controller) → the first two Ready nodes with room for one of its pods (a controller's pods are
+        alike; one of them may be the pod's own)."""
+        self.scores: dict[tuple[int, str], int] = {}
+        """(preferred terms, node) → the weight the node matches."""
 
     def run(self) -> None:
         s = self.settings
@@ -376,7 +379,10 @@ class DeschedulerRun:
         key = id(pod.preferred_affinity)
         if key not in self.best:
             self.best[key] = max((score(pod, other.node) for other in self.nodes), default=0)
-        return self.best[key] > score(pod, info.node) and self.fits_any(pod, info, other=False)
+        here = self.scores.get((key, info.name))
+        if here is None:
+            here = self.scores[key, info.name] = score(pod, info.node)
+        return self.best[key] > here and self.fits_any(pod, info, other=False)
 
     def fits_any(self, pod: Pod, info: NodeInfo, *, other: bool) -> bool:
         """``PodFitsAnyNode`` (``other``: ``PodFitsAnyOtherNode``) over the Ready nodes."""
@@ -385,7 +391,8 @@ class DeschedulerRun:
         owner = pod.controller
         key = (pod.namespace, owner.name if owner else pod.name)
         if key not in self.fitting:
-            self.fitting[key] = [n.name for n in self.nodes if self.node_fit(pod, n, room=True)]
+            fitting = (n.name for n in self.nodes if self.node_fit(pod, n, room=True))
+            self.fitting[key] = list(itertools.islice(fitting, 2))
         return any(name != info.name for name in self.fitting[key])
 
     @staticmethod
