@@ -11,11 +11,13 @@ simulation attributes to spotshift is decided by the product's own code: the web
 filter and score, and the rescheduler's run loop on a simulated clock. A lower bound that knows the day in advance
 (bench/churnlab/sim.py: ``lower_bound``) closes each table.
 
-Figures per policy: on-demand node-hours, cost in USD (spot at ``--spot-fraction`` of the on-demand price), share
-of pod-hours on spot, evictions per pod-day, minutes from spot capacity returning until the spot-eligible pods on
-on-demand nodes are back to their number before the cut (p50, p95; a return never caught up counts as the rest of
-the day and is counted in ``never``), pending pod-minutes, PodDisruptionBudget violations and lost pods (both must
-be 0: the command exits 1 otherwise). The run is deterministic: the same seed gives the same figures.
+Figures per policy: on-demand node-hours, cost in USD (spot at ``--spot-fraction`` of the on-demand price), share of
+pod-hours on spot, evictions per pod-day, pods reclaimed with their spot node after a move (``moved→reclaimed``:
+replacements of evicted pods, one for one), disruptions per pod-day (evictions and those reclaims), minutes from
+spot capacity returning until the spot-eligible pods on on-demand nodes are back to their number before the cut
+(p50, p95; a return never caught up counts as the rest of the day and is counted in ``never``), pending pod-minutes,
+PodDisruptionBudget violations and lost pods (both must be 0: the command exits 1 otherwise). The run is
+deterministic: the same seed gives the same figures.
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ from bench.churnlab.policies import POLICIES
 from bench.churnlab.scenario import PROFILES, TRACES
 from bench.churnlab.sim import Figures, Scenario, lower_bound, run
 
+NAME = 24
 COLUMNS = (
-    ("policy", 22, "{}"),
+    ("policy", NAME, "{}"),
     ("od node-h", 9, "{:.0f}"),
     ("cost $", 7, "{:.1f}"),
     ("vs bound", 8, "{:.2f}"),
     ("spot share", 10, "{:.3f}"),
     ("evict/pod-day", 13, "{:.3f}"),
+    ("moved→reclaimed", 15, "{}"),
+    ("disrupt/pod-day", 15, "{:.3f}"),
     ("back p50", 8, "{:.0f}"),
     ("back p95", 8, "{:.0f}"),
     ("never", 5, "{}"),
@@ -66,6 +71,8 @@ def _row(f: Figures, bound: Figures) -> list[str]:
         f.cost / bound.cost if bound.cost else math.nan,
         f.spot_share,
         f.evictions_per_pod_day,
+        f.moved_then_reclaimed,
+        f.disruptions_per_pod_day,
         f.back_on_spot_p50,
         f.back_on_spot_p95,
         f.never_back,
@@ -76,12 +83,12 @@ def _row(f: Figures, bound: Figures) -> list[str]:
     out = []
     for (_, width, fmt), v in zip(COLUMNS, values, strict=True):
         text = "-" if isinstance(v, float) and math.isnan(v) else fmt.format(v)
-        out.append(text.rjust(width) if width != 22 else text.ljust(width))
+        out.append(text.rjust(width) if width != NAME else text.ljust(width))
     return out
 
 
 def table(scenario: Scenario, results: list[Figures], bound: Figures) -> str:
-    head = " ".join(name.rjust(w) if w != 22 else name.ljust(w) for name, w, _ in COLUMNS)
+    head = " ".join(name.rjust(w) if w != NAME else name.ljust(w) for name, w, _ in COLUMNS)
     lines = [f"{scenario.profile} / {scenario.trace} / seed {scenario.seed}", head]
     lines += [" ".join(_row(f, bound)) for f in [*results, bound]]
     return "\n".join(lines)
@@ -92,7 +99,8 @@ def summary(per_scenario: list[tuple[list[Figures], Figures]]) -> str:
     names = [f.policy for f in per_scenario[0][0]]
     lines = [
         f"all {len(per_scenario)} scenarios: means per policy",
-        f"{'policy':<22} {'cost vs bound':>13} {'od node-h':>9} {'evict/pod-day':>13} {'back p50':>8} "
+        f"{'policy':<{NAME}} {'cost vs bound':>13} {'od node-h':>9} {'evict/pod-day':>13} {'moved→reclaimed':>15} "
+        f"{'disrupt/pod-day':>15} {'back p50':>8} "
         f"{'back p95':>8} {'never':>5} {'cheapest':>8} {'pdb viol.':>9} {'lost':>4}",
     ]
     for i, name in enumerate(names):
@@ -103,9 +111,11 @@ def summary(per_scenario: list[tuple[list[Figures], Figures]]) -> str:
             return sum(values) / len(values)
 
         lines.append(
-            f"{name:<22} {mean([f.cost / b.cost for f, b in rows]):>13.3f} "
+            f"{name:<{NAME}} {mean([f.cost / b.cost for f, b in rows]):>13.3f} "
             f"{mean([f.on_demand_node_hours for f, _ in rows]):>9.0f} "
             f"{mean([f.evictions_per_pod_day for f, _ in rows]):>13.3f} "
+            f"{mean([f.moved_then_reclaimed for f, _ in rows]):>15.1f} "
+            f"{mean([f.disruptions_per_pod_day for f, _ in rows]):>15.3f} "
             f"{mean([f.back_on_spot_p50 for f, _ in rows]):>8.0f} {mean([f.back_on_spot_p95 for f, _ in rows]):>8.0f} "
             f"{sum(f.never_back for f, _ in rows):>5} {cheapest:>8} {sum(f.pdb_violations for f, _ in rows):>9} "
             f"{sum(f.lost_pods for f, _ in rows):>4}"

@@ -61,6 +61,8 @@ class PodBook:
     worked: float = 0.0
     job: str = ""
     node: str | None = None
+    moved: bool = False
+    """Created as the replacement of a pod a policy evicted (see :meth:`Books.book`)."""
 
 
 @dataclass(slots=True)
@@ -77,6 +79,9 @@ class Tally:
     pod_count_seconds: float = 0.0
     evictions: int = 0
     reclaimed_pods: int = 0
+    moved_then_reclaimed: int = 0
+    """Pods reclaimed with their spot node after a move: replacements of pods a policy evicted (reclaims are not
+    evictions), so each is a second disruption the move led to."""
     pdb_violations: int = 0
     lost_pods: int = 0
     """Pods found missing once the controllers had their turn: a Deployment or StatefulSet short of its replicas,
@@ -127,6 +132,8 @@ class Books:
         """Job pods (their work counts while they are bound)."""
         self.jobs: dict[str, tuple[str, int, int]] = {}
         """Job name → (CronJob, pods still to succeed, pods created so far)."""
+        self.moving: dict[str, int] = {}
+        """Controller → its pods evicted by the policy that no pod created since has replaced yet."""
         self.serial = 0
         """The last number given to a node or a controller's object name."""
         self.tally = Tally()
@@ -143,8 +150,14 @@ class Books:
         return self.serial
 
     def book(self, key: str, book: PodBook) -> None:
+        """Track a pod its controller created. Each eviction of a pod of a controller marks the next pod that
+        controller creates as moved, one for one."""
+        owner = book.job or book.workload
+        if self.moving.get(owner):
+            self.moving[owner] -= 1
+            book.moved = True
         self.pods[key] = book
-        self.owned.setdefault(book.job or book.workload, set()).add(key)
+        self.owned.setdefault(owner, set()).add(key)
 
     def unbook(self, key: str) -> PodBook | None:
         book = self.pods.pop(key, None)
@@ -165,6 +178,8 @@ class Books:
         book = self.unbook(key)
         if book is None:
             return  # a placeholder
+        owner = book.job or book.workload
+        self.moving[owner] = self.moving.get(owner, 0) + 1
         if self.counting():
             self.tally.evictions += 1
             if book.job:

@@ -20,17 +20,20 @@ class SpotMarket:
         self.notice = notice
 
     def step(self) -> None:
-        """Nodes whose notice ran out end (their pods counted as reclaimed), then pools over their limit give
+        """Nodes whose notice ran out end (their pods counted as reclaimed, and those moved there by the policy as
+        moved then reclaimed), then pools over their limit give
         notice to their newest nodes."""
         b = self.books
         for name, book in list(b.nodes.items()):
             if book.ends_at is not None and book.ends_at <= b.now:
                 if b.counting():
-                    b.tally.reclaimed_pods += sum(
-                        1
+                    gone = [
+                        b.pods[k]
                         for k, o in b.server.store["pods"].items()
                         if o["spec"].get("nodeName") == name and k in b.pods
-                    )
+                    ]
+                    b.tally.reclaimed_pods += len(gone)
+                    b.tally.moved_then_reclaimed += sum(1 for book in gone if book.moved)
                 self._remove_node(name)
         limits = b.trace.limits_at(b.now)
         live: dict[tuple[str, str], list[NodeBook]] = {}

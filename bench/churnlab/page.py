@@ -65,12 +65,15 @@ def render(report: Sequence[dict[str, Any]], scenarios: Sequence[Scenario]) -> s
         body.append(_chart(entry, sc))
         rows = "".join(
             f"<tr><td>{html.escape(f['policy'])}</td><td>{f['on_demand_node_hours']:.0f}</td>"
-            f"<td>{f['cost']:.1f}</td><td>{f['evictions_per_pod_day']:.3f}</td></tr>"
+            f"<td>{f['cost']:.1f}</td><td>{f['evictions_per_pod_day']:.3f}</td><td>{f['moved_then_reclaimed']}</td>"
+            f"<td>{f['disruptions_per_pod_day']:.3f}</td></tr>"
             for f in entry["policies"]
         )
         body.append(
-            "<table><tr><th>policy</th><th>on-demand node-hours</th><th>cost $</th><th>evictions/pod-day</th></tr>"
-            f"{rows}<tr><td>lower bound</td><td>-</td><td>{entry['lower_bound']['cost']:.1f}</td><td>-</td></tr>"
+            "<table><tr><th>policy</th><th>on-demand node-hours</th><th>cost $</th><th>evictions/pod-day</th>"
+            "<th>moved→reclaimed</th><th>disruptions/pod-day</th></tr>"
+            f"{rows}<tr><td>lower bound</td><td>-</td><td>{entry['lower_bound']['cost']:.1f}</td><td>-</td><td>-</td>"
+            "<td>-</td></tr>"
             "</table>"
         )
     return (

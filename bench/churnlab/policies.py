@@ -7,15 +7,27 @@
   placeholders) against the in-memory API server, on the simulated clock;
 * ``pusher-like``: k8s-spot-rescheduler as its README sets it up (on-demand nodes tainted ``PreferNoSchedule``, the
   default scheduler, no webhook) and as it behaves: every 10 s, unless a drain ended less than ``node_drain_delay``
-  (10 minutes) ago, it plans with its own rules (on-demand nodes by requested CPU, pods largest first onto the
+  (10 minutes) ago or a pod of the cluster is ``Unschedulable`` (pending, ``PodScheduled=False``), it plans with its
+  own rules (on-demand nodes by requested CPU, pods largest first onto the
   fullest spot node that fits, all or nothing per node; every pod with a controller may move, Job pods included;
   a pod whose budget allows no disruption keeps its node; pending pods are not looked at) and drains the first node
   that can be emptied: the ``ToBeDeletedByClusterAutoscaler`` taint, then every pod evicted through the Eviction API,
-  a 429 retried until ``pod_eviction_timeout`` (2 minutes), after which the drain fails and the taint goes;
-* ``descheduler-like``: the webhook's preferred spot affinity and the default scheduler, with the descheduler's
-  ``RemovePodsViolatingNodeAffinity`` (``preferredDuringSchedulingIgnoredDuringExecution``) every 5 minutes: a pod
-  whose node matches less of its preferred affinity than another node it fits (the descheduler's ``NodeFit``:
-  taints, selectors and affinity, free resources, not cordoned) is evicted; a 429 skips the pod.
+  a 429 retried until ``pod_eviction_timeout`` (2 minutes); the taint goes when the drain ends, emptied (the node
+  is left schedulable, for the autoscaler to remove once empty) or failed;
+* ``descheduler (chart)`` and ``descheduler (spot-tuned)``: the webhook's preferred spot affinity and the default
+  scheduler, with sigs.k8s.io/descheduler v0.36.0's rules (:class:`Descheduler`, :class:`DeschedulerRun`) as its Helm
+  chart ships them (:data:`DESCHEDULER_CHART`) and as an operator tunes them for spot (:data:`DESCHEDULER_SPOT`).
+  ``RemovePodsViolatingNodeAffinity`` for ``preferredDuringSchedulingIgnoredDuringExecution`` evicts a pod that fits
+  some node (its own counts, without its requests) when some Ready node, with room or not, matches a greater weight of
+  its preferred terms than its own; ``nodeFit`` adds that it fits a node other than its own (not cordoned, selectors
+  and required affinity, untolerated ``NoSchedule``/``NoExecute`` taints, room for its requests), any such node,
+  whatever its weight. ``requiredDuringSchedulingIgnoredDuringExecution`` (the chart's only type) evicts a pod whose
+  node no longer matches its required affinity: never here, node labels do not change, so the chart moves nothing back
+  to spot. ``RemovePodsViolatingNodeTaints`` (the chart's) evicts the pods of a node under a reclaim notice. A 429
+  skips the pod. ``RemovePodsHavingTooManyRestarts``, ``RemovePodsViolatingInterPodAntiAffinity`` and
+  ``RemovePodsViolatingTopologySpreadConstraint`` (the chart's) have nothing to act on here (no restarts,
+  anti-affinity or spread constraints); the chart's ``RemoveDuplicates`` and ``LowNodeUtilization`` are not modelled:
+  they balance pods across nodes, which adds evictions and moves no pod towards spot.
 
 The rescheduler's cycles: the loop runs one every ``housekeeping_interval`` (10 s). A cycle over a cluster in which
 nothing changed since the previous one plans the same nodes, so the simulation runs a cycle only when nodes, pods or
@@ -30,6 +42,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,18 +50,56 @@ from bench.churnlab.books import Setup, sync_state
 from bench.churnlab.world import World
 from rescheduler.run import Rescheduler, RunOptions, default_planner
 from shared.config import Config, parse_config
-from shared.fit import fits
 from shared.kube.api import ApiError
 from shared.model import Pod
 from shared.movable import is_daemonset_pod, is_mirror_pod
+from shared.nodeaffinity import check_node_affinity
+from shared.resources import check_resources
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT
+from shared.taints import check_taints
 from tests.support.pusher import pusher_plan
 
 EPOCH = 1_800_000_000.0
 """The simulated wall clock at the start of the day (Unix seconds)."""
 FORCED_CYCLE = 300.0
 PUSHER_TAINT = "ToBeDeletedByClusterAutoscaler"
+
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@dataclass(frozen=True, slots=True)
+class Descheduler:
+    """One way to run sigs.k8s.io/descheduler v0.36.0: its interval, the ``deschedule`` plugins of its profile that
+    act in this world, and its ``DefaultEvictor``'s arguments. ``None`` limits are unlimited (the defaults)."""
+
+    interval: float
+    node_affinity: tuple[str, ...] = ()
+    """``RemovePodsViolatingNodeAffinity``'s ``nodeAffinityType`` (empty: the plugin is not enabled)."""
+    node_taints: bool = False
+    """``RemovePodsViolatingNodeTaints`` enabled (``NoSchedule`` taints only: ``includePreferNoSchedule`` false)."""
+    node_fit: bool = False
+    """The ``DefaultEvictor``'s ``nodeFit``: a pod is evicted only if it fits a node other than its own."""
+    protect_pvc: bool = False
+    """The ``DefaultEvictor``'s ``PodsWithPVC`` protection: a pod with a PersistentVolumeClaim is never evicted."""
+    max_per_node: int | None = None
+    max_per_namespace: int | None = None
+    max_total: int | None = None
+
+
+DESCHEDULER_CHART = Descheduler(interval=120.0, node_affinity=(REQUIRED,), node_taints=True, protect_pvc=True)
+"""The descheduler as its Helm chart (sigs.k8s.io/descheduler v0.36.0, ``charts/descheduler``) ships it: a CronJob
+every 2 minutes (``*/2 * * * *``), the chart's policy: ``RemovePodsViolatingNodeAffinity`` for
+``requiredDuringSchedulingIgnoredDuringExecution`` only, ``RemovePodsViolatingNodeTaints``, ``PodsWithPVC``
+protected, no ``nodeFit``, no eviction limits."""
+
+DESCHEDULER_SPOT = Descheduler(interval=10.0, node_affinity=(PREFERRED,), node_fit=True)
+"""The descheduler as an operator tunes it for spot: one profile with ``RemovePodsViolatingNodeAffinity`` for
+``preferredDuringSchedulingIgnoredDuringExecution`` (the webhook's spot preference), ``nodeFit: true`` so that a pod
+is evicted only when it fits another node, run as a Deployment with ``deschedulingInterval: 10s`` (as often as
+spotshift's rescheduler looks), no eviction limits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +109,8 @@ class Policy:
     actor: str = ""
     """``spotshift``, ``pusher``, ``descheduler`` or ``""`` (none)."""
     overrides: dict[str, Any] = field(default_factory=dict)
+    descheduler: Descheduler | None = None
+    """How the descheduler runs (``actor`` ``descheduler``)."""
 
 
 SPOTSHIFT = Setup(webhook=True, extender=True)
@@ -68,7 +121,8 @@ POLICIES = (
     Policy("spotshift jobs:evict", SPOTSHIFT, "spotshift", {"disruption": {"jobs": "evict"}}),
     Policy("spotshift no-capacity", SPOTSHIFT, "spotshift", {"capacity": {"enabled": False}}),
     Policy("pusher-like", Setup(prefer_no_schedule_on_demand=True), "pusher"),
-    Policy("descheduler-like", Setup(webhook=True), "descheduler"),
+    Policy("descheduler (chart)", Setup(webhook=True), "descheduler", descheduler=DESCHEDULER_CHART),
+    Policy("descheduler (spot-tuned)", Setup(webhook=True), "descheduler", descheduler=DESCHEDULER_SPOT),
 )
 
 
@@ -179,6 +233,8 @@ class PusherLike(Actor):
         if w.now < self.next_check or w.now - self.ended < self.DELAY:
             return
         self.next_check = w.now + self.INTERVAL
+        if any_unschedulable(w):
+            return  # pusher waits for the cluster's unschedulable pods to be placed before it plans
         if _changes(w) == self.seen and w.now - self.last < FORCED_CYCLE:
             return
         sync_state(w.server, self.view, self.applied)
@@ -212,9 +268,8 @@ class PusherLike(Actor):
                 continue
             if not evict(w, obj):
                 left.append(key)
-        if not left:
-            self.draining, self.ended = None, w.now
-        elif w.now - started >= self.TIMEOUT:
+        if not left or w.now - started >= self.TIMEOUT:
+            # Drained or given up: the taint goes either way; an emptied node is the autoscaler's to remove.
             self._taint(node, add=False)
             self.draining, self.ended = None, w.now
         else:
@@ -231,61 +286,154 @@ class PusherLike(Actor):
 
 
 class DeschedulerLike(Actor):
-    """See the module docstring."""
+    """See the module docstring; ``settings``: how the descheduler runs."""
 
-    INTERVAL = 300.0
-
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, settings: Descheduler) -> None:
         self.world = world
+        self.settings = settings
         self.view = world.view
         self.applied = world.applied
         self.next_run = 0.0
+        self.idle = -1
+        """The cluster's change count when a cycle last evicted nothing: until it changes, a cycle would decide
+        the same, and none runs."""
 
     def step(self) -> None:
         w = self.world
-        if w.now < self.next_run:
+        if w.now < self.next_run or _changes(w) == self.idle:
             return
-        self.next_run = w.now + self.INTERVAL
+        self.next_run = w.now + self.settings.interval
         sync_state(w.server, self.view, self.applied)
-        snap = self.view.snapshot()
-        better: dict[tuple[int, int], list[tuple[int, NodeInfo]]] = {}
-        """(preferred terms, score of the pod's node) → the nodes scoring higher, roomiest first."""
-        for info in list(snap.nodes.values()):
-            for pod in list(info.pods):
-                if not pod.preferred_affinity or is_daemonset_pod(pod) or is_mirror_pod(pod) or not pod.owners:
-                    continue
-                here = w.affinity_score(pod, info.node)
-                if here >= sum(weight for weight, _ in pod.preferred_affinity):
-                    continue  # its node matches every preferred term: no node can score higher
-                key = (id(pod.preferred_affinity), here)
-                if key not in better:
-                    better[key] = sorted(
-                        (
-                            (other.free("cpu"), other)
-                            for other in snap.nodes.values()
-                            if not other.node.unschedulable and w.affinity_score(pod, other.node) > here
-                        ),
-                        key=lambda x: (-x[0], x[1].name),
-                    )
-                if self._fits_one(pod, info, better[key], snap):
-                    obj = w.server.store["pods"].get(pod.key)
-                    if obj is not None:
-                        evict(w, obj)
-
-    @staticmethod
-    def _fits_one(pod: Pod, info: NodeInfo, others: list[tuple[int, NodeInfo]], snap: ClusterSnapshot) -> bool:
-        """The descheduler's ``NodeFit`` over the nodes that match more of the pod's preferred affinity: one fits
-        the pod now (taints, selectors and affinity, free resources as they are at the start of the run)."""
-        cpu = pod.node_requests.get("cpu", 0)
-        for free, other in others:
-            if free < cpu:
-                return False
-            if other is not info and not fits(pod, other, snap, first_only=True):
-                return True
-        return False
+        before = _changes(w)
+        cycle = DeschedulerRun(w, self.settings, self.view.snapshot())
+        cycle.run()
+        self.idle = before if not cycle.evicted else -1
 
     def wake(self) -> float:
-        return self.next_run
+        return math.inf if _changes(self.world) == self.idle else self.next_run
+
+
+class DeschedulerRun:
+    """One descheduling cycle over a snapshot of the cluster: the ``deschedule`` plugins in the profile's order
+    (``RemovePodsViolatingNodeTaints``, then ``RemovePodsViolatingNodeAffinity`` per ``nodeAffinityType``), each over
+    the Ready nodes in turn, every eviction through the Eviction API (a refusal is logged and the next pod tried)."""
+
+    def __init__(self, world: World, settings: Descheduler, snap: ClusterSnapshot) -> None:
+        self.world, self.settings, self.snap = world, settings, snap
+        self.nodes = sorted((i for i in snap.nodes.values() if i.node.ready), key=lambda i: i.name)
+        self.evicted: set[str] = set()
+        self.per_node: dict[str, int] = {}
+        self.per_namespace: dict[str, int] = {}
+        self.done = False
+        """The total limit was reached: the cycle ends."""
+        self.best: dict[int, int] = {}
+        """Preferred terms (by identity: a workload's pods share theirs) → the best weight a Ready node gives."""
+        self.fitting: dict[tuple[str, str], list[str]] = {}
+        """(namespace, controller) → the first two Ready nodes with room for one of its pods (a controller's pods are
+        alike; one of them may be the pod's own)."""
+        self.scores: dict[tuple[int, str], int] = {}
+        """(preferred terms, node) → the weight the node matches."""
+
+    def run(self) -> None:
+        s = self.settings
+        if s.node_taints:
+            self._plugin(lambda pod, info: check_taints(pod, info.node) is not None)
+        for kind in s.node_affinity:
+            self._plugin(self.violates_required if kind == REQUIRED else self.violates_preferred)
+
+    def _plugin(self, rule: Callable[[Pod, NodeInfo], bool]) -> None:
+        for info in self.nodes:
+            if self.done:
+                return
+            for pod in sorted(info.pods, key=lambda p: p.key):
+                if not self.evictable(pod) or not rule(pod, info):
+                    continue
+                if self.settings.node_fit and not self.fits_any(pod, info, other=True):
+                    continue  # the DefaultEvictor's PreEvictionFilter
+                if not self._evict(pod, info):
+                    break
+
+    def evictable(self, pod: Pod) -> bool:
+        """The ``DefaultEvictor``'s ``Filter`` for this world's pods: not a DaemonSet's or a mirror pod, owned, not
+        already evicted in this cycle, no claim when ``PodsWithPVC`` is protected."""
+        if pod.key in self.evicted or is_daemonset_pod(pod) or is_mirror_pod(pod) or not pod.owners:
+            return False
+        return not (self.settings.protect_pvc and any(v.claim_name for v in pod.volumes))
+
+    def violates_required(self, pod: Pod, info: NodeInfo) -> bool:
+        """``requiredDuringSchedulingIgnoredDuringExecution``: the pod has required node affinity, fits some node
+        and its node no longer matches its node selector and affinity."""
+        return (
+            pod.required_affinity is not None
+            and self.fits_any(pod, info, other=False)
+            and check_node_affinity(pod, info.node) is not None
+        )
+
+    def violates_preferred(self, pod: Pod, info: NodeInfo) -> bool:
+        """``preferredDuringSchedulingIgnoredDuringExecution``: the pod has preferred node affinity, fits some node
+        (its own counts, without its resources) and some Ready node, whether or not it has room, matches a greater
+        weight of its preferred terms than its own node."""
+        if not pod.preferred_affinity:
+            return False
+        score = self.world.affinity_score
+        key = id(pod.preferred_affinity)
+        if key not in self.best:
+            self.best[key] = max((score(pod, other.node) for other in self.nodes), default=0)
+        here = self.scores.get((key, info.name))
+        if here is None:
+            here = self.scores[key, info.name] = score(pod, info.node)
+        return self.best[key] > here and self.fits_any(pod, info, other=False)
+
+    def fits_any(self, pod: Pod, info: NodeInfo, *, other: bool) -> bool:
+        """``PodFitsAnyNode`` (``other``: ``PodFitsAnyOtherNode``) over the Ready nodes."""
+        if not other and info.node.ready and self.node_fit(pod, info, room=False):
+            return True  # its own node, where its requests are already counted
+        owner = pod.controller
+        key = (pod.namespace, owner.name if owner else pod.name)
+        if key not in self.fitting:
+            fitting = (n.name for n in self.nodes if self.node_fit(pod, n, room=True))
+            self.fitting[key] = list(itertools.islice(fitting, 2))
+        return any(name != info.name for name in self.fitting[key])
+
+    @staticmethod
+    def node_fit(pod: Pod, info: NodeInfo, *, room: bool) -> bool:
+        """The descheduler's ``NodeFit``: the node is not cordoned, matches the pod's node selector and required
+        affinity, has no ``NoSchedule``/``NoExecute`` taint the pod does not tolerate, and (``room``: any node but
+        the pod's own) has room for its requests. (Its inter-pod anti-affinity check has nothing to find here: the
+        scenarios' pods carry none.)"""
+        node = info.node
+        if node.unschedulable or check_node_affinity(pod, node) is not None or check_taints(pod, node) is not None:
+            return False
+        return not room or not check_resources(pod, info)
+
+    def _evict(self, pod: Pod, info: NodeInfo) -> bool:
+        """Evict ``pod`` within the limits; ``False`` when the node's limit is reached (the plugin moves on to the
+        next node) or the total's (the cycle ends)."""
+        s = self.settings
+        if s.max_total is not None and len(self.evicted) >= s.max_total:
+            self.done = True
+            return False
+        if s.max_per_node is not None and self.per_node.get(info.name, 0) >= s.max_per_node:
+            return False
+        if s.max_per_namespace is not None and self.per_namespace.get(pod.namespace, 0) >= s.max_per_namespace:
+            return True  # an error for this pod alone
+        obj = self.world.server.store["pods"].get(pod.key)
+        if obj is not None and evict(self.world, obj):
+            self.evicted.add(pod.key)
+            self.per_node[info.name] = self.per_node.get(info.name, 0) + 1
+            self.per_namespace[pod.namespace] = self.per_namespace.get(pod.namespace, 0) + 1
+        return True
+
+
+def any_unschedulable(world: World) -> bool:
+    """Whether a pod of the cluster is pending with ``PodScheduled=False``, reason ``Unschedulable``."""
+    store = world.server.store["pods"]
+    for key in world.server.unbound:
+        obj = store.get(key)
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or ()
+        if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions):
+            return True
+    return False
 
 
 def evict(world: World, obj: dict[str, Any]) -> bool:
@@ -308,5 +456,5 @@ def attach(policy: Policy, world: World) -> Actor:
     if policy.actor == "pusher":
         return PusherLike(world)
     if policy.actor == "descheduler":
-        return DeschedulerLike(world)
+        return DeschedulerLike(world, policy.descheduler or DESCHEDULER_CHART)
     return Actor()

@@ -54,6 +54,10 @@ class Figures:
     """Share of pod-hours on spot nodes."""
     evictions: int
     evictions_per_pod_day: float
+    moved_then_reclaimed: int
+    """Pods reclaimed with their spot node after a move (:attr:`bench.churnlab.books.Tally.moved_then_reclaimed`)."""
+    disruptions_per_pod_day: float
+    """(Evictions + pods reclaimed after a move) per pod-day."""
     back_on_spot_p50: float
     back_on_spot_p95: float
     """Minutes from spot capacity returning until the spot-eligible pods on on-demand nodes are back to their number
@@ -139,6 +143,8 @@ def figures(name: str, t: Tally, tr: Trace) -> Figures:
         spot_share=t.pod_seconds_on_spot / t.pod_seconds if t.pod_seconds else 0.0,
         evictions=t.evictions,
         evictions_per_pod_day=t.evictions / pods_per_day,
+        moved_then_reclaimed=t.moved_then_reclaimed,
+        disruptions_per_pod_day=(t.evictions + t.moved_then_reclaimed) / pods_per_day,
         back_on_spot_p50=_quantile(back, 0.5),
         back_on_spot_p95=_quantile(back, 0.95),
         never_back=never,
@@ -222,7 +228,25 @@ def lower_bound(scenario: Scenario, spot_fraction: float = 0.3, slice_seconds: f
         t += slice_seconds
     big = NODE_TYPES[0].cpu_m / NODE_TYPES[-1].cpu_m
     return Figures(
-        "lower bound", od_hours * big, math.nan, cost, math.nan, 0, 0.0, 0.0, 0.0, 0, 0.0, 0, 0, 0, 0.0, 0, series
+        "lower bound",
+        od_hours * big,
+        math.nan,
+        cost,
+        math.nan,
+        0,
+        0.0,
+        0,
+        0.0,
+        0.0,
+        0.0,
+        0,
+        0.0,
+        0,
+        0,
+        0,
+        0.0,
+        0,
+        series,
     )
 
 

@@ -29,7 +29,10 @@ def _owned(world: World) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("policy", ["none", "spotshift", "spotshift no-capacity", "pusher-like", "descheduler-like"])
+@pytest.mark.parametrize(
+    "policy",
+    ["none", "spotshift", "spotshift no-capacity", "pusher-like", "descheduler (chart)", "descheduler (spot-tuned)"],
+)
 def test_capacity_budgets_and_pods_hold_through_the_hours(policy: str) -> None:
     seen = {"ticks": 0, "pods": 0}
 
