@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.support.controlplane import Api, ControlPlane
-from tests.support.controlplane.kubelet import _Watcher
+from tests.support.controlplane.kubelet import Watcher
 
 EVICTED_REASON = "EvictionByEvictionAPI"
 PDBS = "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
@@ -80,7 +80,7 @@ class DisruptionLedger:
         self.selectors: dict[str, dict[str, str]] = {}
         """Budget → its ``matchLabels``."""
         self.watchers = [
-            _Watcher(
+            Watcher(
                 f"ledger-{ns}",
                 plane.new_api(),
                 f"/api/v1/namespaces/{ns}/pods",
