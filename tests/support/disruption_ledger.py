@@ -111,9 +111,13 @@ class DisruptionLedger:
     # ---- the cloud's word -----------------------------------------------------------------------------------
 
     def node_ended(self, name: str, at: float) -> None:
-        """The cloud removed spot node ``name`` at ``at``: its pods that end are reclaimed."""
+        """The cloud ends node ``name`` at ``at`` (before its pods go): its pods that end are reclaimed, and their
+        budgets' fall is explained from now on."""
         with self.lock:
             self.ended_nodes[name] = at
+            for record in self.pods.values():
+                if record.node == name and record.ended is None:
+                    self._explain(record)
 
     # ---- the watch ------------------------------------------------------------------------------------------
 
@@ -152,9 +156,12 @@ class DisruptionLedger:
                 self.pending_moves.setdefault(record.owner, []).append(record.ended)
         elif record.node is not None and record.node in self.ended_nodes:
             record.reclaimed = True
-            for pdb, selector in self.selectors.items():
-                if all(record.labels.get(k) == v for k, v in selector.items()):
-                    self.dirty.add(pdb)
+            self._explain(record)
+
+    def _explain(self, record: PodRecord) -> None:
+        for pdb, selector in self.selectors.items():
+            if all(record.labels.get(k) == v for k, v in selector.items()):
+                self.dirty.add(pdb)
 
     # ---- the budgets ----------------------------------------------------------------------------------------
 

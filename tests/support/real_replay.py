@@ -471,6 +471,8 @@ class RunLog:
     tail: str = ""
     logged_evictions: int | None = None
     budget_samples: int = 0
+    violations: list[tuple[float, str]] = field(default_factory=list)
+    """(trace time, budget) of each PDB violation."""
     seconds: float = 0.0
 
 
@@ -563,6 +565,7 @@ def _play(
         log.logged_evictions = processes.logged_evictions()
         outcome = _outcome(ctx, cloud, ledger, run, policy, world)
         log.events, log.errors, log.budget_samples = list(cloud.events), list(cloud.errors), ledger.samples
+        log.violations = list(ledger.violations)
         return outcome
     finally:
         cloud.close()
