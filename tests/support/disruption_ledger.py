@@ -12,7 +12,7 @@ policy (spotshift, the descheduler, Karpenter):
   its end or the end of the run when it was never bound;
 * **PDB violations**: the times a budget went below its minimum (``currentHealthy < desiredHealthy``) with no spot
   reclaim to explain it: a budget one of whose pods was reclaimed is explained until it is whole again, and a
-  budget counts from the first time it is whole (its pods start unready);
+  budget counts from the first time it is whole with pods (they start unready);
 * **lost pods**: as the simulation counts them (``bench.churnlab.books.Tally.lost_pods``): each Deployment's
   replicas missing at the end, plus pods that left the API server without an eviction or a reclaim.
 
@@ -180,7 +180,8 @@ class DisruptionLedger:
                 with self.lock:
                     if not below:
                         self.dirty.discard(key)
-                        self.whole_once.add(key)
+                        if status.get("expectedPods", 0) > 0:
+                            self.whole_once.add(key)
                     elif not self.below.get(key) and key in self.whole_once and key not in self.dirty:
                         self.violations.append((now, key))
                     self.below[key] = below
