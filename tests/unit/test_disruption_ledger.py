@@ -13,9 +13,23 @@ from bench.churnlab.world import World
 from tests.support.disruption_ledger import EVICTED_REASON, DisruptionLedger
 
 
+class _Api:
+    def __init__(self) -> None:
+        self.budgets: list[dict[str, Any]] = []
+
+    def list(self, path: str) -> list[dict[str, Any]]:
+        return self.budgets
+
+    def close(self) -> None:
+        pass
+
+
 class _Plane:
+    def __init__(self) -> None:
+        self.api = _Api()
+
     def new_api(self) -> Any:
-        return None
+        return self.api
 
 
 class _Clock:
@@ -44,6 +58,40 @@ def _pod(uid: str, owner: str, node: str = "", evicted: bool = False, app: str =
 def _ledger() -> tuple[DisruptionLedger, _Clock]:
     clock = _Clock()
     return DisruptionLedger(_Plane(), ["ns"], clock), clock  # type: ignore[arg-type]
+
+
+def _budget(expected: int, healthy: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web", "generation": 1},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {
+            "observedGeneration": 1,
+            "expectedPods": expected,
+            "desiredHealthy": max(0, expected - 1),
+            "currentHealthy": healthy,
+        },
+    }
+
+
+def test_a_budget_below_its_minimum_is_a_violation_unless_it_was_never_whole_or_a_reclaim_explains_it() -> None:
+    ledger, clock = _ledger()
+    api = ledger.pdb_api
+    for expected, healthy in ((0, 0), (3, 0), (3, 1)):  # created before its pods, which start unready
+        api.budgets = [_budget(expected, healthy)]  # type: ignore[attr-defined]
+        ledger.sample_budgets()
+    assert ledger.violations == []
+    api.budgets = [_budget(3, 3)]  # type: ignore[attr-defined]
+    ledger.sample_budgets()
+    ledger._on_event("ADDED", _pod("a", "rs1", "spot-1"))
+    ledger.node_ended("spot-1", 10.0)  # the cloud ends the node: the fall that follows is explained
+    api.budgets = [_budget(3, 1)]  # type: ignore[attr-defined]
+    ledger.sample_budgets()
+    assert ledger.violations == []
+    clock.t = 50.0
+    for healthy in (3, 1, 1, 2, 1):  # whole again, then two falls: two violations
+        api.budgets = [_budget(3, healthy)]  # type: ignore[attr-defined]
+        ledger.sample_budgets()
+    assert ledger.violations == [(50.0, "ns/web"), (50.0, "ns/web")]
 
 
 def test_an_eviction_marks_the_owners_next_pod_as_moved_and_its_reclaim_counts() -> None:
