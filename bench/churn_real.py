@@ -5,7 +5,7 @@ simulation's.
     python3 bench/churn_real.py --policy spotshift "descheduler (spot-tuned)" --world refill --json /tmp/real.json
 
 The replay (bench/churnlab/replay.py: 36 pods of four Deployments, every spot pool cut at minute 4 and back at
-minute 10; ``--trace short``: cut at minute 2, back at minute 5, 15 minutes) runs on a Kubernetes 1.37.2 control
+minute 10; ``--trace short``: cut at minute 3, back at minute 6, 15 minutes) runs on a Kubernetes 1.37.2 control
 plane (tests/support/controlplane: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
 stand-ins), ``COMPRESSION`` times faster than the trace, with spotshift's webhook and extender in front and one
 policy's processes (tests/support/real_replay.py): ``none``, ``spotshift``, ``spotshift no-capacity``, the real

@@ -10,7 +10,7 @@ for each on-demand node), drains one node at a time and starts the next as soon 
 Two autoscaling worlds (``WORLDS``): *pending*, where nodes appear only for pending pods (the provisioner above),
 and *refill*, where each zone's spot pool is a node group of ``REFILL`` nodes from the start, refilled with empty
 nodes after a reclaim once the trace allows the pool again (on-demand nodes still come only for pending pods).
-``SHORT`` is a 15-minute variant of the trace (cut at minute 2, back at minute 5) for quicker runs.
+``SHORT`` is a 15-minute variant of the trace (cut at minute 3, back at minute 6) for quicker runs.
 
 Every duration here is in trace seconds: the simulation runs them as they are; the real control plane plays the
 trace ``COMPRESSION`` times faster, with every duration (the provisioner's, the kubelets', the spot notice, the
@@ -100,7 +100,9 @@ class Replay:
 
 
 LONG = Replay("replay", LENGTH, CUT, BACK)
-SHORT = Replay("short", 900.0, 120.0, 300.0)
+SHORT = Replay("short", 900.0, 180.0, 360.0)
+"""The cut leaves the first nodes' pods time to be bound and Ready (kube-scheduler retries a pod that found no node
+after a backoff of up to 10 wall-clock seconds, 50 trace seconds)."""
 REPLAYS = {r.name: r for r in (LONG, SHORT)}
 
 WORLDS = ("pending", "refill")
