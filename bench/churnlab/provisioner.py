@@ -28,12 +28,24 @@ class Provisioner:
     the nodes join ``delay`` seconds later (:func:`cheapest_nodes` decides). A node with no pod for
     ``removal_delay`` seconds (10 minutes by default) is removed. The provisioner knows at
     once whether a spot pool has room (no failed attempt, no fallback delay) and never removes a node that still
-    has pods (no consolidation of its own)."""
+    has pods (no consolidation of its own).
 
-    def __init__(self, books: Books, delay: float, removal_delay: float = REMOVAL_DELAY) -> None:
+    With ``refill`` (spot pool → desired node count: the *refill* world), the spot pools are node groups of a fixed
+    size instead: the cluster starts with their nodes, a group below its count (a node reclaimed) gets new empty
+    nodes, ``delay`` seconds later, as soon as the trace allows the pool that many, and its nodes are never removed
+    for being empty; pending pods get on-demand nodes only (cluster-autoscaler on an on-demand group)."""
+
+    def __init__(
+        self,
+        books: Books,
+        delay: float,
+        removal_delay: float = REMOVAL_DELAY,
+        refill: dict[tuple[str, str], int] | None = None,
+    ) -> None:
         self.books = books
         self.delay = delay
         self.removal_delay = removal_delay
+        self.refill = dict(refill or {})
         self.coming: list[tuple[float, NodeType, str, bool]] = []
         self.scanned = -math.inf
         self.allowed: dict[tuple[str, str, bool], bool] = {}
@@ -106,9 +118,32 @@ class Provisioner:
             self.coming.remove(item)
             self.add_node(item[1], item[2], item[3])
 
+    def fill(self) -> None:
+        """The refill world's start: every spot group at its desired count."""
+        types = {nt.name: nt for nt in self.books.node_types}
+        for (zone, type_name), n in sorted(self.refill.items()):
+            for _ in range(n):
+                self.add_node(types[type_name], zone, True)
+
+    def _refill(self) -> None:
+        w = self.books
+        limits = w.trace.limits_at(w.now)
+        types = {nt.name: nt for nt in w.node_types}
+        for (zone, type_name), desired in sorted(self.refill.items()):
+            have = sum(
+                1
+                for b in w.nodes.values()
+                if b.spot and b.ends_at is None and b.zone == zone and b.node_type.name == type_name
+            )
+            have += sum(1 for _, nt, z, spot in self.coming if spot and z == zone and nt.name == type_name)
+            for _ in range(max(0, min(desired, limits[(zone, type_name)]) - have)):
+                self.coming.append((w.now + self.delay, types[type_name], zone, True))
+
     def step(self) -> None:
         w = self.books
         self._scale_down()
+        if self.refill:
+            self._refill()
         if w.now - self.scanned < 10.0:
             return
         self.scanned = w.now
@@ -124,7 +159,7 @@ class Provisioner:
         w = self.books
         busy = {name for name, pods in w.view.by_node.items() if pods}
         for name, book in list(w.nodes.items()):
-            if name in busy or book.ends_at is not None:
+            if name in busy or book.ends_at is not None or (book.spot and self.refill):
                 book.empty_since = None
                 continue
             if book.empty_since is None:
@@ -155,7 +190,7 @@ class Provisioner:
         choice = cheapest_nodes(
             [_req(p) for p in pods],
             w.node_types,
-            spot_room={pool: limits[pool] - counts.get(pool, 0) for pool in limits},
+            spot_room={pool: 0 if self.refill else limits[pool] - counts.get(pool, 0) for pool in limits},
             zones={spot: [z for z in ZONES if self.allows(sample, z, spot)] for spot in (True, False)},
             zone_nodes=zone_nodes,
             spot_fraction=w.spot_fraction,

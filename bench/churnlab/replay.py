@@ -7,6 +7,11 @@ at minute 0. Spot: every pool cut to zero at minute 4 (each spot node gets the r
 later), back at minute 10. spotshift runs with capacity mode on (placeholders ask the provisioner for spot room
 for each on-demand node), drains one node at a time and starts the next as soon as one ends.
 
+Two autoscaling worlds (``WORLDS``): *pending*, where nodes appear only for pending pods (the provisioner above),
+and *refill*, where each zone's spot pool is a node group of ``REFILL`` nodes from the start, refilled with empty
+nodes after a reclaim once the trace allows the pool again (on-demand nodes still come only for pending pods).
+``SHORT`` is a 15-minute variant of the trace (cut at minute 3, back at minute 6) for quicker runs.
+
 Every duration here is in trace seconds: the simulation runs them as they are; the real control plane plays the
 trace ``COMPRESSION`` times faster, with every duration (the provisioner's, the kubelets', the spot notice, the
 rescheduler's configuration) divided by it, and converts what it measures back to trace time.
@@ -15,10 +20,10 @@ rescheduler's configuration) divided by it, and converts what it measures back t
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from bench.churnlab.policies import SPOTSHIFT, Policy, attach, config_of
+from bench.churnlab.policies import SPOTSHIFT, Actor, DeschedulerLike, Policy, attach, config_of
 from bench.churnlab.scenario import NODE_TYPES, UNLIMITED, ZONES, Change, NodeType, Trace, Workload
 from bench.churnlab.sim import play
 from bench.churnlab.world import World
@@ -27,6 +32,8 @@ LENGTH = 1_800.0
 """Trace seconds played and counted."""
 COMPRESSION = 5.0
 """Trace seconds per second of wall-clock time on the real control plane."""
+SPOT_FRACTION = 0.3
+"""A spot node's price as a share of the on-demand price."""
 TOLERANCE = 0.10
 """How far the real figures may be from the simulated ones (a share of the simulated figure)."""
 
@@ -73,6 +80,45 @@ SCHEDULER_NAME = "spotshift-scheduler"
 """The scheduler profile with the extender; the webhook sets it on every pod (``webhook.scheduler_name``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """One length of the replay: every spot pool cut to zero at ``cut``, back at ``back``, counted over ``length``."""
+
+    name: str
+    length: float
+    cut: float
+    back: float
+
+    @property
+    def trace(self) -> Trace:
+        return Trace(
+            self.name,
+            f"every spot pool cut to zero at minute {self.cut / 60:g}, back at minute {self.back / 60:g}",
+            [Change(self.cut, z, NODE_TYPE.name, 0) for z in ZONES]
+            + [Change(self.back, z, NODE_TYPE.name, UNLIMITED) for z in ZONES],
+        )
+
+
+LONG = Replay("replay", LENGTH, CUT, BACK)
+SHORT = Replay("short", 900.0, 180.0, 360.0)
+"""The cut leaves the first nodes' pods time to be bound and Ready (kube-scheduler retries a pod that found no node
+after a backoff of up to 10 wall-clock seconds, 50 trace seconds)."""
+REPLAYS = {r.name: r for r in (LONG, SHORT)}
+
+WORLDS = ("pending", "refill")
+REFILL = 4
+"""Spot nodes per zone in the refill world: the 36 pods at three a node, spread over the three zones."""
+
+
+def refill_of(world: str) -> dict[tuple[str, str], int] | None:
+    """The spot groups' desired counts of a world (``None``: the pending world, no fixed groups)."""
+    if world == "pending":
+        return None
+    if world == "refill":
+        return {(z, NODE_TYPE.name): REFILL for z in ZONES}
+    raise ValueError(f"unknown world {world!r}: one of {', '.join(WORLDS)}")
+
+
 def overrides(compression: float = 1.0) -> dict[str, Any]:
     """The spotshift configuration of the replay, durations divided by ``compression`` (1: trace seconds)."""
     return {
@@ -83,6 +129,52 @@ def overrides(compression: float = 1.0) -> dict[str, Any]:
 
 
 POLICY = Policy("spotshift (replay)", SPOTSHIFT, "spotshift", overrides())
+
+TUNED_INTERVAL = 10.0
+"""The spot-tuned descheduler's interval in trace seconds: the rescheduler's housekeeping interval, so both react
+to spot returning at the same pace."""
+CHART_INTERVAL = 120.0
+"""The descheduler Helm chart's default: a CronJob every two minutes."""
+
+
+def no_capacity(compression: float = 1.0) -> dict[str, Any]:
+    """The replay's spotshift configuration with capacity mode off."""
+    config = overrides(compression)
+    config["capacity"] = {**config["capacity"], "enabled": False}
+    return config
+
+
+SIMULATED = {
+    "none": Policy("none", SPOTSHIFT, "", overrides()),
+    "spotshift": POLICY,
+    "spotshift no-capacity": Policy("spotshift no-capacity", SPOTSHIFT, "spotshift", no_capacity()),
+    "descheduler (spot-tuned)": Policy("descheduler (spot-tuned)", SPOTSHIFT, "descheduler", overrides()),
+}
+"""The replay's policies that the simulation models (``bench.churnlab.policies``' actors, with the webhook and the
+extender in place as on the real control plane); the descheduler as its Helm chart ships it has no model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one policy did in one world, in trace time (the simulation's and the real control plane's alike)."""
+
+    policy: str
+    world: str
+    on_demand_node_minutes: float
+    spot_node_minutes: float
+    cost: float
+    """USD: each node's on-demand price per hour, a spot node's at the spot fraction."""
+    evictions: int
+    moved_then_reclaimed: int | None
+    """Pods reclaimed after an eviction moved them (``None``: not counted)."""
+    reclaimed: int
+    pending_pod_minutes: float
+    pdb_violations: int
+    lost_pods: int
+    on_demand_pods_at_end: int
+    """Workload pods on on-demand nodes at the end."""
+    on_demand_series: list[int] = field(default_factory=list)
+    """On-demand nodes at each trace minute."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +188,7 @@ class ReplayFigures:
     on_demand_series: list[tuple[float, int]]
 
 
-def simulate_replay(spot_fraction: float = 0.3) -> tuple[ReplayFigures, World]:
+def simulate_replay(spot_fraction: float = SPOT_FRACTION) -> tuple[ReplayFigures, World]:
     """The replay in the simulation: its figures and the world at ``LENGTH``. The rescheduler's own logging is
     off while it runs (a caller's logging is as it was afterwards: the e2e tier runs this in its own process)."""
     previous = logging.root.manager.disable
@@ -133,10 +225,55 @@ def _simulate(spot_fraction: float) -> tuple[ReplayFigures, World]:
     return figures, world
 
 
-def by_minute(series: list[tuple[float, int]]) -> list[int]:
+def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction: float = SPOT_FRACTION) -> Outcome:
+    """``policy`` (a key of ``SIMULATED``) in ``world`` over ``run``, in the simulation (deterministic)."""
+    chosen = SIMULATED[policy]
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        w = World(
+            seed=1,
+            workloads=list(WORKLOADS),
+            trace=run.trace,
+            setup=chosen.setup,
+            config=config_of(chosen.overrides),
+            spot_fraction=spot_fraction,
+            ready_after=READY_AFTER,
+            provision_delay=PROVISION_DELAY,
+            removal_delay=REMOVAL_DELAY,
+            notice=NOTICE,
+            node_types=(NODE_TYPE,),
+            refill=refill_of(world),
+        )
+        actor: Actor = attach(chosen, w)
+        if isinstance(actor, DeschedulerLike):
+            actor.INTERVAL = TUNED_INTERVAL
+        play(w, actor, run.length)
+    finally:
+        logging.disable(previous)
+    t = w.tally
+    on_demand = {name for name, book in w.nodes.items() if not book.spot}
+    return Outcome(
+        policy=policy,
+        world=world,
+        on_demand_node_minutes=t.on_demand_node_seconds / 60.0,
+        spot_node_minutes=t.spot_node_seconds / 60.0,
+        cost=t.cost_seconds / 3_600.0,
+        evictions=t.evictions,
+        moved_then_reclaimed=None,
+        reclaimed=t.reclaimed_pods,
+        pending_pod_minutes=t.pending_pod_seconds / 60.0,
+        pdb_violations=t.pdb_violations,
+        lost_pods=t.lost_pods,
+        on_demand_pods_at_end=sum(1 for b in w.pods.values() if b.node in on_demand),
+        on_demand_series=by_minute(t.on_demand_series, run.length),
+    )
+
+
+def by_minute(series: list[tuple[float, int]], length: float = LENGTH) -> list[int]:
     """A sampled series (``(t, value)`` at the times the simulation ticked) as its value at each trace minute."""
     out = []
-    for minute in range(int(LENGTH // 60)):
+    for minute in range(int(length // 60)):
         out.append(next((n for t, n in reversed(series) if t <= minute * 60.0), 0))
     return out
 

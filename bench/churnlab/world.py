@@ -26,8 +26,9 @@ against it unchanged. Each actor is a class of its own module, reading and writi
 * the **disruption controller** (:mod:`bench.churnlab.disruption_controller`): every budget's status from the Ready
   pods;
 * the **provisioner** (:mod:`bench.churnlab.provisioner`, cluster-autoscaler's behaviour as this benchmark models
-  it; see ``Provisioner``): the nodes whose provisioning delay is over join before kube-scheduler's turn (so the pods
-  they were added for are bound to them before the provisioner looks for pending pods again), its scan comes last.
+  it; see ``Provisioner``, whose ``refill`` option makes the spot pools node groups of a fixed size): the nodes
+  whose provisioning delay is over join before kube-scheduler's turn (so the pods they were added for are bound to
+  them before the provisioner looks for pending pods again), its scan comes last.
 
 Figures are accumulated per tick over the day (:class:`bench.churnlab.books.Tally`).
 """
@@ -70,6 +71,7 @@ class World:
         node_types: tuple[NodeType, ...] = NODE_TYPES,
         start: float = 0.0,
         check: bool = False,
+        refill: dict[tuple[str, str], int] | None = None,
     ) -> None:
         self.check = check
         """Check every tick that no node holds more than its allocatable (the property tests; costs time)."""
@@ -94,7 +96,8 @@ class World:
         self.scheduler = Scheduler(b, ExtenderPolicy.from_config(config) if setup.extender else None)
         self.kubelets = Kubelets(b, ready_after)
         self.disruption = DisruptionController(b)
-        self.provisioner = Provisioner(b, provision_delay, removal_delay)
+        self.provisioner = Provisioner(b, provision_delay, removal_delay, refill)
+        self.provisioner.fill()
         self.server.breaks_budget = self.disruption.breaks_budget
         self.next_job = self.controllers.next_job
         """CronJob → when it next starts a Job."""

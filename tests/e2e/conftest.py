@@ -10,6 +10,9 @@
 - `budgets` (function): a `BudgetWatcher` of the test's namespace; the test fails if a budget fell below its minimum.
 - `start` (function): `start(config, *flags, kubeconfig=None, name="r")` runs `spot-rescheduler run`
   (`rescheduler_world.Rescheduler`); the processes are closed afterwards and their log tails printed.
+- `spotshift` (function): spotshift's webhook (for `namespace`) and extender (the `spotshift-scheduler` profile of a
+  restarted kube-scheduler) with the churn replay's configuration (`tests.support.real_replay.spotshift_front`);
+  yields the configuration's path and spotshift's own namespace.
 - `runs` (function): a list to append `spot-rescheduler run` processes to; they are closed afterwards and their
   log tails printed.
 
@@ -35,7 +38,9 @@ _ROOT = _HERE.parents[1]
 if str(_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) under --import-mode=importlib
     sys.path.insert(0, str(_ROOT))
 
+from bench.churnlab import replay  # noqa: E402
 from tests.support.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane, wait_for  # noqa: E402
+from tests.support.real_replay import spotshift_front  # noqa: E402
 from tests.support.rescheduler_world import (  # noqa: E402
     BudgetWatcher,
     Rescheduler,
@@ -196,6 +201,12 @@ def start(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Callable[...,
 
     yield run
     _close_and_show(started)
+
+
+@pytest.fixture
+def spotshift(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    with spotshift_front(control_plane, namespace, tmp_path, replay.overrides(replay.COMPRESSION)) as front:
+        yield front
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The cloud of the churn replay (tests/e2e/test_churn_replay_e2e.py) on the real control plane: the spot market
 and the node provisioner of bench/churnlab/replay.py's trace, on the trace's clock.
 
-* the **spot market**: a spot pool whose limit (``replay.TRACE``) falls below its nodes gives the newest of them
+* the **spot market**: a spot pool whose limit (the trace's) falls below its nodes gives the newest of them
   the reclaim notice (the ``aws-node-termination-handler/spot-itn`` taint, ``NoSchedule``) and deletes them with
   their pods when the notice runs out;
 * the **provisioner**, as the simulation's (``bench.churnlab.provisioner.Provisioner``): every scan, the pods of the
@@ -10,6 +10,11 @@ and the node provisioner of bench/churnlab/replay.py's trace, on the trace's clo
   own fit check against a probe node) and each group gets the nodes
   :func:`bench.churnlab.provisioner.cheapest_nodes` chooses, joining ``PROVISION_DELAY`` later; a node with no pod
   bound for ``REMOVAL_DELAY`` is deleted.
+
+That is the *pending* world (the default). In the *refill* world (``replay.WORLDS``) each zone's spot pool is a node
+group of ``replay.REFILL`` nodes instead: the cloud starts with them, replaces a reclaimed one by a new empty node
+``PROVISION_DELAY`` after the trace allows the pool again, and never removes them for being empty; pending pods get
+on-demand nodes only. ``run`` chooses the trace (``replay.LONG`` by default).
 
 Every node is a kubelet stand-in node (tests/support/controlplane) labelled as the simulation's are (capacity type,
 zone, instance type) plus the test's own label. The clock is trace time: ``(monotonic - t0) * COMPRESSION``.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,8 +64,22 @@ class Cloud(threading.Thread):
     """See the module docstring. ``errors`` collects the API calls that failed (each retried on the next tick) and
     the error that ended the thread, if one did."""
 
-    def __init__(self, plane: ControlPlane, namespaces: list[str], label: str, compression: float) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        namespaces: list[str],
+        label: str,
+        compression: float,
+        *,
+        world: str = "pending",
+        run: replay.Replay = replay.LONG,
+    ) -> None:
         super().__init__(daemon=True, name="replay-cloud")
+        self.world = world
+        self.refill = replay.refill_of(world) or {}
+        self.trace = run.trace
+        self.on_node_end: Callable[[str, float], None] = lambda name, at: None
+        """Told of each node the cloud ends or removes, before its pods go."""
         self.plane = plane
         self.api = plane.new_api()
         self.namespaces = namespaces
@@ -90,8 +110,19 @@ class Cloud(threading.Thread):
                 raise
             self.stop.wait(0.1)
 
+    def fill(self) -> None:
+        """The refill world's start: every spot group at its desired count, Ready (before the trace's clock
+        starts)."""
+        names = [self._add(zone, True) for (zone, _), n in sorted(self.refill.items()) for _ in range(n)]
+        for name in names:
+            wait_for(lambda name=name: self._ready(name), timeout=30, what=f"node {name} to become Ready")
+            self.books[name].born = 0.0
+        if names:
+            self.log(f"spot groups filled: {', '.join(names)}")
+
     def tick(self) -> None:
         self._market()
+        self._refill()
         self._join()
         pods = [p for ns in self.namespaces for p in self.api.list(f"/api/v1/namespaces/{ns}/pods")]
         self._scale_down(pods)
@@ -106,7 +137,7 @@ class Cloud(threading.Thread):
     def _market(self) -> None:
         now = self.now()
         self._remove([b for b in self.live() if b.ends_at is not None and b.ends_at <= now])
-        limits = replay.TRACE.limits_at(now)
+        limits = self.trace.limits_at(now)
         pools: dict[tuple[str, str], list[Book]] = {}
         for book in self.live():
             if book.spot and book.ends_at is None:
@@ -124,6 +155,16 @@ class Cloud(threading.Thread):
                 self.log(f"reclaim notice on {book.name}")
 
     # ---- the provisioner ------------------------------------------------------------------------------------
+
+    def _refill(self) -> None:
+        limits = self.trace.limits_at(self.now())
+        for (zone, type_name), desired in sorted(self.refill.items()):
+            have = sum(1 for b in self.live() if b.spot and b.ends_at is None and b.zone == zone)
+            have += sum(1 for _, z, spot in self.coming if spot and z == zone)
+            n = max(0, min(desired, limits[(zone, type_name)]) - have)
+            if n:
+                self.coming += [(self.now() + replay.PROVISION_DELAY, zone, True)] * n
+                self.log(f"{n} spot node(s) in {zone} to refill its group")
 
     def _join(self) -> None:
         due = [c for c in self.coming if c[0] <= self.now()]
@@ -173,6 +214,7 @@ class Cloud(threading.Thread):
         names = {b.name for b in books}
         for book in books:
             book.gone = now
+            self.on_node_end(book.name, now)
             self.api.patch(f"/api/v1/nodes/{book.name}", {"spec": {"unschedulable": True}})
         for ns in self.namespaces:
             for name in sorted(names):
@@ -195,7 +237,7 @@ class Cloud(threading.Thread):
         now = self.now()
         idle = []
         for book in self.live():
-            if book.name in busy or book.ends_at is not None:
+            if book.name in busy or book.ends_at is not None or (book.spot and self.refill):
                 book.empty_since = None
             elif book.empty_since is None:
                 book.empty_since = now
@@ -226,7 +268,7 @@ class Cloud(threading.Thread):
             self._add_for(group)
 
     def _add_for(self, pods: list[Pod]) -> None:
-        limits = replay.TRACE.limits_at(self.now())
+        limits = self.trace.limits_at(self.now())
         counts: dict[tuple[str, str], int] = {}
         for book in self.live():
             if book.spot and book.ends_at is None:
@@ -238,10 +280,10 @@ class Cloud(threading.Thread):
         choice = cheapest_nodes(
             [_req(p) for p in pods],
             (replay.NODE_TYPE,),
-            spot_room={pool: limits[pool] - counts.get(pool, 0) for pool in limits},
+            spot_room={pool: 0 if self.refill else limits[pool] - counts.get(pool, 0) for pool in limits},
             zones={spot: [z for z in ZONES if self._allows(sample, z, spot)] for spot in (True, False)},
             zone_nodes={z: sum(1 for b in self.live() if b.zone == z) for z in ZONES},
-            spot_fraction=0.3,
+            spot_fraction=replay.SPOT_FRACTION,
         )
         if choice is None:
             return
@@ -309,9 +351,14 @@ class Cloud(threading.Thread):
             t += every
         return out
 
-    def close(self) -> None:
+    def halt(self) -> None:
+        """Stop the market and the provisioner; the nodes stay."""
         self.stop.set()
-        self.join(30)
+        if self.is_alive():
+            self.join(60)
+
+    def close(self) -> None:
+        self.halt()
         self.plane.delete_nodes([b.name for b in self.live()])
         self.api.close()
 

@@ -112,7 +112,7 @@ def _pod_name(pod: dict[str, Any]) -> str:
     return f"{pod['metadata'].get('namespace')}/{pod['metadata'].get('name')}"
 
 
-class _Watcher(threading.Thread):
+class Watcher(threading.Thread):
     """list+watch of one collection into a callback, relisting after errors and expired resource versions."""
 
     def __init__(
@@ -234,7 +234,7 @@ class KubeletStandIn:
         self._pod_counter = itertools.count(1)
         self.errors: list[str] = []
         self._watchers = [
-            _Watcher(
+            Watcher(
                 "kubelet-nodes",
                 api_factory(),
                 "/api/v1/nodes",
@@ -243,7 +243,7 @@ class KubeletStandIn:
                 self._on_node_event,
                 self._stop,
             ),
-            _Watcher(
+            Watcher(
                 "kubelet-pods",
                 api_factory(),
                 "/api/v1/pods",
