@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.churnlab.policies import SPOTSHIFT, Actor, DeschedulerLike, Policy, attach, config_of
+from bench.churnlab.policies import DESCHEDULER_CHART, DESCHEDULER_SPOT, SPOTSHIFT, Policy, attach, config_of
 from bench.churnlab.scenario import NODE_TYPES, UNLIMITED, ZONES, Change, NodeType, Trace, Workload
 from bench.churnlab.sim import play
 from bench.churnlab.world import World
@@ -130,10 +130,10 @@ def overrides(compression: float = 1.0) -> dict[str, Any]:
 
 POLICY = Policy("spotshift (replay)", SPOTSHIFT, "spotshift", overrides())
 
-TUNED_INTERVAL = 10.0
+TUNED_INTERVAL = DESCHEDULER_SPOT.interval
 """The spot-tuned descheduler's interval in trace seconds: the rescheduler's housekeeping interval, so both react
 to spot returning at the same pace."""
-CHART_INTERVAL = 120.0
+CHART_INTERVAL = DESCHEDULER_CHART.interval
 """The descheduler Helm chart's default: a CronJob every two minutes."""
 
 
@@ -148,10 +148,16 @@ SIMULATED = {
     "none": Policy("none", SPOTSHIFT, "", overrides()),
     "spotshift": POLICY,
     "spotshift no-capacity": Policy("spotshift no-capacity", SPOTSHIFT, "spotshift", no_capacity()),
-    "descheduler (spot-tuned)": Policy("descheduler (spot-tuned)", SPOTSHIFT, "descheduler", overrides()),
+    "descheduler (chart)": Policy(
+        "descheduler (chart)", SPOTSHIFT, "descheduler", overrides(), descheduler=DESCHEDULER_CHART
+    ),
+    "descheduler (spot-tuned)": Policy(
+        "descheduler (spot-tuned)", SPOTSHIFT, "descheduler", overrides(), descheduler=DESCHEDULER_SPOT
+    ),
 }
-"""The replay's policies that the simulation models (``bench.churnlab.policies``' actors, with the webhook and the
-extender in place as on the real control plane); the descheduler as its Helm chart ships it has no model."""
+"""The replay's policies as the simulation models them (``bench.churnlab.policies``' actors, with the webhook and
+the extender in place as on the real control plane). The chart's descheduler model leaves out the chart's
+``RemoveDuplicates`` and ``LowNodeUtilization`` plugins (they move nothing toward spot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +251,7 @@ def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction:
             node_types=(NODE_TYPE,),
             refill=refill_of(world),
         )
-        actor: Actor = attach(chosen, w)
-        if isinstance(actor, DeschedulerLike):
-            actor.INTERVAL = TUNED_INTERVAL
-        play(w, actor, run.length)
+        play(w, attach(chosen, w), run.length)
     finally:
         logging.disable(previous)
     t = w.tally
