@@ -137,10 +137,11 @@ def playing(
 def report(run: Run) -> None:
     cloud = run.cloud
     during = sum(1 for t in run.karpenter_evictions if t < BACK)
-    both = sorted(n for n, marks in cloud.marks.items() if {DISRUPTED_TAINT, DRAIN_TAINT} <= marks)
+    both = [m for m in cloud.marks.values() if DISRUPTED_TAINT in m and DRAIN_TAINT in m]
+    spotshift_first = sum(1 for m in both if m[DRAIN_TAINT] < m[DISRUPTED_TAINT])
     print(
         f"on-demand node-minutes over [0, {LENGTH:.0f}s): {cloud.on_demand_node_minutes(LENGTH):.1f}; "
-        f"Karpenter's evictions {len(run.karpenter_evictions)} ({during} before spot was back); "
+        f"Karpenter's evictions {len(run.karpenter_evictions)} ({during} before spot came back); "
         f"spotshift's evictions {run.spotshift_evictions}; no on-demand node left at t={run.settled_at:.0f}s "
         f"(on-demand node-minutes until then {cloud.on_demand_node_minutes(run.settled_at):.1f})"
     )
@@ -148,7 +149,8 @@ def report(run: Run) -> None:
     print(f"nodes the cloud reclaimed: {len(cloud.ended)}; nodes Karpenter created: {len(cloud.books)}")
     print(
         f"nodes marked by Karpenter: {sum(1 for m in cloud.marks.values() if DISRUPTED_TAINT in m)}, "
-        f"by spotshift: {sum(1 for m in cloud.marks.values() if DRAIN_TAINT in m)}, by both: {both}"
+        f"by spotshift: {sum(1 for m in cloud.marks.values() if DRAIN_TAINT in m)}, by both: {len(both)} "
+        f"(spotshift's mark first on {spotshift_first}, Karpenter's on {len(both) - spotshift_first})"
     )
     print("the cloud:", *cloud.events, sep="\n  ")
     print("API calls of the cloud that failed (retried on its next tick):", cloud.errors or "none")
@@ -158,7 +160,7 @@ def check_outcomes(plane: ControlPlane, namespace: str, run: Run) -> None:
     """What must hold on either run."""
     series = run.cloud.series(run.settled_at)
     assert max(series[int(CUT // 60) : int(BACK // 60) + 1]) > 0, series  # on-demand during the outage
-    assert run.cloud.on_demand_count() == 0  # the loop ended on it; once spot was back, none left
+    assert run.cloud.on_demand_count() == 0  # the loop ends on it: none left once spot is back
     assert len(run.cloud.ended) > 0  # the reclaim happened
     assert run.budgets.samples > 100
     assert [(t, name) for t, name in run.budgets.below if t >= BACK] == []

@@ -17,6 +17,13 @@ the replay's trace played through it.
   same figures, and the marks seen on each node (Karpenter's ``karpenter.sh/disrupted`` taint, spotshift's
   ``spotshift.io/draining``).
 
+"No spot capacity" is the NodePool's capacity types narrowed to on-demand: the operator's one NodePool stays the
+one Karpenter provisions from, and no spot node can come while the market is out (a second, spot-only NodePool
+whose limits drop to zero would change the configuration measured). Karpenter sees its spot nodes drifted
+(``RequirementsDrifted``) from then on and replaces them, an on-demand node first, then a drain, within its
+disruption budget, while their notice runs: what Karpenter on AWS does on a reclaim notice with its interruption
+handling, though budgeted. Those evictions fall before the trace's return (the test reports them apart).
+
 What the test cannot compress: Karpenter's own timers run on the wall clock while the trace runs ``COMPRESSION``
 times faster: the disruption controller's 10 s poll, the 15 s wait before a consolidation is carried out (it
 checks the decision still holds), the provisioner's batching window (1 s idle, 10 s at most). In trace time they
@@ -178,8 +185,9 @@ class KarpenterCloud(threading.Thread):
         self.t0 = time.monotonic()
         self.books: dict[str, Book] = {}
         self.ended: list[tuple[str, float]] = []
-        self.marks: dict[str, set[str]] = {}
-        """Per node, the marks of a drain seen on it (``DISRUPTED_TAINT``, ``DRAIN_TAINT``)."""
+        self.marks: dict[str, dict[str, float]] = {}
+        """Per node, the marks of a drain seen on it (``DISRUPTED_TAINT``, ``DRAIN_TAINT``), each with the trace
+        time it was first seen."""
         self.spot_allowed = True
         self.stop = threading.Event()
         self.errors: list[str] = []
@@ -221,7 +229,8 @@ class KarpenterCloud(threading.Thread):
                     book.ends_at = now + self.notice
 
     def _books(self, nodes: dict[str, dict[str, Any]], now: float) -> None:
-        """New nodes booked from now, vanished ones (Karpenter's) gone now; marks and the stand-in's annotation."""
+        """Nodes not in the books enter them at ``now``; booked ones that vanished (Karpenter's) end at ``now``; the
+        marks seen, and the stand-in's annotation where a node lacks it."""
         for name, node in nodes.items():
             meta = node["metadata"]
             if name not in self.books:
@@ -235,7 +244,7 @@ class KarpenterCloud(threading.Thread):
                 )
             for taint in node["spec"].get("taints") or []:
                 if taint.get("key") in (DISRUPTED_TAINT, DRAIN_TAINT):
-                    self.marks.setdefault(name, set()).add(taint["key"])
+                    self.marks.setdefault(name, {}).setdefault(taint["key"], now)
         for book in self.live():
             if book.name not in nodes:
                 book.gone = now
