@@ -48,7 +48,8 @@ from tests.support.karpenter import (
     remove_pool,
 )
 from tests.support.provisioner import unschedulable
-from tests.support.real_replay import budgets, deployment, evicted, rescheduler_flags
+from tests.support.real_replay import budgets as replay_budgets
+from tests.support.real_replay import deployment, evicted, rescheduler_flags
 from tests.support.rescheduler_world import Rescheduler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.peers, pytest.mark.usefixtures("capacity_priority_class")]
@@ -95,7 +96,7 @@ def playing(
     pool = f"replay-{label}"
     plane.api.post(NODECLASSES, node_class(pool))
     plane.api.post(NODEPOOLS, node_pool(pool, pool, label, ["spot", "on-demand"]))
-    budgets(plane, namespace)
+    replay_budgets(plane, namespace)
     cloud = KarpenterCloud(plane, namespaces, pool, label, K, cut=CUT, back=BACK, notice=NOTICE)
     run = Run(cloud, BudgetLog(plane, namespace, cloud))
     wall0 = time.time()
