@@ -26,8 +26,9 @@
   to spot. ``RemovePodsViolatingNodeTaints`` (the chart's) evicts the pods of a node under a reclaim notice. A 429
   skips the pod. ``RemovePodsHavingTooManyRestarts``, ``RemovePodsViolatingInterPodAntiAffinity`` and
   ``RemovePodsViolatingTopologySpreadConstraint`` (the chart's) have nothing to act on here (no restarts,
-  anti-affinity or spread constraints); the chart's ``RemoveDuplicates`` and ``LowNodeUtilization`` are not modelled:
-  they balance pods across nodes, which adds evictions and moves no pod towards spot.
+  anti-affinity or spread constraints). The chart's ``balance`` plugins run after the ``deschedule`` ones:
+  ``RemoveDuplicates`` (:class:`RemoveDuplicates`) and ``LowNodeUtilization`` (:class:`LowNodeUtilization`) spread
+  pods across nodes, which adds evictions and moves no pod towards spot.
 
 The rescheduler's cycles: the loop runs one every ``housekeeping_interval`` (10 s). A cycle over a cluster in which
 nothing changed since the previous one plans the same nodes, so the simulation runs a cycle only when nodes, pods or
@@ -363,7 +364,8 @@ class DeschedulerLike(Actor):
 class DeschedulerRun:
     """One descheduling cycle over a snapshot of the cluster: the ``deschedule`` plugins in the profile's order
     (``RemovePodsViolatingNodeTaints``, then ``RemovePodsViolatingNodeAffinity`` per ``nodeAffinityType``), each over
-    the Ready nodes in turn, every eviction through the Eviction API (a refusal is logged and the next pod tried)."""
+    the Ready nodes in turn, then the ``balance`` plugins (``RemoveDuplicates``, ``LowNodeUtilization``), every
+    eviction through the Eviction API (a refusal is logged and the next pod tried)."""
 
     def __init__(self, world: World, settings: Descheduler, snap: ClusterSnapshot) -> None:
         self.world, self.settings, self.snap = world, settings, snap
