@@ -345,9 +345,13 @@ class DeschedulerLike(Actor):
         self.idle = -1
         """The cluster's change count when a cycle last evicted nothing: until it changes, a cycle would decide
         the same, and none runs."""
+        self.evicted = False
+        """The last step's cycle evicted pods: the cluster reacts at the next tick (the owners' replacements are
+        created and scheduled), not at the next cycle."""
 
     def step(self) -> None:
         w = self.world
+        self.evicted = False
         if w.now < self.next_run or _changes(w) == self.idle:
             return
         self.next_run = w.now + self.settings.interval
@@ -355,7 +359,11 @@ class DeschedulerLike(Actor):
         before = _changes(w)
         cycle = DeschedulerRun(w, self.settings, self.view.snapshot())
         cycle.run()
+        self.evicted = bool(cycle.evicted)
         self.idle = before if not cycle.evicted else -1
+
+    def busy(self) -> bool:
+        return self.evicted
 
     def wake(self) -> float:
         return math.inf if _changes(self.world) == self.idle else self.next_run

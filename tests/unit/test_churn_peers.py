@@ -571,3 +571,17 @@ def test_the_chart_runs_both_balance_plugins() -> None:
         Thresholds(20, 20, 20), Thresholds(50, 50, 50)
     )
     assert not DESCHEDULER_SPOT.remove_duplicates and DESCHEDULER_SPOT.low_node_utilization is None
+
+
+def test_a_cycle_that_evicts_has_the_cluster_react_at_the_next_tick() -> None:
+    # The owners' replacements are created at the next tick, not at the next cycle two minutes later (when a cycle
+    # would find them not Ready yet and every budget spent).
+    world = simulate(SCENARIO, "none", until=600.0)
+    actor = policies.DeschedulerLike(world, DESCHEDULER_CHART)
+    pods = set(world.server.store["pods"])
+    actor.step()
+    assert pods - set(world.server.store["pods"])  # the chart's RemoveDuplicates spreads this cluster's pods
+    assert actor.busy()
+    world.tick(10.0)
+    actor.step()  # before the next cycle is due
+    assert not actor.busy()
