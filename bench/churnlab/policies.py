@@ -26,8 +26,9 @@
   to spot. ``RemovePodsViolatingNodeTaints`` (the chart's) evicts the pods of a node under a reclaim notice. A 429
   skips the pod. ``RemovePodsHavingTooManyRestarts``, ``RemovePodsViolatingInterPodAntiAffinity`` and
   ``RemovePodsViolatingTopologySpreadConstraint`` (the chart's) have nothing to act on here (no restarts,
-  anti-affinity or spread constraints); the chart's ``RemoveDuplicates`` and ``LowNodeUtilization`` are not modelled:
-  they balance pods across nodes, which adds evictions and moves no pod towards spot.
+  anti-affinity or spread constraints). The chart's ``balance`` plugins run after the ``deschedule`` ones:
+  ``RemoveDuplicates`` (:class:`RemoveDuplicates`) and ``LowNodeUtilization`` (:class:`LowNodeUtilization`) spread
+  pods across nodes, which adds evictions and moves no pod towards spot.
 
 The rescheduler's cycles: the loop runs one every ``housekeeping_interval`` (10 s). A cycle over a cluster in which
 nothing changed since the previous one plans the same nodes, so the simulation runs a cycle only when nodes, pods or
@@ -54,10 +55,11 @@ from shared.kube.api import ApiError
 from shared.model import Pod
 from shared.movable import is_daemonset_pod, is_mirror_pod
 from shared.nodeaffinity import check_node_affinity
+from shared.quantity import parse_quantity
 from shared.resources import check_resources
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT
-from shared.taints import check_taints
+from shared.taints import check_taints, tolerates_all
 from tests.support.pusher import pusher_plan
 
 EPOCH = 1_800_000_000.0
@@ -65,6 +67,10 @@ EPOCH = 1_800_000_000.0
 FORCED_CYCLE = 300.0
 PUSHER_TAINT = "ToBeDeletedByClusterAutoscaler"
 
+
+SYSTEM_CRITICAL = 2_000_000_000
+"""``SystemCriticalPriority``: pods at or above it are not evicted."""
+RESOURCES = ("cpu", "memory", "pods")
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -87,13 +93,55 @@ class Descheduler:
     max_per_node: int | None = None
     max_per_namespace: int | None = None
     max_total: int | None = None
+    remove_duplicates: bool = False
+    """The ``balance`` plugin ``RemoveDuplicates`` enabled (no ``excludeOwnerKinds``, every namespace)."""
+    low_node_utilization: Utilization | None = None
+    """The ``balance`` plugin ``LowNodeUtilization`` with these thresholds (``None``: not enabled)."""
 
 
-DESCHEDULER_CHART = Descheduler(interval=120.0, node_affinity=(REQUIRED,), node_taints=True, protect_pvc=True)
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Percentages of a node's allocatable CPU, memory and pods, over the pods' requests (``None``: the resource is
+    not among the thresholds)."""
+
+    cpu: float | None = None
+    memory: float | None = None
+    pods: float | None = None
+
+    def of(self, resource: str) -> float | None:
+        value: float | None = getattr(self, resource)
+        return value
+
+    def named(self) -> list[tuple[str, float]]:
+        return [(r, v) for r in RESOURCES if (v := self.of(r)) is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class Utilization:
+    """``LowNodeUtilization``'s arguments: a schedulable node whose usage is at most ``thresholds`` for every resource
+    is under-utilised, a node above ``target`` for some resource over-utilised."""
+
+    thresholds: Thresholds
+    target: Thresholds
+
+
+CHART_UTILIZATION = Utilization(Thresholds(20, 20, 20), Thresholds(50, 50, 50))
+"""The chart's ``LowNodeUtilization`` arguments: ``thresholds`` 20% and ``targetThresholds`` 50% of CPU, memory
+and pods."""
+
+DESCHEDULER_CHART = Descheduler(
+    interval=120.0,
+    node_affinity=(REQUIRED,),
+    node_taints=True,
+    protect_pvc=True,
+    remove_duplicates=True,
+    low_node_utilization=CHART_UTILIZATION,
+)
 """The descheduler as its Helm chart (sigs.k8s.io/descheduler v0.36.0, ``charts/descheduler``) ships it: a CronJob
-every 2 minutes (``*/2 * * * *``), the chart's policy: ``RemovePodsViolatingNodeAffinity`` for
-``requiredDuringSchedulingIgnoredDuringExecution`` only, ``RemovePodsViolatingNodeTaints``, ``PodsWithPVC``
-protected, no ``nodeFit``, no eviction limits."""
+every 2 minutes (``*/2 * * * *``), the chart's policy: the ``deschedule`` plugins
+``RemovePodsViolatingNodeAffinity`` for ``requiredDuringSchedulingIgnoredDuringExecution`` only and
+``RemovePodsViolatingNodeTaints``, then the ``balance`` plugins ``RemoveDuplicates`` and ``LowNodeUtilization``
+(:data:`CHART_UTILIZATION`); ``PodsWithPVC`` protected, no ``nodeFit``, no eviction limits."""
 
 DESCHEDULER_SPOT = Descheduler(interval=10.0, node_affinity=(PREFERRED,), node_fit=True)
 """The descheduler as an operator tunes it for spot: one profile with ``RemovePodsViolatingNodeAffinity`` for
@@ -297,9 +345,13 @@ class DeschedulerLike(Actor):
         self.idle = -1
         """The cluster's change count when a cycle last evicted nothing: until it changes, a cycle would decide
         the same, and none runs."""
+        self.evicted = False
+        """The last step's cycle evicted pods: the cluster reacts at the next tick (the owners' replacements are
+        created and scheduled), not at the next cycle."""
 
     def step(self) -> None:
         w = self.world
+        self.evicted = False
         if w.now < self.next_run or _changes(w) == self.idle:
             return
         self.next_run = w.now + self.settings.interval
@@ -307,7 +359,11 @@ class DeschedulerLike(Actor):
         before = _changes(w)
         cycle = DeschedulerRun(w, self.settings, self.view.snapshot())
         cycle.run()
+        self.evicted = bool(cycle.evicted)
         self.idle = before if not cycle.evicted else -1
+
+    def busy(self) -> bool:
+        return self.evicted
 
     def wake(self) -> float:
         return math.inf if _changes(self.world) == self.idle else self.next_run
@@ -316,7 +372,8 @@ class DeschedulerLike(Actor):
 class DeschedulerRun:
     """One descheduling cycle over a snapshot of the cluster: the ``deschedule`` plugins in the profile's order
     (``RemovePodsViolatingNodeTaints``, then ``RemovePodsViolatingNodeAffinity`` per ``nodeAffinityType``), each over
-    the Ready nodes in turn, every eviction through the Eviction API (a refusal is logged and the next pod tried)."""
+    the Ready nodes in turn, then the ``balance`` plugins (``RemoveDuplicates``, ``LowNodeUtilization``), every
+    eviction through the Eviction API (a refusal is logged and the next pod tried)."""
 
     def __init__(self, world: World, settings: Descheduler, snap: ClusterSnapshot) -> None:
         self.world, self.settings, self.snap = world, settings, snap
@@ -340,6 +397,10 @@ class DeschedulerRun:
             self._plugin(lambda pod, info: check_taints(pod, info.node) is not None)
         for kind in s.node_affinity:
             self._plugin(self.violates_required if kind == REQUIRED else self.violates_preferred)
+        if s.remove_duplicates and not self.done:
+            RemoveDuplicates(self).run()
+        if s.low_node_utilization is not None and not self.done:
+            LowNodeUtilization(self, s.low_node_utilization).run()
 
     def _plugin(self, rule: Callable[[Pod, NodeInfo], bool]) -> None:
         for info in self.nodes:
@@ -350,14 +411,19 @@ class DeschedulerRun:
                     continue
                 if self.settings.node_fit and not self.fits_any(pod, info, other=True):
                     continue  # the DefaultEvictor's PreEvictionFilter
-                if not self._evict(pod, info):
+                if not self.evict_pod(pod, info):
                     break
 
     def evictable(self, pod: Pod) -> bool:
-        """The ``DefaultEvictor``'s ``Filter`` for this world's pods: not a DaemonSet's or a mirror pod, owned, not
-        already evicted in this cycle, no claim when ``PodsWithPVC`` is protected."""
+        """The ``DefaultEvictor``'s ``Filter`` for this world's pods: not a DaemonSet's or a mirror pod, owned, below
+        system-critical priority, not terminating, not already evicted in this cycle, no claim when ``PodsWithPVC``
+        is protected."""
         if pod.key in self.evicted or is_daemonset_pod(pod) or is_mirror_pod(pod) or not pod.owners:
             return False
+        if pod.priority >= SYSTEM_CRITICAL:
+            return False  # system-critical priority: evictSystemCriticalPods is off
+        if pod.deletion_timestamp is not None or pod.terminal:
+            return False  # terminating, or Succeeded/Failed (the plugins' pod listing leaves those out)
         return not (self.settings.protect_pvc and any(v.claim_name for v in pod.volumes))
 
     def violates_required(self, pod: Pod, info: NodeInfo) -> bool:
@@ -406,9 +472,10 @@ class DeschedulerRun:
             return False
         return not room or not check_resources(pod, info)
 
-    def _evict(self, pod: Pod, info: NodeInfo) -> bool:
+    def evict_pod(self, pod: Pod, info: NodeInfo) -> bool:
         """Evict ``pod`` within the limits; ``False`` when the node's limit is reached (the plugin moves on to the
-        next node) or the total's (the cycle ends)."""
+        next node) or the total's (the cycle ends: ``done``). A refusal returns ``True`` and leaves the pod out of
+        ``evicted``."""
         s = self.settings
         if s.max_total is not None and len(self.evicted) >= s.max_total:
             self.done = True
@@ -423,6 +490,175 @@ class DeschedulerRun:
             self.per_node[info.name] = self.per_node.get(info.name, 0) + 1
             self.per_namespace[pod.namespace] = self.per_namespace.get(pod.namespace, 0) + 1
         return True
+
+
+OwnerKey = tuple[str, str, str, str]
+"""RemoveDuplicates' ``podOwner``: namespace, owner kind, owner name, the pod's sorted images joined by ``#``."""
+
+
+class RemoveDuplicates:
+    """The ``balance`` plugin ``RemoveDuplicates`` over one cycle's Ready nodes. On each node, a pod whose owner
+    references and container images (every ``namespace/kind/name/image``) equal those of an earlier pod of that node
+    is a duplicate; pods without owners are left out, and so are pods the ``DefaultEvictor`` would not evict. For
+    each owner with duplicates, the target nodes are the nodes where its duplicates could land by taints
+    (``NoSchedule``/``NoExecute``) and node selector and required affinity, room or not, counted only where more
+    than one node matches; with fewer than two, nothing is evicted. Otherwise ``upper = ceil(pods of the owner /
+    target nodes)`` and each node keeps its first pod and ``upper - 1`` duplicates: the rest are evicted (a refusal
+    is logged and the next pod tried)."""
+
+    def __init__(self, cycle: DeschedulerRun) -> None:
+        self.cycle = cycle
+        self.occurrences: dict[OwnerKey, int] = {}
+        self.duplicates: dict[OwnerKey, dict[str, list[Pod]]] = {}
+
+    def images(self, pod: Pod) -> list[str]:
+        obj = self.cycle.world.server.store["pods"].get(pod.key) or {}
+        return sorted(str(c.get("image") or "") for c in (obj.get("spec") or {}).get("containers") or ())
+
+    def find(self) -> None:
+        """``Balance``'s first pass: each owner's pods and, per node, its duplicates."""
+        for info in self.cycle.nodes:
+            seen: set[tuple[str, ...]] = set()
+            for pod in sorted(info.pods, key=lambda p: p.key):
+                if not pod.owners or not self.cycle.evictable(pod):
+                    continue
+                images = self.images(pod)
+                owners = [(pod.namespace, o.kind, o.name, "#".join(images)) for o in pod.owners]
+                for key in owners:
+                    self.occurrences[key] = self.occurrences.get(key, 0) + 1
+                keys = tuple(sorted(f"{ns}/{kind}/{name}/{image}" for ns, kind, name, _ in owners for image in images))
+                if keys not in seen:
+                    seen.add(keys)
+                    continue
+                for key in owners:
+                    self.duplicates.setdefault(key, {}).setdefault(info.name, []).append(pod)
+
+    def targets(self, pods: list[Pod]) -> set[str]:
+        """``getTargetNodes``: for each distinct placement (tolerations, node selector, required affinity) of the
+        duplicates, the nodes it matches, when more than one does."""
+        distinct = {(p.tolerations, tuple(sorted(p.node_selector.items())), p.required_affinity): p for p in pods}
+        found: set[str] = set()
+        for pod in distinct.values():
+            matching = {
+                info.name
+                for info in self.cycle.nodes
+                if check_taints(pod, info.node) is None and check_node_affinity(pod, info.node) is None
+            }
+            if len(matching) > 1:
+                found |= matching
+        return found
+
+    def run(self) -> None:
+        self.find()
+        cycle = self.cycle
+        for key, by_node in self.duplicates.items():
+            targets = self.targets([p for pods in by_node.values() for p in pods])
+            if len(targets) < 2:
+                continue
+            upper = math.ceil(self.occurrences[key] / len(targets))
+            for name, pods in by_node.items():
+                if len(pods) + 1 <= upper:
+                    continue
+                info = cycle.snap.nodes[name]
+                for pod in pods[upper - 1 :]:
+                    if pod.key in cycle.evicted:
+                        continue
+                    if not cycle.evict_pod(pod, info):
+                        if cycle.done:
+                            return
+                        break  # the node's limit
+
+
+class LowNodeUtilization:
+    """The ``balance`` plugin ``LowNodeUtilization`` over one cycle's Ready nodes, on the pods' requests. A node's
+    usage is the requests of every pod on it (``pods``: their count) in percent of its allocatable. Schedulable
+    nodes at or below ``thresholds`` for every resource are under-utilised, nodes above ``target`` for some resource
+    over-utilised. Nothing happens unless both exist and not every node is under-utilised. The room to move into is
+    the sum over under-utilised nodes of ``target`` of allocatable minus usage. Over-utilised nodes, the most used
+    first (millicores plus bytes plus pods), give up evictable pods (lowest priority first, then BestEffort,
+    Burstable, Guaranteed) that tolerate every taint of some under-utilised node, while the node is above ``target``
+    for some resource and the room is positive for every resource; each eviction takes its requests from both."""
+
+    def __init__(self, cycle: DeschedulerRun, args: Utilization) -> None:
+        self.cycle, self.args = cycle, args
+        self.usage = {info.name: usage_of(info) for info in cycle.nodes}
+
+    def percent(self, info: NodeInfo, resource: str) -> float:
+        allocatable = info.allocatable(resource)
+        return 100.0 * self.usage[info.name][resource] / allocatable if allocatable else 0.0
+
+    def capped(self, info: NodeInfo, resource: str) -> int:
+        """``capNodeCapacityToThreshold``: ``target`` percent of the node's allocatable, truncated (all of it for a
+        resource without a target)."""
+        target = self.args.target.of(resource)
+        allocatable = info.allocatable(resource)
+        return allocatable if target is None else int(target * 0.01 * allocatable)
+
+    def run(self) -> None:
+        cycle, args = self.cycle, self.args
+        low = [
+            i
+            for i in cycle.nodes
+            if not i.node.unschedulable and all(self.percent(i, r) <= v for r, v in args.thresholds.named())
+        ]
+        high = [i for i in cycle.nodes if any(self.percent(i, r) > v for r, v in args.target.named())]
+        if not low or len(low) == len(cycle.nodes) or not high:
+            return
+        room = {r: sum(self.capped(i, r) - self.usage[i.name][r] for i in low) for r in RESOURCES}
+        high.sort(key=lambda i: -sum(self.usage[i.name].values()))
+        for info in high:
+            pods = sorted((p for p in info.pods if cycle.evictable(p)), key=self.eviction_order)
+            if not pods or not self.go_on(info, room):
+                continue
+            for pod in pods:
+                if not any(tolerates_all(i.node.taints, pod.tolerations) for i in low):
+                    continue
+                if not cycle.evict_pod(pod, info):
+                    if cycle.done:
+                        return
+                    break  # the node's limit
+                if pod.key not in cycle.evicted:
+                    continue  # refused
+                for r, used in usage_of(NodeInfo(info.node, [pod])).items():
+                    self.usage[info.name][r] -= used
+                    room[r] -= used
+                if not self.go_on(info, room):
+                    break
+
+    def eviction_order(self, pod: Pod) -> tuple[int, int, str]:
+        """``SortPodsBasedOnPriorityLowToHigh``: priority, then BestEffort, Burstable, Guaranteed."""
+        obj = self.cycle.world.server.store["pods"].get(pod.key) or {}
+        return pod.priority, qos_rank(obj), pod.key
+
+    def go_on(self, info: NodeInfo, room: dict[str, int]) -> bool:
+        """The eviction goes on while the node is above ``target`` for some resource and there is room for all."""
+        above = any(self.usage[info.name][r] > self.capped(info, r) for r in RESOURCES)
+        return above and all(v > 0 for v in room.values())
+
+
+def usage_of(info: NodeInfo) -> dict[str, int]:
+    """The requests of the node's pods (``pods``: how many)."""
+    usage = {r: 0 for r in RESOURCES}
+    for pod in info.pods:
+        usage["pods"] += 1
+        for r in ("cpu", "memory"):
+            usage[r] += pod.requests.get(r, 0)
+    return usage
+
+
+def qos_rank(obj: dict[str, Any]) -> int:
+    """The pod's QoS class: 0 BestEffort (no container requests or limits CPU or memory), 2 Guaranteed (every
+    container's CPU and memory limits set, its requests equal to them or unset), 1 Burstable."""
+    containers = [c.get("resources") or {} for c in (obj.get("spec") or {}).get("containers") or ()]
+    named = ("cpu", "memory")
+    if not any(r in (c.get(k) or {}) for c in containers for k in ("requests", "limits") for r in named):
+        return 0
+    for c in containers:
+        limits, requests = c.get("limits") or {}, c.get("requests") or {}
+        for r in named:
+            if r not in limits or parse_quantity(requests.get(r, limits[r])) != parse_quantity(limits[r]):
+                return 1
+    return 2
 
 
 def any_unschedulable(world: World) -> bool:

@@ -2,8 +2,11 @@
 
 The descheduler's cases transcribe upstream's ``TestRemovePodsViolatingNodeAffinity`` (sigs.k8s.io/descheduler
 v0.36.0, ``pkg/framework/plugins/removepodsviolatingnodeaffinity``), named after its descriptions, plus the cases
-that set its rule apart from "a better node that fits". Pusher's (k8s-spot-rescheduler) rules are checked over a
-few simulated hours of a spiky trace, in which pods go Unschedulable at every cut.
+that set its rule apart from "a better node that fits"; the chart's ``balance`` plugins' cases transcribe
+``TestFindDuplicatePods`` and ``TestRemoveDuplicatesUniformly`` (sigs.k8s.io/descheduler v0.36.0
+``pkg/framework/plugins/removeduplicates``) and ``TestLowNodeUtilization`` and ``TestLowNodeUtilizationWithTaints``
+(sigs.k8s.io/descheduler v0.36.0 ``pkg/framework/plugins/nodeutilization``). Pusher's (k8s-spot-rescheduler) rules
+are checked over a few simulated hours of a spiky trace, in which pods go Unschedulable at every cut.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from bench.churnlab.policies import (
     PREFERRED,
     PUSHER_TAINT,
     REQUIRED,
+    SYSTEM_CRITICAL,
     Descheduler,
     DeschedulerRun,
     PusherLike,
+    Thresholds,
+    Utilization,
     any_unschedulable,
     evict,
 )
@@ -32,6 +38,7 @@ from shared.model import Node, Pod
 from shared.nodeaffinity import preferred_affinity_score
 from tests.builders import (
     affinity,
+    container,
     expr,
     node_json,
     node_selector,
@@ -40,6 +47,7 @@ from tests.builders import (
     pod_json,
     snapshot,
     taint,
+    toleration,
 )
 from tests.support.fake_api import FakeApiServer
 
@@ -70,9 +78,8 @@ class Cluster:
         """One cycle; the keys of the pods it evicted (and the API server deleted)."""
         run = DeschedulerRun(cast(World, self), settings, snapshot(self.nodes, self.pods))
         run.run()
-        assert run.evicted == {k for k in (f"default/{p['metadata']['name']}" for p in self.pods)} - set(
-            self.server.store["pods"]
-        )
+        keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.pods}
+        assert run.evicted == keys - set(self.server.store["pods"])
         return run.evicted
 
 
@@ -285,3 +292,296 @@ def test_pods_reclaimed_after_a_move_are_counted() -> None:
     assert still.tally.moved_then_reclaimed == 0 and still.tally.reclaimed_pods > 0
     t = moving.tally
     assert 0 < t.moved_then_reclaimed <= min(t.reclaimed_pods, t.evictions)
+
+
+# --- RemoveDuplicates: upstream's builders (nodes of 2000m CPU, 3000 bytes, 10 pods; pods of 100m, one container
+# without an image, owned by ReplicaSet "replicaset-1") ---
+
+DUPLICATES = Descheduler(interval=120.0, remove_duplicates=True)
+
+
+def _dup_node(name: str, **kw: Any) -> dict[str, Any]:
+    return node_json(name, allocatable={"cpu": "2", "memory": "3000", "pods": "10"}, **kw)
+
+
+def _dup_pod(name: str, node: str = "n1", namespace: str = "default", **kw: Any) -> dict[str, Any]:
+    kw.setdefault("owners", [owner("ReplicaSet", "replicaset-1", controller=False)])
+    kw.setdefault("containers", [container(requests={"cpu": "100m"})])
+    return pod_json(name, namespace=namespace, node_name=node, **kw)
+
+
+def _two_nodes() -> list[dict[str, Any]]:
+    return [_dup_node("n1"), _dup_node("n2")]
+
+
+def _with_image(name: str, image: str) -> dict[str, Any]:
+    # upstream's buildTestPodWithImage: a second container with the image
+    return _dup_pod(name, containers=[container(requests={"cpu": "100m"}), container(image, image=image)])
+
+
+def _not_owned_alike() -> list[dict[str, Any]]:
+    """A DaemonSet's pod, a pod owned by a Pod with local storage, a mirror pod, a system-critical pod."""
+    local = [{"name": "data", "hostPath": {"path": "/tmp"}}, {"name": "scratch", "emptyDir": {}}]
+    mirror = {"kubernetes.io/config.mirror": "mirror"}
+    return [
+        _dup_pod("p4", owners=[owner("DaemonSet", "ds")]),
+        _dup_pod("p5", owners=[owner("Pod", "", controller=False)], volumes=local),
+        _dup_pod("p6", owners=[], annotations=mirror),
+        _dup_pod("p7", "n1", "kube-system", owners=[], priority=SYSTEM_CRITICAL),
+    ]
+
+
+def _rs(namespace: str, *names: str) -> list[dict[str, Any]]:
+    return [_dup_pod(n, namespace=namespace) for n in names]
+
+
+FIND_DUPLICATE_PODS = {
+    "three pods in the dev namespace bound to same replicaset 1 should be evicted": (_rs("dev", "p1", "p2", "p3"), 1),
+    "three pods in the test namespace bound to same replicaset 1 should be evicted": (
+        _rs("test", "p8", "p9", "p10"),
+        1,
+    ),
+    "three pods in dev three in test bound to replicaset with same name": (
+        _rs("dev", "p1", "p2", "p3") + _rs("test", "p8", "p9", "p10"),
+        2,
+    ),
+    "daemonset local storage mirror critical none should be evicted": (_not_owned_alike(), 0),
+    "test all pods": (_rs("dev", "p1", "p2", "p3") + _not_owned_alike() + _rs("test", "p8", "p9", "p10"), 2),
+    "pods with the same owner but different images should not be evicted": (
+        [
+            _dup_pod("p11", namespace="different-images", containers=[container(image="foo")]),
+            _dup_pod("p12", namespace="different-images", containers=[container(image="bar")]),
+        ],
+        0,
+    ),
+    "pods with multiple containers should not match themselves": (
+        [_dup_pod("p13", namespace="different-images", containers=[container(), container("foo", image="foo")])],
+        0,
+    ),
+    "pods with matching ownerrefs and at not all matching image should not trigger an eviction": (
+        [
+            _dup_pod("p11", namespace="different-images", containers=[container(image="foo")]),
+            _dup_pod("p13", namespace="different-images", containers=[container(), container("foo", image="foo")]),
+        ],
+        0,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FIND_DUPLICATE_PODS))
+def test_find_duplicate_pods(case: str) -> None:
+    # upstream: TestFindDuplicatePods (sigs.k8s.io/descheduler v0.36.0
+    # pkg/framework/plugins/removeduplicates/removeduplicates_test.go), its cases without excludeOwnerKinds or
+    # nodeFit (the chart sets neither)
+    pods, evicted = FIND_DUPLICATE_PODS[case]
+    assert len(Cluster(_two_nodes(), pods).cycle(DUPLICATES)) == evicted
+
+
+def _spread(names: range, counts: tuple[int, ...], nodes: tuple[str, ...], **kw: Any) -> list[dict[str, Any]]:
+    """Pods ``p<i>`` placed ``counts[j]`` on ``nodes[j]`` in turn, each built with ``kw``."""
+    placed = [node for node, n in zip(nodes, counts, strict=True) for _ in range(n)]
+    return [_dup_pod(f"p{i}", node, **kw) for i, node in zip(names, placed, strict=True)]
+
+
+N123 = ("n1", "n2", "n3")
+WORKERS = ("worker1", "worker2", "worker3")
+RS2 = [owner("ReplicaSet", "replicaset-2", controller=False)]
+BOTH_RS = [owner("ReplicaSet", "replicaset-1", controller=False), *RS2]
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+WORKER = "node-role.kubernetes.io/worker"
+
+
+def _tolerating(key: str, value: str) -> dict[str, Any]:
+    return {"tolerations": [toleration(key, "Equal", value, "NoSchedule")]}
+
+
+def _not_master(key: str) -> dict[str, Any]:
+    term = node_selector_term([expr(CONTROL_PLANE, "DoesNotExist"), expr(key, "DoesNotExist")])
+    return {"affinity": affinity(node_required=node_selector(term))}
+
+
+def _alternating(names: range, counts: tuple[int, ...], first: dict[str, Any], second: dict[str, Any]) -> list:
+    """Upstream's taint, affinity and selector cases: pods alternate between two variants (k1, k2, k1, ...)."""
+    pods = _spread(names, counts, WORKERS)
+    for i, pod in enumerate(pods):
+        extra = first if i % 2 == 0 else second
+        pod["spec"].update({k: v for k, v in pod_json("x", **extra)["spec"].items() if k != "containers"})
+    return pods
+
+
+def _masters(**kw: Any) -> list[dict[str, Any]]:
+    return [_dup_node(n, **kw) for n in ("master1", "master2", "master3")]
+
+
+def _uniform_cases() -> dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], int]]:
+    nine = range(1, 10)
+    workers = [_dup_node(n) for n in WORKERS]
+    labelled = [_dup_node(n, labels={WORKER: "k2"}) for n in WORKERS]
+    return {
+        "evict pods uniformly": ([_dup_node(n) for n in N123], _spread(nine, (5, 3, 1), N123), 2),
+        "evict pods uniformly with one node left out": (_two_nodes(), _spread(nine, (5, 3, 1), N123), 1),
+        "evict pods uniformly with two replica sets": (
+            [_dup_node(n) for n in N123],
+            _spread(range(11, 20), (5, 3, 1), N123, owners=BOTH_RS),
+            2,  # upstream counts 4 Eviction calls: each of these 2 pods is a duplicate for both owners
+        ),
+        "evict pods uniformly with two owner references": (
+            [_dup_node(n) for n in N123],
+            _spread(range(11, 20), (5, 3, 1), N123) + _spread(range(21, 30), (1, 3, 5), N123, owners=RS2),
+            4,
+        ),
+        "evict pods with number of pods less than nodes": (
+            [_dup_node(n) for n in N123],
+            _spread(range(1, 3), (2,), ("n1",)),
+            1,
+        ),
+        "evict pods with number of pods less than nodes but ignore different pods with the same ownerref": (
+            [_dup_node(n) for n in N123],
+            [_with_image("p1", "foo"), _with_image("p2", "bar"), _with_image("p3", "baz"), _with_image("p4", "foo")],
+            1,
+        ),
+        "evict pods with a single pod with three nodes": ([_dup_node(n) for n in N123], [_dup_pod("p1")], 0),
+        "evict pods uniformly respecting taints": (
+            workers + _masters(taints=[taint(CONTROL_PLANE)]),
+            _alternating(nine, (5, 3, 1), _tolerating("k1", "v1"), _tolerating("k2", "v2")),
+            2,
+        ),
+        "evict pods uniformly respecting requiredduringschedulingignoredduringexecution node affinity": (
+            workers + _masters(labels={CONTROL_PLANE: ""}),
+            _alternating(nine, (5, 3, 1), _not_master("k1"), _not_master("k2")),
+            2,
+        ),
+        "evict pods uniformly respecting node selector": (
+            labelled + _masters(),
+            _alternating(nine, (5, 3, 1), {"node_selector": {WORKER: "k1"}}, {"node_selector": {WORKER: "k2"}}),
+            2,
+        ),
+        "evict pods uniformly respecting node selector with zero target nodes": (
+            workers + _masters(),
+            _alternating(nine, (5, 3, 1), {"node_selector": {WORKER: "k1"}}, {"node_selector": {WORKER: "k2"}}),
+            0,
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(_uniform_cases()))
+def test_remove_duplicates_uniformly(case: str) -> None:
+    # upstream: TestRemoveDuplicatesUniformly (sigs.k8s.io/descheduler v0.36.0
+    # pkg/framework/plugins/removeduplicates/removeduplicates_test.go), named after its descriptions
+    nodes, pods, evicted = _uniform_cases()[case]
+    assert len(Cluster(nodes, pods).cycle(DUPLICATES)) == evicted
+
+
+# --- LowNodeUtilization ---
+
+CPU_PODS = Utilization(Thresholds(cpu=30, pods=30), Thresholds(cpu=50, pods=50))
+
+
+def _lnu(settings: Utilization) -> Descheduler:
+    return Descheduler(interval=120.0, low_node_utilization=settings)
+
+
+def _lnu_node(name: str, cpu: str, pods: str, **kw: Any) -> dict[str, Any]:
+    return node_json(name, allocatable={"cpu": cpu, "memory": "3000", "pods": pods}, **kw)
+
+
+def _lnu_pod(name: str, node: str, cpu: str = "400m", **kw: Any) -> dict[str, Any]:
+    kw.setdefault("owners", [owner("ReplicaSet", "replicaset-1", controller=False)])
+    return pod_json(name, namespace=kw.pop("namespace", "default"), node_name=node, requests={"cpu": cpu}, **kw)
+
+
+def _n1_pods(priorities: tuple[int | None, ...] = (None,) * 5) -> list[dict[str, Any]]:
+    """n1's pods in upstream's cases: five of a ReplicaSet, then a DaemonSet's, a mirror pod with local storage, a
+    system-critical pod (none of these three evictable)."""
+    mirror = {"kubernetes.io/config.mirror": "mirror"}
+    return [
+        *(_lnu_pod(f"p{i}", "n1", priority=p) for i, p in enumerate(priorities, start=1)),
+        _lnu_pod("p6", "n1", owners=[owner("DaemonSet", "ds")]),
+        _lnu_pod("p7", "n1", owners=[owner("Pod", "", controller=False)], annotations=mirror),
+        _lnu_pod(
+            "p8", "n1", namespace="kube-system", owners=[owner("Pod", "", controller=False)], priority=SYSTEM_CRITICAL
+        ),
+    ]
+
+
+def test_low_node_utilization_without_priorities() -> None:
+    # upstream: TestLowNodeUtilization "without priorities" and "without priorities stop when cpu capacity is
+    # depleted" (sigs.k8s.io/descheduler v0.36.0 pkg/framework/plugins/nodeutilization/lownodeutilization_test.go)
+    nodes = [_lnu_node("n1", "4", "9"), _lnu_node("n2", "4", "10"), _lnu_node("n3", "4", "10", unschedulable=True)]
+    pods = [*_n1_pods(), _lnu_pod("p9", "n2")]
+    assert len(Cluster(nodes, pods).cycle(_lnu(CPU_PODS))) == 4
+
+
+def test_low_node_utilization_with_priorities() -> None:
+    # upstream: TestLowNodeUtilization "with priorities": the low-priority pod goes first
+    nodes = [_lnu_node("n1", "4", "9"), _lnu_node("n2", "4", "10"), _lnu_node("n3", "4", "10", unschedulable=True)]
+    pods = [*_n1_pods((10000, 10000, 10000, 10000, 0)), _lnu_pod("p9", "n2")]
+    cluster = Cluster(nodes, pods)
+    run = DeschedulerRun(cast(World, cluster), _lnu(CPU_PODS), snapshot(nodes, pods))
+    order: list[str] = []
+    real_evict = policies.evict
+    try:
+        policies.evict = lambda world, obj: order.append(obj["metadata"]["name"]) or real_evict(world, obj)  # type: ignore[assignment]
+        run.run()
+    finally:
+        policies.evict = real_evict
+    assert len(order) == 4 and order[0] == "p5"
+
+
+def test_low_node_utilization_without_priorities_but_only_other_node_is_unschedulable() -> None:
+    # upstream: TestLowNodeUtilization "without priorities, but only other node is unschedulable"
+    nodes = [_lnu_node("n1", "4", "9"), _lnu_node("n2", "4", "10", unschedulable=True)]
+    assert Cluster(nodes, _n1_pods()).cycle(_lnu(CPU_PODS)) == set()
+
+
+def test_low_node_utilization_no_evictable_pods() -> None:
+    # upstream: TestLowNodeUtilization "no evictable pods"
+    nodes = [_lnu_node("n1", "4", "9"), _lnu_node("n2", "4", "10"), _lnu_node("n3", "4", "10", unschedulable=True)]
+    pods = [p for p in _n1_pods() if p["metadata"]["name"] not in {"p1", "p2", "p3", "p4", "p5"}]
+    pods += [_lnu_pod(f"d{i}", "n1", owners=[owner("DaemonSet", "ds")]) for i in range(4)]
+    assert Cluster(nodes, [*pods, _lnu_pod("p9", "n2")]).cycle(_lnu(CPU_PODS)) == set()
+
+
+@pytest.mark.parametrize(
+    ("case", "tainted", "tolerates", "evicted"),
+    [
+        ("no taints", False, False, 1),
+        ("no pod tolerates node taint", True, False, 0),
+        ("pod which tolerates node taint", True, True, 1),
+    ],
+)
+def test_low_node_utilization_with_taints(case: str, tainted: bool, tolerates: bool, evicted: int) -> None:
+    # upstream: TestLowNodeUtilizationWithTaints (sigs.k8s.io/descheduler v0.36.0
+    # pkg/framework/plugins/nodeutilization/lownodeutilization_test.go), thresholds on pods only: 20% and 70%
+    n3 = _lnu_node("n3", "1", "10", taints=[taint("key", "value")] if tainted else None)
+    nodes = [_lnu_node("n1", "2", "10"), *([] if tainted else [_lnu_node("n2", "1", "10")]), n3]
+    pods = [_lnu_pod(f"pod_{i}_n1", "n1", "200m") for i in range(1, 8)]
+    tolerating = [toleration("key", value="value")] if tolerates else None
+    pods.append(_lnu_pod("pod_8_n1", "n1", "200m", tolerations=tolerating))
+    pods.append(_lnu_pod("pod_9", "n3" if tainted else "n2", "200m"))
+    pods_only = Utilization(Thresholds(pods=20), Thresholds(pods=70))
+    got = Cluster(nodes, pods).cycle(_lnu(pods_only))
+    assert len(got) == evicted, case
+    if tolerates:
+        assert got == {"default/pod_8_n1"}
+
+
+def test_the_chart_runs_both_balance_plugins() -> None:
+    assert DESCHEDULER_CHART.remove_duplicates and DESCHEDULER_CHART.low_node_utilization == Utilization(
+        Thresholds(20, 20, 20), Thresholds(50, 50, 50)
+    )
+    assert not DESCHEDULER_SPOT.remove_duplicates and DESCHEDULER_SPOT.low_node_utilization is None
+
+
+def test_a_cycle_that_evicts_has_the_cluster_react_at_the_next_tick() -> None:
+    # The owners' replacements are created at the next tick, not at the next cycle two minutes later (when a cycle
+    # would find them not Ready yet and every budget spent).
+    world = simulate(SCENARIO, "none", until=600.0)
+    actor = policies.DeschedulerLike(world, DESCHEDULER_CHART)
+    pods = set(world.server.store["pods"])
+    actor.step()
+    assert pods - set(world.server.store["pods"])  # the chart's RemoveDuplicates spreads this cluster's pods
+    assert actor.busy()
+    world.tick(10.0)
+    actor.step()  # before the next cycle is due
+    assert not actor.busy()
