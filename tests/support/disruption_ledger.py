@@ -11,8 +11,10 @@ policy (spotshift, the descheduler, Karpenter):
 * **pending pod-minutes**: from each pod's creation (at the earliest the start of the run) to its binding, or to
   its end or the end of the run when it was never bound;
 * **PDB violations**: the times a budget went below its minimum (``currentHealthy < desiredHealthy``) with no spot
-  reclaim to explain it: a budget one of whose pods was reclaimed is explained until it is whole again, and a
-  budget counts from the first time it is whole with pods (they start unready);
+  reclaim to explain it: a budget one of whose pods was reclaimed is explained until it is seen whole
+  ``SETTLE`` trace seconds or more after that reclaim (the disruption controller writes a budget's status after
+  the pods go, so a sample just after a reclaim may still show it whole), and a budget counts from the first time
+  it is whole with pods (they start unready);
 * **lost pods**: as the simulation counts them (``bench.churnlab.books.Tally.lost_pods``): each Deployment's
   replicas missing at the end, plus pods that left the API server without an eviction or a reclaim.
 
@@ -28,6 +30,9 @@ from typing import Any
 
 from tests.support.controlplane import Api, ControlPlane
 from tests.support.controlplane.kubelet import Watcher
+
+SETTLE = 30.0
+"""Trace seconds after a reclaim during which a budget seen whole is still explained (its status may lag)."""
 
 EVICTED_REASON = "EvictionByEvictionAPI"
 PDBS = "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
@@ -73,8 +78,8 @@ class DisruptionLedger:
         self.pdb_api: Api = plane.new_api()
         self.below: dict[str, bool] = {}
         self.whole_once: set[str] = set()
-        self.dirty: set[str] = set()
-        """Budgets with a pod reclaimed since they were last whole."""
+        self.dirty: dict[str, float] = {}
+        """Budgets with a pod reclaimed since they were last seen whole ``SETTLE`` after it: the last reclaim's time."""
         self.violations: list[tuple[float, str]] = []
         self.samples = 0
         self.selectors: dict[str, dict[str, str]] = {}
@@ -161,7 +166,7 @@ class DisruptionLedger:
     def _explain(self, record: PodRecord) -> None:
         for pdb, selector in self.selectors.items():
             if all(record.labels.get(k) == v for k, v in selector.items()):
-                self.dirty.add(pdb)
+                self.dirty[pdb] = self.now()
 
     # ---- the budgets ----------------------------------------------------------------------------------------
 
@@ -179,7 +184,8 @@ class DisruptionLedger:
                 below = status.get("currentHealthy", 0) < status.get("desiredHealthy", 0)
                 with self.lock:
                     if not below:
-                        self.dirty.discard(key)
+                        if now - self.dirty.get(key, -SETTLE) >= SETTLE:
+                            self.dirty.pop(key, None)
                         if status.get("expectedPods", 0) > 0:
                             self.whole_once.add(key)
                     elif not self.below.get(key) and key in self.whole_once and key not in self.dirty:

@@ -10,7 +10,7 @@ from bench.churnlab.books import Setup
 from bench.churnlab.policies import Actor, config_of
 from bench.churnlab.sim import play
 from bench.churnlab.world import World
-from tests.support.disruption_ledger import EVICTED_REASON, DisruptionLedger
+from tests.support.disruption_ledger import EVICTED_REASON, SETTLE, DisruptionLedger
 
 
 class _Api:
@@ -94,6 +94,28 @@ def test_a_budget_below_its_minimum_is_a_violation_unless_it_was_never_whole_or_
     assert ledger.violations == [(50.0, "ns/web"), (50.0, "ns/web")]
 
 
+def test_a_reclaim_explains_a_fall_that_the_budgets_status_shows_late() -> None:
+    ledger, clock = _ledger()
+    api = ledger.pdb_api
+    api.budgets = [_budget(3, 3)]  # type: ignore[attr-defined]
+    ledger.sample_budgets()
+    ledger._on_event("ADDED", _pod("a", "rs1", "spot-1"))
+    clock.t = 10.0
+    ledger.node_ended("spot-1", 10.0)
+    clock.t = 12.0
+    ledger.sample_budgets()  # the pods are gone, the status not yet written: still whole
+    clock.t = 14.0
+    api.budgets = [_budget(3, 1)]  # type: ignore[attr-defined]
+    ledger.sample_budgets()
+    assert ledger.violations == []
+    clock.t = 10.0 + SETTLE
+    api.budgets = [_budget(3, 3)]  # type: ignore[attr-defined]
+    ledger.sample_budgets()  # whole, long enough after the reclaim: explained no more
+    api.budgets = [_budget(3, 1)]  # type: ignore[attr-defined]
+    ledger.sample_budgets()
+    assert ledger.violations == [(10.0 + SETTLE, "ns/web")]
+
+
 def test_an_eviction_marks_the_owners_next_pod_as_moved_and_its_reclaim_counts() -> None:
     ledger, clock = _ledger()
     ledger.selectors["ns/web"] = {"app": "web"}
@@ -115,7 +137,7 @@ def test_an_eviction_marks_the_owners_next_pod_as_moved_and_its_reclaim_counts()
     ledger._on_event("DELETED", _pod("b", "rs1", "od-1"))  # a plain delete: neither evicted nor reclaimed
     assert (ledger.evictions(), ledger.reclaimed(), ledger.moved_then_reclaimed()) == (1, 2, 1)
     assert ledger.unexplained_ends(before=1_000.0) == 1
-    assert ledger.dirty == {"ns/web"}
+    assert set(ledger.dirty) == {"ns/web"}
     # a, b bound at once; c and d pending from 101 to 130.
     assert abs(ledger.pending_pod_minutes(until=900.0) - 58.0 / 60.0) < 1e-9
 
