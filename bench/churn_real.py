@@ -1,24 +1,31 @@
 """The churn replay on a real control plane: each policy in each autoscaling world, the real figures beside the
 simulation's.
 
-    python3 bench/churn_real.py                                               # every policy x world (~6 min each)
+    python3 bench/churn_real.py                                               # every policy in its worlds
     python3 bench/churn_real.py --policy spotshift "descheduler (spot-tuned)" --world refill --json /tmp/real.json
+    python3 bench/churn_real.py --no-build --trace short --world karpenter    # Karpenter alone and beside spotshift
 
 The replay (bench/churnlab/replay.py: 36 pods of four Deployments, every spot pool cut at minute 4 and back at
 minute 10; ``--trace short``: cut at minute 3, back at minute 6, 15 minutes) runs on a Kubernetes 1.37.2 control
 plane (tests/support/controlplane: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
 stand-ins), ``COMPRESSION`` times faster than the trace, with spotshift's webhook and extender in front and one
 policy's processes (tests/support/real_replay.py): ``none``, ``spotshift``, ``spotshift no-capacity``, the real
-descheduler as its Helm chart ships it and as tuned for spot. Worlds: ``pending`` (nodes appear only for pending
-pods) and ``refill`` (each zone's spot group refills its desired count after a reclaim). Each run has its own
-namespace and nodes, deleted afterwards.
+descheduler as its Helm chart ships it and as tuned for spot, in the worlds ``pending`` (nodes appear only for
+pending pods) and ``refill`` (each zone's spot group refills its desired count after a reclaim); ``karpenter``
+(the real Karpenter alone: no spotshift, plain Deployments) and ``karpenter + spotshift`` (spotshift's webhook,
+extender and rescheduler with its defaults beside it) in the world ``karpenter``, where Karpenter (its KWOK cloud
+provider) provisions from one NodePool allowing spot and on-demand, consolidating ``WhenEmptyOrUnderutilized``.
+The default runs every policy in each of its worlds (``WORLD_POLICIES``); ``--policy`` and ``--world`` narrow
+that. Karpenter's timers run on the wall clock, not compressed: its runs go on past the trace's end until no
+on-demand node is left, and print when that was and the on-demand node-minutes until then besides the trace's.
+Each run has its own namespace and nodes, deleted afterwards.
 
 Figures per run, in trace time: on-demand and spot node-minutes, cost in USD (spot at 0.3 of the on-demand price),
 evictions, pods reclaimed after an eviction moved them, pods reclaimed, pending pod-minutes, PodDisruptionBudget
 violations, lost pods (both must be 0: the command exits 1 otherwise), workload pods on on-demand nodes at the
 end. Where the simulation models the policy, its figure for the same policy and world follows the real one
 (``real/sim``). The control plane's and the peers' binaries are built first when missing
-(tests/e2e/controlplane/build.sh, tests/e2e/controlplane/peers.sh).
+(tests/e2e/controlplane/build.sh, tests/e2e/controlplane/peers.sh: the descheduler and Karpenter).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from bench.churnlab import replay  # noqa: E402
 from bench.churnlab.page import COLOURS, HEIGHT, PAD, WIDTH  # noqa: E402
 from tests.support.controlplane import running_control_plane  # noqa: E402
-from tests.support.real_replay import POLICIES, WORLDS, run_replay  # noqa: E402
+from tests.support.real_replay import POLICIES, WORLDS, combinations, run_replay  # noqa: E402
 
 VERSION = "1.37.2"
 COLUMNS = (
@@ -65,7 +72,7 @@ def build() -> None:
     subprocess.run(["bash", "tests/e2e/controlplane/build.sh"], cwd=ROOT, env=env, check=True)
     peers = ROOT / "tests/e2e/controlplane/peers.sh"
     if not peers.exists():
-        raise SystemExit(f"{peers.relative_to(ROOT)} is missing: the real peers (the descheduler) cannot be built")
+        raise SystemExit(f"{peers.relative_to(ROOT)} is missing: the real peers cannot be built")
     subprocess.run(["bash", str(peers)], cwd=ROOT, env=env, check=True)
 
 
@@ -99,6 +106,12 @@ def table(run: replay.Replay, results: list[tuple[replay.Outcome, replay.Outcome
     head = " ".join(name.ljust(w) if i < 2 else name.rjust(w) for i, (name, w) in enumerate(COLUMNS))
     lines = [f"{run.name}: {run.trace.description}, {run.length / 60:g} minutes (real/simulated)", head]
     lines += [row(real, sim) for real, sim in results]
+    lines += [
+        f"{real.policy} / {real.world}: the last on-demand node gone at minute {real.on_demand_gone_at / 60:.1f}; "
+        f"on-demand node-minutes until then {real.on_demand_node_minutes_until_gone or 0.0:.0f}"
+        for real, _ in results
+        if real.on_demand_gone_at is not None
+    ]
     return "\n".join(lines)
 
 
@@ -149,14 +162,17 @@ def page(run: replay.Replay, results: list[tuple[replay.Outcome, replay.Outcome 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", nargs="+", default=list(POLICIES), choices=list(POLICIES))
-    ap.add_argument("--world", nargs="+", default=list(WORLDS), choices=list(WORLDS))
+    ap.add_argument("--policy", nargs="+", choices=list(POLICIES), help="default: every policy")
+    ap.add_argument("--world", nargs="+", choices=list(WORLDS), help="default: every world")
     ap.add_argument("--trace", default=replay.LONG.name, choices=list(replay.REPLAYS))
     ap.add_argument("--no-build", action="store_true", help="use the binaries already built")
     ap.add_argument("--logs", type=Path, help="keep each run's logs here (default: a temporary directory)")
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--html", type=Path, help="write the page with the on-demand node count by minute here")
     args = ap.parse_args(argv)
+    pairs = combinations(args.policy, args.world)
+    if not pairs:
+        ap.error("no policy given is run in a world given (tests/support/real_replay.py: WORLD_POLICIES)")
     if not args.no_build:
         build()
     os.environ["SPOTSHIFT_K8S_VERSION"] = VERSION
@@ -165,16 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     results: list[tuple[replay.Outcome, replay.Outcome | None]] = []
     started = time.monotonic()
     with running_control_plane() as plane:
-        for world in args.world:
-            for policy in args.policy:
-                real, log = run_replay(plane, policy, world, logs / f"{world}-{policy.replace(' ', '_')}", run=run)
-                sim = replay.simulate_outcome(policy, world, run) if policy in replay.SIMULATED else None
-                results.append((real, sim))
-                print(
-                    f"{policy} / {world}: {log.seconds:.0f} s; evictions by the ledger {real.evictions}, by the "
-                    f"policy's log {'-' if log.logged_evictions is None else log.logged_evictions}",
-                    flush=True,
-                )
+        for world, policy in pairs:
+            work_dir = logs / f"{world}-{policy.replace(' ', '_').replace('+', 'and')}"
+            real, log = run_replay(plane, policy, world, work_dir, run=run)
+            simulated = policy in replay.SIMULATED and world in replay.WORLDS
+            sim = replay.simulate_outcome(policy, world, run) if simulated else None
+            results.append((real, sim))
+            print(
+                f"{policy} / {world}: {log.seconds:.0f} s; evictions by the ledger {real.evictions}, by the "
+                f"policy's log {'-' if log.logged_evictions is None else log.logged_evictions}",
+                flush=True,
+            )
     print(table(run, results))
     print(f"{len(results)} runs in {time.monotonic() - started:.0f} s; logs in {logs}")
     if args.json:

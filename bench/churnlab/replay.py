@@ -181,6 +181,11 @@ class Outcome:
     """Workload pods on on-demand nodes at the end."""
     on_demand_series: list[int] = field(default_factory=list)
     """On-demand nodes at each trace minute."""
+    on_demand_gone_at: float | None = None
+    """The trace time the last on-demand node was gone at, where the run went on past the trace's end for it (the
+    real Karpenter, whose timers are not compressed); ``None``: counted over the trace only."""
+    on_demand_node_minutes_until_gone: float | None = None
+    """The on-demand node-minutes over ``[0, on_demand_gone_at)``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,6 @@ from tests.support.controlplane.kubelet import MANAGED_ANNOTATION, MANAGED_VALUE
 from tests.support.controlplane.process import Component, free_ports
 from tests.support.peers import karpenter_binary, karpenter_crds
 from tests.support.replay_cloud import TEST_LABEL, Book
-from tests.support.rescheduler_world import PDBS
 
 INSTANCE_TYPE = "s-4x-amd64-linux"
 """The KWOK type of the replay's ``m.xlarge`` (4 CPU, 16 GiB): the same CPU and memory. Karpenter reserves 100m
@@ -161,7 +161,8 @@ def set_capacity_types(plane: ControlPlane, pool: str, types: list[str]) -> None
 class KarpenterCloud(threading.Thread):
     """The spot market of a trace (``cut``, ``back``, ``notice`` in trace seconds) over the nodes Karpenter creates
     for ``pool`` (labelled ``TEST_LABEL: label``), and their books. The clock is trace time:
-    ``(monotonic - t0) * compression``. ``ended`` lists the nodes the cloud reclaimed, with the trace time."""
+    ``(monotonic - t0) * compression``. ``ended`` lists the nodes the cloud reclaimed, with the trace time;
+    ``on_node_end`` is told of each, before its pods go."""
 
     def __init__(
         self,
@@ -186,6 +187,7 @@ class KarpenterCloud(threading.Thread):
         self.t0 = time.monotonic()
         self.books: dict[str, Book] = {}
         self.ended: list[tuple[str, float]] = []
+        self.on_node_end: Callable[[str, float], None] = lambda name, at: None
         self.marks: dict[str, dict[str, float]] = {}
         """Per node, the marks of a drain seen on it (``DISRUPTED_TAINT``, ``DRAIN_TAINT``), each with the trace
         time it was first seen."""
@@ -266,6 +268,7 @@ class KarpenterCloud(threading.Thread):
         for book in books:
             book.gone = now
             self.ended.append((book.name, now))
+            self.on_node_end(book.name, now)
             with contextlib.suppress(ApiError):
                 self.api.patch(f"/api/v1/nodes/{book.name}", {"spec": {"unschedulable": True}})
         for ns in self.namespaces:
@@ -305,9 +308,17 @@ class KarpenterCloud(threading.Thread):
             t += every
         return out
 
-    def close(self) -> None:
+    def fill(self) -> None:
+        """Nothing before the trace's clock starts: Karpenter creates every node for the pods."""
+
+    def halt(self) -> None:
+        """Stop the market; the nodes stay, Karpenter's."""
         self.stop.set()
-        self.join(30)
+        if self.is_alive():
+            self.join(30)
+
+    def close(self) -> None:
+        self.halt()
         self.api.close()
 
 
@@ -345,23 +356,3 @@ __all__ = [
     "remove_pool",
     "set_capacity_types",
 ]
-
-
-class BudgetLog:
-    """Every budget's status, polled; the trace times (by ``clock``) at which one was below its minimum."""
-
-    def __init__(self, plane: ControlPlane, namespace: str, clock: KarpenterCloud) -> None:
-        self.api = plane.new_api()
-        self.path = PDBS.format(ns=namespace)
-        self.clock = clock
-        self.below: list[tuple[float, str]] = []
-        self.samples = 0
-
-    def sample(self) -> None:
-        for pdb in self.api.list(self.path):
-            status = pdb.get("status") or {}
-            if status.get("observedGeneration") != pdb["metadata"].get("generation"):
-                continue
-            if status.get("currentHealthy", 0) < status.get("desiredHealthy", 0):
-                self.below.append((self.clock.now(), pdb["metadata"]["name"]))
-        self.samples += 1

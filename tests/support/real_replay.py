@@ -1,9 +1,10 @@
 """The churn replay (bench/churnlab/replay.py) on the real control plane, one policy in one autoscaling world at a
 time: ``run_replay(plane, policy, world, work_dir)`` returns the run's :class:`bench.churnlab.replay.Outcome`.
 
-Every run has its own namespace, the webhook and the extender of spotshift in front of it (:func:`spotshift_front`:
-``spot-extender`` serving the webhook, narrowed to the namespace by a label, and the extender of the
-``spotshift-scheduler`` profile of a restarted kube-scheduler), the replay's Deployments and budgets, and:
+Every run has its own namespace, the replay's Deployments and budgets, spotshift's webhook and extender in front of
+it unless the policy runs without spotshift (:func:`spotshift_front`: ``spot-extender`` serving the webhook,
+narrowed to the namespace by a label, and the extender of the ``spotshift-scheduler`` profile of a restarted
+kube-scheduler), and:
 
 * a **policy** (``POLICIES``), which brings its own processes (:class:`Processes`): ``none`` (the webhook and the
   extender alone), ``spotshift`` (``spot-rescheduler run`` with the replay's configuration), ``spotshift
@@ -11,14 +12,20 @@ Every run has its own namespace, the webhook and the extender of spotshift in fr
   schedule its Helm chart ships at v0.36.0: its default policy, a CronJob every two minutes, taken as a
   descheduling interval), ``descheduler (spot-tuned)`` (``RemovePodsViolatingNodeAffinity`` on
   ``preferredDuringSchedulingIgnoredDuringExecution``, ``DefaultEvictor`` with ``nodeFit``, every
-  ``replay.TUNED_INTERVAL``). The descheduler acts on the run's namespace
+  ``replay.TUNED_INTERVAL``), ``karpenter`` (no spotshift at all: plain Deployments under the default scheduler,
+  Karpenter alone), ``karpenter + spotshift`` (spotshift's webhook, extender and rescheduler with the replay's
+  configuration and spotshift's defaults otherwise, beside Karpenter). The descheduler acts on the run's namespace
   only (``DefaultEvictor``'s ``namespaceLabelSelector``), never on the control plane's own pods;
 * a **world** (``WORLDS``), which brings its own cloud: an object with the node books of
-  :class:`tests.support.replay_cloud.Cloud` (``pending`` and ``refill`` are that cloud in either world).
+  :class:`tests.support.replay_cloud.Cloud` (``pending`` and ``refill`` are that cloud in either world;
+  ``karpenter`` is :class:`KarpenterWorld`: the real Karpenter provisions, the trace's spot market is played
+  through its NodePool).
 
-Every duration the processes get is the trace's divided by the compression; the figures are in trace time, from the
-cloud's node books and a :class:`tests.support.disruption_ledger.DisruptionLedger` of the namespace. The run's
-nodes and namespaces are deleted afterwards, so runs do not see each other.
+A policy runs in the worlds ``WORLD_POLICIES`` gives it (:func:`combinations`). Every duration the processes get is
+the trace's divided by the compression (Karpenter's own timers excepted: the ``karpenter`` world's runs go on past
+the trace's end until no on-demand node is left, ``SETTLE``); the figures are in trace time, from the cloud's node
+books and a :class:`tests.support.disruption_ledger.DisruptionLedger` of the namespace, which the cloud tells of
+every node it reclaims. The run's nodes and namespaces are deleted afterwards, so runs do not see each other.
 """
 
 from __future__ import annotations
@@ -39,6 +46,16 @@ from extender.certs import main as spot_certs
 from tests.support.controlplane import ApiError, ControlPlane, wait_for
 from tests.support.disruption_ledger import PDBS, DisruptionLedger
 from tests.support.extender_server import ROOT, ExtenderProcess
+from tests.support.karpenter import (
+    NODECLASSES,
+    NODEPOOLS,
+    Karpenter,
+    KarpenterCloud,
+    install_crds,
+    node_class,
+    node_pool,
+    remove_pool,
+)
 from tests.support.peers import descheduler_binary
 from tests.support.replay_cloud import TEST_LABEL, Book, Cloud
 from tests.support.rescheduler_world import Rescheduler
@@ -115,6 +132,13 @@ def spotshift_front(
         plane.api.delete_if_exists(hook_path)
         plane.restart_scheduler(None)
         server.stop()
+
+
+@contextlib.contextmanager
+def no_front(plane: ControlPlane, namespace: str, work_dir: Path, config: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    """No spotshift at all: plain pods under kube-scheduler's default profile; yields where a configuration would
+    be (none is written) and an empty namespace of spotshift's own."""
+    yield work_dir / "spotshift.yaml", ""
 
 
 @contextlib.contextmanager
@@ -406,11 +430,16 @@ class DeschedulerProcess:
         return self.tail()
 
 
+Front = Callable[[ControlPlane, str, Path, dict[str, Any]], contextlib.AbstractContextManager[tuple[Path, str]]]
+
+
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
     config: Callable[[float], dict[str, Any]]
     """spotshift's configuration (webhook, extender, rescheduler) at a compression."""
     processes: Callable[[], Processes]
+    front: Front = spotshift_front
+    """spotshift's webhook and extender (:func:`spotshift_front`), or none (:func:`no_front`)."""
 
 
 POLICIES: dict[str, PolicySpec] = {
@@ -423,6 +452,8 @@ POLICIES: dict[str, PolicySpec] = {
     "descheduler (spot-tuned)": PolicySpec(
         replay.overrides, lambda: DeschedulerProcess(TUNED_POLICY, replay.TUNED_INTERVAL)
     ),
+    "karpenter": PolicySpec(replay.overrides, NoProcesses, no_front),
+    "karpenter + spotshift": PolicySpec(replay.overrides, SpotshiftProcesses),
 }
 
 
@@ -446,17 +477,79 @@ class ReplayCloud(Protocol):
     def close(self) -> None: ...
 
 
-WorldFactory = Callable[[ControlPlane, list[str], str, float, replay.Replay], ReplayCloud]
+WorldFactory = Callable[[ControlPlane, list[str], str, float, replay.Replay, Path], ReplayCloud]
+"""A world's cloud of (the plane, the namespaces of the run, the nodes' label, the compression, the trace, the run's
+directory)."""
 
 
 def _cloud_world(world: str) -> WorldFactory:
-    def make(plane: ControlPlane, namespaces: list[str], label: str, k: float, run: replay.Replay) -> ReplayCloud:
+    def make(
+        plane: ControlPlane, namespaces: list[str], label: str, k: float, run: replay.Replay, work_dir: Path
+    ) -> ReplayCloud:
         return Cloud(plane, namespaces, label, k, world=world, run=run)
 
     return make
 
 
-WORLDS: dict[str, WorldFactory] = {w: _cloud_world(w) for w in replay.WORLDS}
+class KarpenterWorld(KarpenterCloud):
+    """The ``karpenter`` world: the real Karpenter (KWOK provider, tests/support/karpenter.py) started with its
+    CRDs, a KWOKNodeClass and a NodePool of the run's own (spot and on-demand, ``WhenEmptyOrUnderutilized``) whose
+    nodes carry the run's label, and the trace's spot market played through that NodePool. ``close()`` removes the
+    run's Deployments, then the NodePool with its nodes and the node class, then stops Karpenter."""
+
+    def __init__(
+        self, plane: ControlPlane, namespaces: list[str], label: str, k: float, run: replay.Replay, work_dir: Path
+    ) -> None:
+        pool = f"replay-{label}"
+        super().__init__(plane, namespaces, pool, label, k, cut=run.cut, back=run.back, notice=replay.NOTICE)
+        install_crds(plane)
+        self.karpenter = Karpenter(plane, work_dir / "karpenter.log")
+        self.karpenter.start()
+        try:
+            plane.api.post(NODECLASSES, node_class(pool))
+            plane.api.post(NODEPOOLS, node_pool(pool, pool, label, ["spot", "on-demand"]))
+        except BaseException:
+            self.karpenter.stop()
+            raise
+
+    def is_alive(self) -> bool:
+        return super().is_alive() and self.karpenter.alive()
+
+    def close(self) -> None:
+        super().close()
+        try:
+            for w in replay.WORKLOADS:
+                self.plane.api.delete_if_exists(f"/apis/apps/v1/namespaces/{self.namespaces[0]}/deployments/{w.name}")
+            remove_pool(self.plane, self.pool, self.pool, self.label)
+        finally:
+            self.karpenter.stop()
+
+
+WORLDS: dict[str, WorldFactory] = {w: _cloud_world(w) for w in replay.WORLDS} | {"karpenter": KarpenterWorld}
+
+WORLD_POLICIES: dict[str, tuple[str, ...]] = {
+    "pending": ("none", "spotshift", "spotshift no-capacity", "descheduler (chart)", "descheduler (spot-tuned)"),
+    "refill": ("none", "spotshift", "spotshift no-capacity", "descheduler (chart)", "descheduler (spot-tuned)"),
+    "karpenter": ("karpenter", "karpenter + spotshift"),
+}
+"""The policies run in each world: Karpenter's two in the ``karpenter`` world, where Karpenter is the provisioner,
+and the others in the worlds of the replay's provisioner (tests/support/replay_cloud.py)."""
+
+SETTLE: dict[str, float] = {"karpenter": 900.0}
+"""Wall seconds a world's run may go on past the trace's end until no on-demand node is left (Karpenter's timers
+run on the wall clock, not compressed: tests/support/karpenter.py); the figures stay counted over the trace."""
+
+
+def combinations(policies: list[str] | None = None, worlds: list[str] | None = None) -> list[tuple[str, str]]:
+    """The (world, policy) pairs run, in ``WORLD_POLICIES`` order: every valid one, or those of ``policies`` and
+    ``worlds``."""
+    return [
+        (world, policy)
+        for world, valid in WORLD_POLICIES.items()
+        if worlds is None or world in worlds
+        for policy in valid
+        if policies is None or policy in policies
+    ]
 
 
 # ---- one run ----------------------------------------------------------------------------------------------------
@@ -473,6 +566,10 @@ class RunLog:
     budget_samples: int = 0
     violations: list[tuple[float, str]] = field(default_factory=list)
     """(trace time, budget) of each PDB violation."""
+    marks: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The ``karpenter`` world's: per node, the drain marks seen on it with the trace time each was first seen."""
+    ended: int = 0
+    """Nodes the cloud reclaimed."""
     seconds: float = 0.0
 
 
@@ -502,10 +599,14 @@ def run_replay(
     *,
     run: replay.Replay = replay.LONG,
     compression: float = replay.COMPRESSION,
+    settle: bool = True,
 ) -> tuple[replay.Outcome, RunLog]:
     """``policy`` (a key of ``POLICIES``) in ``world`` (a key of ``WORLDS``, or a world's cloud factory) over
-    ``run`` on ``plane``; see the module docstring."""
+    ``run`` on ``plane``; see the module docstring. ``settle=False``: the run ends with the trace in every world
+    (no ``on_demand_gone_at``)."""
     spec = POLICIES[policy]
+    if isinstance(world, str) and policy not in WORLD_POLICIES[world]:
+        raise ValueError(f"{policy!r} is not run in the {world} world: {', '.join(WORLD_POLICIES[world])}")
     make_cloud = WORLDS[world] if isinstance(world, str) else world
     world_name = world if isinstance(world, str) else getattr(world, "__name__", "world")
     namespace = f"rr-{uuid.uuid4().hex[:6]}"
@@ -517,10 +618,11 @@ def run_replay(
     try:
         with (
             capacity_priority_class(plane),
-            spotshift_front(plane, namespace, work_dir, spec.config(compression)) as (config, home),
+            spec.front(plane, namespace, work_dir, spec.config(compression)) as (config, home),
         ):
             ctx = RunContext(plane, namespace, home, config, work_dir, compression)
-            outcome = _play(ctx, processes, make_cloud, run, log, policy, world_name)
+            wait = SETTLE.get(world_name, 0.0) if settle else 0.0
+            outcome = _play(ctx, processes, make_cloud, run, log, (policy, world_name, wait))
     finally:
         log.tail = processes.close()
         plane.delete_namespace(namespace)
@@ -534,14 +636,15 @@ def _play(
     make_cloud: WorldFactory,
     run: replay.Replay,
     log: RunLog,
-    policy: str,
-    world: str,
+    names: tuple[str, str, float],
 ) -> replay.Outcome:
+    """The run; ``names``: the policy, the world and the wall seconds it may settle past the trace's end."""
     plane, k = ctx.plane, ctx.compression
+    policy, world, settle = names
     label = uuid.uuid4().hex[:8]
     processes.start(ctx)
     budgets(plane, ctx.namespace)
-    cloud = make_cloud(plane, [ctx.namespace, ctx.home], label, k, run)
+    cloud = make_cloud(plane, [ns for ns in (ctx.namespace, ctx.home) if ns], label, k, run, ctx.work_dir)
     ledger = DisruptionLedger(plane, [ctx.namespace], cloud.now)
     cloud.on_node_end = ledger.node_ended
     try:
@@ -552,7 +655,10 @@ def _play(
         cloud.t0 = time.monotonic()
         cloud.start()
         # The trace's clock drives the run; the figures come from what was observed, not from this loop's pace.
-        while cloud.now() < run.length:
+        deadline = time.monotonic() + run.length / k + settle
+        while cloud.now() < run.length or (settle and on_demand_left(cloud.books)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"on-demand nodes left {settle:g} s past the trace: {on_demand_left(cloud.books)}")
             failure = processes.failure()
             if failure is not None:
                 raise RuntimeError(failure)
@@ -561,20 +667,36 @@ def _play(
                 raise RuntimeError(f"the cloud stopped: {cloud.errors[-3:]}")
             ledger.sample_budgets()
             time.sleep(0.2)
+        settled_at = cloud.now() if settle else None
         cloud.halt()
         log.logged_evictions = processes.logged_evictions()
-        outcome = _outcome(ctx, cloud, ledger, run, policy, world)
+        outcome = _outcome(ctx, cloud, ledger, run, (policy, world), settled_at)
         log.events, log.errors, log.budget_samples = list(cloud.events), list(cloud.errors), ledger.samples
         log.violations = list(ledger.violations)
+        log.marks = dict(getattr(cloud, "marks", {}))
+        log.ended = len(getattr(cloud, "ended", ()))
         return outcome
     finally:
         cloud.close()
         ledger.close()
 
 
+def on_demand_left(books: dict[str, Book]) -> list[str]:
+    """The on-demand nodes alive."""
+    return sorted(name for name, b in books.items() if not b.spot and b.gone is None)
+
+
 def _outcome(
-    ctx: RunContext, cloud: ReplayCloud, ledger: DisruptionLedger, run: replay.Replay, policy: str, world: str
+    ctx: RunContext,
+    cloud: ReplayCloud,
+    ledger: DisruptionLedger,
+    run: replay.Replay,
+    names: tuple[str, str],
+    settled_at: float | None,
 ) -> replay.Outcome:
+    """The figures over the trace; ``settled_at``: the trace time the last on-demand node was gone at, when the
+    run went on past the trace for it."""
+    policy, world = names
     until = run.length
     od = node_minutes(cloud.books, until, spot=False)
     spot = node_minutes(cloud.books, until, spot=True)
@@ -601,4 +723,8 @@ def _outcome(
         lost_pods=lost,
         on_demand_pods_at_end=sum(1 for p in pods if p["spec"].get("nodeName") in on_demand),
         on_demand_series=on_demand_series(cloud.books, until),
+        on_demand_gone_at=settled_at,
+        on_demand_node_minutes_until_gone=None
+        if settled_at is None
+        else node_minutes(cloud.books, settled_at, spot=False),
     )
