@@ -6,8 +6,8 @@ The trace: the replay's four Deployments (36 one-CPU pods, three budgets of ``ma
 allowing spot and on-demand of the KWOK type of the replay's ``m.xlarge`` in three zones, consolidating
 ``WhenEmptyOrUnderutilized``; spot cut at ``SHORT.cut`` (every spot node gets the reclaim notice and ends
 ``replay.NOTICE`` later; the NodePool allows on-demand only) and back at ``SHORT.back``. The clock runs
-``replay.COMPRESSION`` times faster than the wall clock; Karpenter's own timers cannot be compressed, so the runs go
-on past the trace's end until Karpenter has no on-demand node left, and the figures are counted over the trace.
+``replay.COMPRESSION`` times faster than the wall clock; Karpenter's own timers cannot be compressed, so the run of
+Karpenter alone goes on past the trace's end until it has no on-demand node left; the figures are counted over the trace.
 
 Beside Karpenter, spotshift runs with its defaults: the rescheduler leaves the nodes of a NodePool that
 consolidates toward spot to Karpenter (``karpenter.defer_to_consolidation``), so it drains none of them.
