@@ -7,7 +7,8 @@ allowing spot and on-demand of the KWOK type of the replay's ``m.xlarge`` in thr
 ``WhenEmptyOrUnderutilized``; spot cut at ``SHORT.cut`` (every spot node gets the reclaim notice and ends
 ``replay.NOTICE`` later; the NodePool allows on-demand only) and back at ``SHORT.back``. The clock runs
 ``replay.COMPRESSION`` times faster than the wall clock; Karpenter's own timers cannot be compressed, so the run of
-Karpenter alone goes on past the trace's end until it has no on-demand node left; the figures are counted over the trace.
+Karpenter alone goes on past the trace's end until it has no on-demand node left; the figures are counted
+over the trace.
 
 Beside Karpenter, spotshift runs with its defaults: the rescheduler leaves the nodes of a NodePool that
 consolidates toward spot to Karpenter (``karpenter.defer_to_consolidation``), so it drains none of them.
