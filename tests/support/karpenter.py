@@ -288,26 +288,6 @@ class KarpenterCloud(threading.Thread):
     def on_demand_count(self) -> int:
         return sum(1 for b in self.live() if not b.spot)
 
-    def on_demand_node_minutes(self, until: float) -> float:
-        """The integral of the on-demand node count over ``[0, until)`` trace seconds, in minutes."""
-        total = 0.0
-        for b in self.books.values():
-            if not b.spot:
-                end = until if b.gone is None else min(b.gone, until)
-                total += max(0.0, end - max(b.born, 0.0))
-        return total / 60.0
-
-    def series(self, until: float, every: float = 60.0) -> list[int]:
-        """The on-demand node count at each ``every`` trace seconds up to ``until``."""
-        out = []
-        t = 0.0
-        while t < until:
-            out.append(
-                sum(1 for b in self.books.values() if not b.spot and b.born <= t and (b.gone is None or b.gone > t))
-            )
-            t += every
-        return out
-
     def fill(self) -> None:
         """Nothing before the trace's clock starts: Karpenter creates every node for the pods."""
 

@@ -57,7 +57,7 @@ from tests.support.karpenter import (
     remove_pool,
 )
 from tests.support.peers import descheduler_binary
-from tests.support.replay_cloud import TEST_LABEL, Book, Cloud
+from tests.support.replay_cloud import TEST_LABEL, Book, Cloud, node_minutes, on_demand_series
 from tests.support.rescheduler_world import Rescheduler
 
 SCOPE_LABEL = "e2e.spotshift.io/replay"
@@ -571,24 +571,6 @@ class RunLog:
     ended: int = 0
     """Nodes the cloud reclaimed."""
     seconds: float = 0.0
-
-
-def node_minutes(books: dict[str, Book], until: float, *, spot: bool) -> float:
-    """The integral of the count of nodes of one capacity type over ``[0, until)`` trace seconds, in minutes."""
-    total = 0.0
-    for b in books.values():
-        if b.spot == spot:
-            end = until if b.gone is None else min(b.gone, until)
-            total += max(0.0, end - max(b.born, 0.0))
-    return total / 60.0
-
-
-def on_demand_series(books: dict[str, Book], until: float) -> list[int]:
-    """The on-demand node count at each trace minute up to ``until``."""
-    return [
-        sum(1 for b in books.values() if not b.spot and b.born <= t and (b.gone is None or b.gone > t))
-        for t in range(0, int(until), 60)
-    ]
 
 
 def run_replay(

@@ -333,23 +333,11 @@ class Cloud(threading.Thread):
 
     def on_demand_node_minutes(self, until: float) -> float:
         """The integral of the on-demand node count over ``[0, until)`` trace seconds, in minutes."""
-        total = 0.0
-        for b in self.books.values():
-            if not b.spot:
-                end = until if b.gone is None else min(b.gone, until)
-                total += max(0.0, end - max(b.born, 0.0))
-        return total / 60.0
+        return node_minutes(self.books, until, spot=False)
 
-    def series(self, until: float, every: float = 60.0) -> list[int]:
-        """The on-demand node count at each ``every`` trace seconds up to ``until``."""
-        out = []
-        t = 0.0
-        while t < until:
-            out.append(
-                sum(1 for b in self.books.values() if not b.spot and b.born <= t and (b.gone is None or b.gone > t))
-            )
-            t += every
-        return out
+    def series(self, until: float) -> list[int]:
+        """The on-demand node count at each trace minute up to ``until``."""
+        return on_demand_series(self.books, until)
 
     def halt(self) -> None:
         """Stop the market and the provisioner; the nodes stay."""
@@ -365,3 +353,21 @@ class Cloud(threading.Thread):
 
 def _req(p: Pod) -> tuple[int, int]:
     return p.node_requests.get("cpu", 0), p.node_requests.get("memory", 0) // (1 << 20)
+
+
+def node_minutes(books: dict[str, Book], until: float, *, spot: bool) -> float:
+    """The integral of the count of nodes of one capacity type over ``[0, until)`` trace seconds, in minutes."""
+    total = 0.0
+    for b in books.values():
+        if b.spot == spot:
+            end = until if b.gone is None else min(b.gone, until)
+            total += max(0.0, end - max(b.born, 0.0))
+    return total / 60.0
+
+
+def on_demand_series(books: dict[str, Book], until: float) -> list[int]:
+    """The on-demand node count at each trace minute up to ``until``."""
+    return [
+        sum(1 for b in books.values() if not b.spot and b.born <= t and (b.gone is None or b.gone > t))
+        for t in range(0, int(until), 60)
+    ]
