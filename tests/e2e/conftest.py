@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parents[1]
@@ -39,7 +38,8 @@ if str(_ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) under --impo
     sys.path.insert(0, str(_ROOT))
 
 from bench.churnlab import replay  # noqa: E402
-from tests.support.controlplane import ApiError, Binaries, BinariesMissing, ControlPlane, wait_for  # noqa: E402
+from tests.support.controlplane import Binaries, BinariesMissing, ControlPlane, wait_for  # noqa: E402
+from tests.support.real_replay import capacity_priority_class as priority_class  # noqa: E402
 from tests.support.real_replay import spotshift_front  # noqa: E402
 from tests.support.rescheduler_world import (  # noqa: E402
     BudgetWatcher,
@@ -214,15 +214,5 @@ def capacity_priority_class(control_plane: ControlPlane) -> Iterator[None]:
     """The PriorityClass deploy/base/rescheduler ships, for the tests of one module whose rescheduler asks for spot
     capacity; deleted after them if this fixture made it (cluster-scoped, and the Helm test's release must
     create its own)."""
-    body = yaml.safe_load((_ROOT / "deploy/base/rescheduler/capacity-priorityclass.yaml").read_text())
-    path = "/apis/scheduling.k8s.io/v1/priorityclasses"
-    made = True
-    try:
-        control_plane.api.post(path, body)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-        made = False
-    yield
-    if made:
-        control_plane.api.delete_if_exists(f"{path}/{body['metadata']['name']}")
+    with priority_class(control_plane):
+        yield
