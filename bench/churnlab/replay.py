@@ -202,29 +202,7 @@ class ReplayFigures:
 def simulate_replay(spot_fraction: float = SPOT_FRACTION) -> tuple[ReplayFigures, World]:
     """The replay in the simulation: its figures and the world at ``LENGTH``. The rescheduler's own logging is
     off while it runs (a caller's logging is as it was afterwards: the e2e tier runs this in its own process)."""
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        return _simulate(spot_fraction)
-    finally:
-        logging.disable(previous)
-
-
-def _simulate(spot_fraction: float) -> tuple[ReplayFigures, World]:
-    world = World(
-        seed=1,
-        workloads=list(WORKLOADS),
-        trace=TRACE,
-        setup=POLICY.setup,
-        config=config_of(POLICY.overrides),
-        spot_fraction=spot_fraction,
-        ready_after=READY_AFTER,
-        provision_delay=PROVISION_DELAY,
-        removal_delay=REMOVAL_DELAY,
-        notice=NOTICE,
-        node_types=(NODE_TYPE,),
-    )
-    play(world, attach(POLICY, world), LENGTH)
+    world = _played(POLICY, "pending", TRACE, LENGTH, spot_fraction)
     t = world.tally
     figures = ReplayFigures(
         on_demand_node_minutes=t.on_demand_node_seconds / 60.0,
@@ -236,18 +214,18 @@ def _simulate(spot_fraction: float) -> tuple[ReplayFigures, World]:
     return figures, world
 
 
-def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction: float = SPOT_FRACTION) -> Outcome:
-    """``policy`` (a key of ``SIMULATED``) in ``world`` over ``run``, in the simulation (deterministic)."""
-    chosen = SIMULATED[policy]
+def _played(policy: Policy, world: str, trace: Trace, length: float, spot_fraction: float) -> World:
+    """``policy`` played in a simulated ``world`` over ``trace`` for ``length`` trace seconds, the rescheduler's
+    logging off meanwhile."""
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
     try:
         w = World(
             seed=1,
             workloads=list(WORKLOADS),
-            trace=run.trace,
-            setup=chosen.setup,
-            config=config_of(chosen.overrides),
+            trace=trace,
+            setup=policy.setup,
+            config=config_of(policy.overrides),
             spot_fraction=spot_fraction,
             ready_after=READY_AFTER,
             provision_delay=PROVISION_DELAY,
@@ -256,9 +234,15 @@ def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction:
             node_types=(NODE_TYPE,),
             refill=refill_of(world),
         )
-        play(w, attach(chosen, w), run.length)
+        play(w, attach(policy, w), length)
     finally:
         logging.disable(previous)
+    return w
+
+
+def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction: float = SPOT_FRACTION) -> Outcome:
+    """``policy`` (a key of ``SIMULATED``) in ``world`` over ``run``, in the simulation (deterministic)."""
+    w = _played(SIMULATED[policy], world, run.trace, run.length, spot_fraction)
     t = w.tally
     on_demand = {name for name, book in w.nodes.items() if not book.spot}
     return Outcome(
