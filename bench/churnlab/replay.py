@@ -171,8 +171,8 @@ class Outcome:
     cost: float
     """USD: each node's on-demand price per hour, a spot node's at the spot fraction."""
     evictions: int
-    moved_then_reclaimed: int | None
-    """Pods reclaimed after an eviction moved them (``None``: not counted)."""
+    moved_then_reclaimed: int
+    """Pods reclaimed after an eviction moved them."""
     reclaimed: int
     pending_pod_minutes: float
     pdb_violations: int
@@ -252,7 +252,7 @@ def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction:
         spot_node_minutes=t.spot_node_seconds / 60.0,
         cost=t.cost_seconds / 3_600.0,
         evictions=t.evictions,
-        moved_then_reclaimed=None,
+        moved_then_reclaimed=t.moved_then_reclaimed,
         reclaimed=t.reclaimed_pods,
         pending_pod_minutes=t.pending_pod_seconds / 60.0,
         pdb_violations=t.pdb_violations,
