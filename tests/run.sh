@@ -3,8 +3,8 @@
 # project and its test requirements, made by tools/venv.sh; Chromium; kustomize, helm, promtool, the e2e control
 # planes and the container image, built from registry packages and cached after the first build), then lints,
 # builds the documentation site and runs every tier.
-#   bash tests/run.sh            unit + e2e on the default release, the tests of the real peers (descheduler,
-#                                Karpenter) on it, then the compatibility run on each older release
+#   bash tests/run.sh            unit + e2e on the default release with the tests of the real peers (descheduler,
+#                                Karpenter) on it beside, then the compatibility run on each older release
 #   bash tests/run.sh unit       unit tier only (no control plane, no image)
 # The releases are in tests/e2e/controlplane/releases.env. SPOTSHIFT_K8S_VERSION=X runs unit + e2e + the peers'
 # tests on release X only (no compatibility run). SPOTSHIFT_SKIP_IMAGE=1 skips the image build and its e2e tests
@@ -64,22 +64,32 @@ fi
 SPOTSHIFT_K8S_VERSION=$release bash tests/e2e/controlplane/build.sh
 # The real peers (the descheduler, Karpenter with KWOK: tests/e2e/controlplane/peers.sh), then the compatibility
 # releases, build one after another while the default release's tiers run (a cold build is mostly compiling, the e2e
-# tier mostly waiting); each build's log is printed when its run is reached, and a file named after the build says
-# it is over (its content: the build's exit code).
+# tier mostly waiting), at a lower priority than the tests; each build's log is printed when its run is reached, and
+# a file named after the build says it is over (its content: the build's exit code).
 compat_dir=$(mktemp -d)
 (
   rc=0
-  bash tests/e2e/controlplane/peers.sh >"$compat_dir/peers.log" 2>&1 || rc=$?
+  nice -n 10 bash tests/e2e/controlplane/peers.sh >"$compat_dir/peers.log" 2>&1 || rc=$?
   echo "$rc" >"$compat_dir/peers.done"
   for r in $compat; do
     rc=0
-    SPOTSHIFT_K8S_VERSION=$r bash tests/e2e/controlplane/build.sh >"$compat_dir/$r.log" 2>&1 || rc=$?
+    SPOTSHIFT_K8S_VERSION=$r nice -n 10 bash tests/e2e/controlplane/build.sh >"$compat_dir/$r.log" 2>&1 || rc=$?
     echo "$rc" >"$compat_dir/$r.done"
   done
 ) &
 compat_build=$!
-# Stopped with this script if a tier fails first (the build's go process is a child of it).
-trap 'pkill -P "$compat_build" 2>/dev/null || true; kill "$compat_build" 2>/dev/null || true' EXIT
+peers_tests=""
+# Stopped with this script if a tier fails first: the builds (their go process is a child of the subshell), and
+# the peers' tests, interrupted as Ctrl-C would so that their control plane is torn down.
+stop_background() {
+  pkill -P "$compat_build" 2>/dev/null || true
+  kill "$compat_build" 2>/dev/null || true
+  if [ -n "$peers_tests" ] && kill -0 "$peers_tests" 2>/dev/null; then
+    pkill -INT -P "$peers_tests" 2>/dev/null || true
+    wait "$peers_tests" 2>/dev/null || true
+  fi
+}
+trap stop_background EXIT
 # Waits for the background build named $1 (what it builds: $2), prints its log and stops the run if it failed.
 background_built() {
   while [ ! -f "$compat_dir/$1.done" ]; do
@@ -101,15 +111,30 @@ if [ "${SPOTSHIFT_SKIP_IMAGE:-0}" != 1 ]; then
   bash deploy/image/build.sh --base "$(bash deploy/image/base.sh)"
 fi
 unit_tier
-echo "tests/run.sh: e2e tier on Kubernetes $release"
+# The tests marked `peers` run the real descheduler and Karpenter beside spotshift, once their build is over, in the
+# background beside the e2e tier and the compatibility runs: they mostly wait on the replay's clock (a replay keeps
+# the machine's two cores about a tenth busy), each test session starts its own control plane on free ports, and
+# they get pytest directories of their own. Their output is printed when the other tiers are over.
+(
+  background_built peers "the peers (the descheduler, Karpenter)"
+  echo "tests/run.sh: the peers' tests on Kubernetes $release"
+  SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly -p no:cacheprovider \
+    --basetemp="$compat_dir/peers-tmp" -m peers
+) >"$compat_dir/peers-tests.log" 2>&1 &
+peers_tests=$!
+echo "tests/run.sh: e2e tier on Kubernetes $release (the peers' tests run beside it once built)"
 SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly -m "not peers"
-# The tests marked `peers` run the real descheduler and Karpenter beside spotshift: once their build is over.
-background_built peers "the peers (the descheduler, Karpenter)"
-echo "tests/run.sh: the peers' tests on Kubernetes $release"
-SPOTSHIFT_K8S_VERSION=$release "$py" -m pytest tests/e2e -q -p no:randomly -m peers
 for r in $compat; do
   # The compatibility run: the e2e tests marked `compat` (tests/e2e/conftest.py) on each older release.
   background_built "$r" "Kubernetes $r"
   echo "tests/run.sh: compatibility run on Kubernetes $r"
   SPOTSHIFT_K8S_VERSION=$r "$py" -m pytest tests/e2e -q -p no:randomly -m compat
 done
+rc=0
+wait "$peers_tests" || rc=$?
+peers_tests=""
+cat "$compat_dir/peers-tests.log"
+if [ "$rc" != 0 ]; then
+  echo "tests/run.sh: the peers' build or tests failed (their output is above)" >&2
+  exit 1
+fi

@@ -110,6 +110,24 @@ def test_the_peers_marker_is_registered() -> None:
 # --- tests/run.sh, in a scratch copy with stubs -----------------------------------------------------------------
 
 STUB = '#!/usr/bin/env bash\necho "{name} $* K8S=${{SPOTSHIFT_K8S_VERSION:-}}" >>"$RUN_SH_LOG"\n'
+# The Python stub: unless the peers' build is made to fail, the e2e tier's run waits (up to 20 s) until the peers'
+# tests have started, so it passes only if tests/run.sh runs them beside it; the peers' tests exit $PEERS_TESTS_RC.
+PYTHON_STUB = """#!/usr/bin/env bash
+echo "python $* K8S=${SPOTSHIFT_K8S_VERSION:-}" >>"$RUN_SH_LOG"
+case "$*" in
+  *"-m not peers"*)
+    [ -z "${PEERS_RC:-}" ] || exit 0
+    for _ in $(seq 200); do
+      grep -q -- "-m peers" "$RUN_SH_LOG" && exit 0
+      sleep 0.1
+    done
+    echo "the peers' tests did not start beside the e2e tier" >&2
+    exit 1 ;;
+  *"-m peers"*)
+    echo "the peers' tests output"
+    exit "${PEERS_TESTS_RC:-0}" ;;
+esac
+"""
 PEERS_STUB = """#!/usr/bin/env bash
 echo "peers.sh start" >>"$RUN_SH_LOG"
 echo "the peers' build log"
@@ -133,7 +151,7 @@ def scratch(tmp_path: Path) -> Path:
     stub(repo / "tools" / "venv.sh", f"#!/usr/bin/env bash\necho {venv}\n")
     for name in ("kustomize", "helm", "promtool"):
         stub(repo / "tools" / f"{name}.sh", STUB.format(name=name))
-    stub(venv / "bin" / "python", STUB.format(name="python"))
+    stub(venv / "bin" / "python", PYTHON_STUB)
     stub(venv / "bin" / "chromium", "#!/bin/sh\n")
     controlplane = repo / "tests" / "e2e" / "controlplane"
     stub(controlplane / "build.sh", STUB.format(name="build.sh"))
@@ -164,10 +182,12 @@ def index(calls: list[str], pattern: str) -> int:
 
 
 E2E = r"python -m pytest tests/e2e -q -p no:randomly -m not peers K8S=1\.37\.2"
-PEERS_TESTS = r"python -m pytest tests/e2e -q -p no:randomly -m peers K8S=1\.37\.2"
+PEERS_TESTS = (
+    r"python -m pytest tests/e2e -q -p no:randomly -p no:cacheprovider --basetemp=\S+/peers-tmp -m peers K8S=1\.37\.2"
+)
 
 
-def test_the_peers_build_before_the_compatibility_builds_and_their_tests_after_the_e2e_tier(scratch: Path) -> None:
+def test_the_peers_build_before_the_compatibility_builds_and_their_tests_beside_the_e2e_tier(scratch: Path) -> None:
     run, calls = run_sh(scratch)
     assert run.returncode == 0, run.stderr
     default_build = index(calls, r"build\.sh  K8S=1\.37\.2")
@@ -176,9 +196,11 @@ def test_the_peers_build_before_the_compatibility_builds_and_their_tests_after_t
     assert default_build < peers_start < peers_end < compat_builds[0] < compat_builds[1]
     e2e, peers_tests = index(calls, E2E), index(calls, PEERS_TESTS)
     compat_runs = [index(calls, rf"python .* -m compat K8S={re.escape(r)}") for r in ("1.36.3", "1.35.4")]
-    assert e2e < peers_tests < compat_runs[0] < compat_runs[1]
+    assert e2e < compat_runs[0] < compat_runs[1]
     assert peers_end < peers_tests
-    assert "the peers' build log" in run.stdout
+    # The peers' output is printed once the other tiers are over.
+    assert "the peers' build log" in run.stdout and "the peers' tests output" in run.stdout
+    assert run.stdout.index("compatibility run on Kubernetes 1.35.4") < run.stdout.index("the peers' tests output")
 
 
 def test_a_single_release_still_builds_the_peers_and_runs_their_tests(scratch: Path) -> None:
@@ -189,17 +211,19 @@ def test_a_single_release_still_builds_the_peers_and_runs_their_tests(scratch: P
     assert not [call for call in calls if "compat" in call or re.fullmatch(r"build\.sh  K8S=1\.3[56]\..*", call)]
 
 
-def test_a_failed_peers_build_fails_the_run_loudly_before_their_tests(scratch: Path) -> None:
+def test_a_failed_peers_build_fails_the_run_loudly_and_their_tests_do_not_run(scratch: Path) -> None:
     run, calls = run_sh(scratch, SPOTSHIFT_K8S_VERSION="1.37.2", PEERS_RC="3")
     assert run.returncode != 0
-    assert "the build of the peers" in run.stderr and "failed" in run.stderr
+    assert "the build of the peers (the descheduler, Karpenter) failed" in run.stdout
+    assert "the peers' build or tests failed" in run.stderr
     assert "the peers' build log" in run.stdout
-    index(calls, E2E)
     assert not [call for call in calls if "-m peers" in call]
 
 
-def test_the_unit_tier_builds_no_peers(scratch: Path) -> None:
-    run, calls = run_sh(scratch, "unit")
-    assert run.returncode == 0, run.stderr
-    assert not [call for call in calls if call.startswith(("peers.sh", "build.sh"))]
-    index(calls, r"python -m pytest tests/unit -q -p randomly --randomly-seed=\d+ K8S=")
+def test_a_failed_peers_test_fails_the_run_after_the_other_tiers(scratch: Path) -> None:
+    run, calls = run_sh(scratch, PEERS_TESTS_RC="1")
+    assert run.returncode != 0
+    assert "the peers' build or tests failed" in run.stderr and "the peers' tests output" in run.stdout
+    index(calls, E2E)
+    index(calls, PEERS_TESTS)
+    assert [call for call in calls if "-m compat" in call]
