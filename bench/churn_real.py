@@ -4,6 +4,7 @@ simulation's.
     python3 bench/churn_real.py                                               # every policy in its worlds
     python3 bench/churn_real.py --policy spotshift "descheduler (spot-tuned)" --world refill --json /tmp/real.json
     python3 bench/churn_real.py --no-build --trace short --world karpenter    # Karpenter alone and beside spotshift
+    python3 bench/churn_real.py --no-build --trace short --world karpenter-when-empty  # the provisioner model's check
 
 The replay (bench/churnlab/replay.py: 36 pods of four Deployments, every spot pool cut at minute 4 and back at
 minute 10; ``--trace short``: cut at minute 3, back at minute 6, 15 minutes) runs on a Kubernetes 1.37.2 control
@@ -14,10 +15,14 @@ descheduler as its Helm chart ships it and as tuned for spot, in the worlds ``pe
 pending pods) and ``refill`` (each zone's spot group refills its desired count after a reclaim); ``karpenter``
 (the real Karpenter alone: no spotshift, plain Deployments) and ``karpenter + spotshift`` (spotshift's webhook,
 extender and rescheduler with its defaults beside it) in the world ``karpenter``, where Karpenter (its KWOK cloud
-provider) provisions from one NodePool allowing spot and on-demand, consolidating ``WhenEmptyOrUnderutilized``.
-The default runs every policy in each of its worlds (``WORLD_POLICIES``); ``--policy`` and ``--world`` narrow
-that. Karpenter's timers run on the wall clock, not compressed: its runs go on past the trace's end until no
-on-demand node is left, and print when that was and the on-demand node-minutes until then besides the trace's.
+provider) provisions from one NodePool allowing spot and on-demand, consolidating ``WhenEmptyOrUnderutilized``;
+``none`` and ``spotshift`` again in the world ``karpenter-when-empty``, where Karpenter is only the autoscaler (nodes
+for pending pods, empty nodes removed after the replay's removal delay, no consolidation of used nodes, no drift
+replacement) and the simulation plays the pending world at Karpenter's pace: its provisioner model checked against
+a real autoscaler. The default runs every policy in each of its worlds (``WORLD_POLICIES``); ``--policy`` and
+``--world`` narrow that. Karpenter's timers run on the wall clock, not compressed: the ``karpenter`` world's runs
+go on past the trace's end until no on-demand node is left, and print when that was and the on-demand node-minutes
+until then besides the trace's.
 Each run has its own namespace and nodes, deleted afterwards.
 
 Figures per run, in trace time: on-demand and spot node-minutes, cost in USD (spot at 0.3 of the on-demand price),
@@ -52,7 +57,7 @@ from tests.support.real_replay import POLICIES, WORLDS, combinations, run_replay
 VERSION = "1.37.2"
 COLUMNS = (
     ("policy", 24),
-    ("world", 7),
+    ("world", max(map(len, WORLDS))),
     ("od node-min", 13),
     ("spot node-min", 13),
     ("cost $", 11),
@@ -87,7 +92,7 @@ def row(real: replay.Outcome, sim: replay.Outcome | None) -> str:
 
     cells = [
         real.policy.ljust(24),
-        real.world.ljust(7),
+        real.world.ljust(COLUMNS[1][1]),
         both("on_demand_node_minutes", "{:.0f}"),
         both("spot_node_minutes", "{:.0f}"),
         both("cost", "{:.2f}"),
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         for world, policy in pairs:
             work_dir = logs / f"{world}-{policy.replace(' ', '_').replace('+', 'and')}"
             real, log = run_replay(plane, policy, world, work_dir, run=run)
-            simulated = policy in replay.SIMULATED and world in replay.WORLDS
+            simulated = policy in replay.SIMULATED and world in replay.SIMULATED_WORLDS
             sim = replay.simulate_outcome(policy, world, run) if simulated else None
             results.append((real, sim))
             print(

@@ -91,6 +91,9 @@ class Tally:
     spot_series: list[tuple[float, int]] = field(default_factory=list)
     eligible_on_demand: list[tuple[float, int]] = field(default_factory=list)
     """(t, spot-eligible workload pods on on-demand nodes), sampled every minute."""
+    on_demand_steps: list[tuple[float, int]] = field(default_factory=list)
+    """(t, on-demand nodes) at every change of that count: exact, where ``on_demand_series`` is sampled at the first
+    tick a minute or more after the last sample (far apart when nothing happens)."""
     capacity_breaches: int = 0
 
 

@@ -106,17 +106,52 @@ after a backoff of up to 10 wall-clock seconds, 50 trace seconds)."""
 REPLAYS = {r.name: r for r in (LONG, SHORT)}
 
 WORLDS = ("pending", "refill")
+"""The worlds of the replay's own provisioner (tests/support/replay_cloud.py on the real control plane)."""
 REFILL = 4
 """Spot nodes per zone in the refill world: the 36 pods at three a node, spread over the three zones."""
 
+KARPENTER_WHEN_EMPTY = "karpenter-when-empty"
+"""The world where the real Karpenter is the pending world's autoscaler: nodes for pending pods, a node empty for
+its NodePool's ``consolidateAfter`` removed, no consolidation of used nodes and no drift replacement (its NodePool:
+tests/support/karpenter.py's ``when_empty``). The simulation plays it as the pending world at Karpenter's pace."""
+KARPENTER_PROVISION_DELAY = 2.0 * COMPRESSION
+"""From the scan that sees pods pending to Karpenter's node, in trace seconds: its batching window's idle second
+(``--batch-idle-duration``) and about a second for the NodeClaim's Node to register and be Ready. Karpenter's
+timers run on the wall clock, so at ``COMPRESSION`` each of its seconds is that many trace seconds."""
+KARPENTER_REMOVAL_DELAY = REMOVAL_DELAY + (5.0 + 15.0 + 2.0) * COMPRESSION
+"""How long a node stays empty before Karpenter removes it, in trace seconds: the NodePool's ``consolidateAfter``
+(the replay's ``REMOVAL_DELAY``), then on the wall clock half the disruption controller's 10 s poll on average,
+the 15 s it waits before it carries out a consolidation command (emptiness included: ``commandValidationDelay``
+in its ``pkg/controllers/disruption``), and about 2 s for the termination of an empty node."""
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscaling:
+    """A world as the simulation plays it: fixed spot groups or not, and the provisioner's pace."""
+
+    refill: bool
+    provision_delay: float
+    removal_delay: float
+
+
+SIMULATED_WORLDS = {
+    "pending": Autoscaling(False, PROVISION_DELAY, REMOVAL_DELAY),
+    "refill": Autoscaling(True, PROVISION_DELAY, REMOVAL_DELAY),
+    KARPENTER_WHEN_EMPTY: Autoscaling(False, KARPENTER_PROVISION_DELAY, KARPENTER_REMOVAL_DELAY),
+}
+
+
+def autoscaling_of(world: str) -> Autoscaling:
+    if world not in SIMULATED_WORLDS:
+        raise ValueError(f"unknown world {world!r}: one of {', '.join(SIMULATED_WORLDS)}")
+    return SIMULATED_WORLDS[world]
+
 
 def refill_of(world: str) -> dict[tuple[str, str], int] | None:
-    """The spot groups' desired counts of a world (``None``: the pending world, no fixed groups)."""
-    if world == "pending":
+    """The spot groups' desired counts of a world (``None``: no fixed groups, nodes only for pending pods)."""
+    if not autoscaling_of(world).refill:
         return None
-    if world == "refill":
-        return {(z, NODE_TYPE.name): REFILL for z in ZONES}
-    raise ValueError(f"unknown world {world!r}: one of {', '.join(WORLDS)}")
+    return {(z, NODE_TYPE.name): REFILL for z in ZONES}
 
 
 def overrides(compression: float = 1.0) -> dict[str, Any]:
@@ -228,8 +263,8 @@ def _played(policy: Policy, world: str, trace: Trace, length: float, spot_fracti
             config=config_of(policy.overrides),
             spot_fraction=spot_fraction,
             ready_after=READY_AFTER,
-            provision_delay=PROVISION_DELAY,
-            removal_delay=REMOVAL_DELAY,
+            provision_delay=autoscaling_of(world).provision_delay,
+            removal_delay=autoscaling_of(world).removal_delay,
             notice=NOTICE,
             node_types=(NODE_TYPE,),
             refill=refill_of(world),
@@ -258,12 +293,13 @@ def simulate_outcome(policy: str, world: str, run: Replay = LONG, spot_fraction:
         pdb_violations=t.pdb_violations,
         lost_pods=t.lost_pods,
         on_demand_pods_at_end=sum(1 for b in w.pods.values() if b.node in on_demand),
-        on_demand_series=by_minute(t.on_demand_series, run.length),
+        on_demand_series=by_minute(t.on_demand_steps, run.length),
     )
 
 
 def by_minute(series: list[tuple[float, int]], length: float = LENGTH) -> list[int]:
-    """A sampled series (``(t, value)`` at the times the simulation ticked) as its value at each trace minute."""
+    """A series of ``(t, value)`` (a value holds from its ``t`` to the next one's) as its value at each trace
+    minute."""
     out = []
     for minute in range(int(length // 60)):
         out.append(next((n for t, n in reversed(series) if t <= minute * 60.0), 0))

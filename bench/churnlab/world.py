@@ -184,6 +184,8 @@ class World:
             else:
                 od += 1
         t.on_demand_node_seconds += od * dt
+        if not t.on_demand_steps or t.on_demand_steps[-1][1] != od:
+            t.on_demand_steps.append((self.now, od))
         t.spot_node_seconds += spot * dt
         running = on_spot = pending = eligible_od = 0
         nodes = self.nodes

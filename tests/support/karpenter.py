@@ -122,9 +122,26 @@ def capacity_requirement(types: list[str]) -> dict[str, Any]:
     return {"key": CAPACITY_TYPE, "operator": "In", "values": types}
 
 
-def node_pool(name: str, node_class_name: str, label: str, capacity_types: list[str]) -> dict[str, Any]:
+CONSOLIDATING: dict[str, Any] = {"consolidationPolicy": "WhenEmptyOrUnderutilized"}
+"""The NodePool's disruption as most operators write it: consolidation with Karpenter's defaults."""
+
+
+def when_empty(consolidate_after: str) -> dict[str, Any]:
+    """A disruption block that makes Karpenter the autoscaler of nodes for pending pods and nothing more: a node
+    empty for ``consolidate_after`` is removed (any number at once), a used one is never consolidated, and a node
+    drifted from the NodePool (the spot nodes, once the outage narrows it to on-demand) is not replaced."""
+    return {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": consolidate_after,
+        "budgets": [{"nodes": "100%", "reasons": ["Empty"]}, {"nodes": "0", "reasons": ["Drifted"]}],
+    }
+
+
+def node_pool(
+    name: str, node_class_name: str, label: str, capacity_types: list[str], disruption: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The NodePool: ``INSTANCE_TYPE`` in ``ZONES`` of ``capacity_types``, nodes labelled ``TEST_LABEL: label`` and
-    served by the kubelet stand-in; consolidation ``WhenEmptyOrUnderutilized`` with Karpenter's defaults."""
+    served by the kubelet stand-in; ``disruption`` (default ``CONSOLIDATING``)."""
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -141,7 +158,7 @@ def node_pool(name: str, node_class_name: str, label: str, capacity_types: list[
                     ],
                 },
             },
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized"},
+            "disruption": dict(disruption or CONSOLIDATING),
         },
     }
 

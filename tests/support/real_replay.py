@@ -19,7 +19,8 @@ kube-scheduler), and:
 * a **world** (``WORLDS``), which brings its own cloud: an object with the node books of
   :class:`tests.support.replay_cloud.Cloud` (``pending`` and ``refill`` are that cloud in either world;
   ``karpenter`` is :class:`KarpenterWorld`: the real Karpenter provisions, the trace's spot market is played
-  through its NodePool).
+  through its NodePool; ``karpenter-when-empty`` is :class:`KarpenterWhenEmptyWorld`: Karpenter only as the
+  autoscaler of nodes for pending pods, which the simulation's provisioner model is checked against).
 
 A policy runs in the worlds ``WORLD_POLICIES`` gives it (:func:`combinations`). Every duration the processes get is
 the trace's divided by the compression (Karpenter's own timers excepted: the ``karpenter`` world's runs go on past
@@ -47,6 +48,7 @@ from tests.support.controlplane import ApiError, ControlPlane, wait_for
 from tests.support.disruption_ledger import PDBS, DisruptionLedger
 from tests.support.extender_server import ROOT, ExtenderProcess
 from tests.support.karpenter import (
+    CONSOLIDATING,
     NODECLASSES,
     NODEPOOLS,
     Karpenter,
@@ -55,6 +57,7 @@ from tests.support.karpenter import (
     node_class,
     node_pool,
     remove_pool,
+    when_empty,
 )
 from tests.support.peers import descheduler_binary
 from tests.support.replay_cloud import TEST_LABEL, Book, Cloud, node_minutes, on_demand_series
@@ -497,6 +500,9 @@ class KarpenterWorld(KarpenterCloud):
     nodes carry the run's label, and the trace's spot market played through that NodePool. ``close()`` removes the
     run's Deployments, then the NodePool with its nodes and the node class, then stops Karpenter."""
 
+    disruption: dict[str, Any] = CONSOLIDATING
+    """The NodePool's disruption block."""
+
     def __init__(
         self, plane: ControlPlane, namespaces: list[str], label: str, k: float, run: replay.Replay, work_dir: Path
     ) -> None:
@@ -507,7 +513,7 @@ class KarpenterWorld(KarpenterCloud):
         self.karpenter.start()
         try:
             plane.api.post(NODECLASSES, node_class(pool))
-            plane.api.post(NODEPOOLS, node_pool(pool, pool, label, ["spot", "on-demand"]))
+            plane.api.post(NODEPOOLS, node_pool(pool, pool, label, ["spot", "on-demand"], self.disruption))
         except BaseException:
             self.karpenter.stop()
             raise
@@ -525,15 +531,29 @@ class KarpenterWorld(KarpenterCloud):
             self.karpenter.stop()
 
 
-WORLDS: dict[str, WorldFactory] = {w: _cloud_world(w) for w in replay.WORLDS} | {"karpenter": KarpenterWorld}
+class KarpenterWhenEmptyWorld(KarpenterWorld):
+    """The ``karpenter-when-empty`` world (``replay.KARPENTER_WHEN_EMPTY``): the real Karpenter as the pending
+    world's autoscaler, its NodePool consolidating ``WhenEmpty`` after the replay's removal delay (compressed, as
+    the other worlds' provisioner's) and replacing no drifted node (:func:`when_empty`). What the simulation's
+    provisioner model is checked against."""
+
+    disruption = when_empty(seconds(replay.REMOVAL_DELAY, replay.COMPRESSION))
+
+
+WORLDS: dict[str, WorldFactory] = {w: _cloud_world(w) for w in replay.WORLDS} | {
+    "karpenter": KarpenterWorld,
+    replay.KARPENTER_WHEN_EMPTY: KarpenterWhenEmptyWorld,
+}
 
 WORLD_POLICIES: dict[str, tuple[str, ...]] = {
     "pending": ("none", "spotshift", "spotshift no-capacity", "descheduler (chart)", "descheduler (spot-tuned)"),
     "refill": ("none", "spotshift", "spotshift no-capacity", "descheduler (chart)", "descheduler (spot-tuned)"),
     "karpenter": ("karpenter", "karpenter + spotshift"),
+    replay.KARPENTER_WHEN_EMPTY: ("none", "spotshift"),
 }
 """The policies run in each world: Karpenter's two in the ``karpenter`` world, where Karpenter is the provisioner,
-and the others in the worlds of the replay's provisioner (tests/support/replay_cloud.py)."""
+the others in the worlds of the replay's provisioner (tests/support/replay_cloud.py), and ``none`` and
+``spotshift`` where Karpenter is only the autoscaler (``karpenter-when-empty``: the provisioner model's check)."""
 
 SETTLE: dict[str, float] = {"karpenter": 900.0}
 """Wall seconds a world's run may go on past the trace's end until no on-demand node is left (Karpenter's timers
