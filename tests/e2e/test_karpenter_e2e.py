@@ -18,6 +18,12 @@ afterwards; alone, the run goes on until it has no on-demand node left; the clou
 no budget violation (the disruption ledger of tests/support/disruption_ledger.py: a budget below its minimum with
 no reclaim to explain it). What is printed: the run's figures, the nodes Karpenter (``karpenter.sh/disrupted``) and
 spotshift (``spotshift.io/draining``) marked, and the cloud's events.
+
+A third test checks the simulation's provisioner model against the real Karpenter as an autoscaler only (the
+``karpenter-when-empty`` world, on the 30-minute trace so that emptied nodes are removed within it): spotshift's
+rescheduler drains the on-demand nodes, Karpenter launches spot nodes for its placeholders and removes the emptied
+nodes after the replay's removal delay; the on-demand node-minutes and evictions agree with the simulation of the
+same world within ``replay.TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -97,3 +103,24 @@ def test_beside_karpenter_spotshift_leaves_the_consolidating_nodepool_to_it(
     assert log.logged_evictions == 0
     assert not any(DRAIN_TAINT in m for m in log.marks.values())
     assert any(DISRUPTED_TAINT in m for m in log.marks.values())  # Karpenter's consolidation marked its nodes
+
+
+def test_karpenter_as_the_autoscaler_provisions_and_removes_nodes_as_the_provisioner_model_does(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    run, world = replay.LONG, replay.KARPENTER_WHEN_EMPTY
+    outcome, log = run_replay(control_plane, "spotshift", world, tmp_path / "run", run=run)
+    simulated = replay.simulate_outcome("spotshift", world, run)
+    print(f"real: {outcome}\nsimulated: {simulated}")
+    print("the cloud:", *log.events, sep="\n  ")
+    assert outcome.pdb_violations == 0, log.violations
+    assert outcome.lost_pods == 0
+    assert outcome.evictions == log.logged_evictions  # every eviction is the rescheduler's
+    peak = max(simulated.on_demand_series)
+    # Karpenter removed emptied on-demand nodes within the trace, as the model does.
+    assert min(outcome.on_demand_series[int(run.back // 60) :]) <= peak / 2, outcome.on_demand_series
+    assert min(simulated.on_demand_series[int(run.back // 60) :]) <= peak / 2, simulated.on_demand_series
+    tolerance = replay.TOLERANCE
+    minutes = simulated.on_demand_node_minutes
+    assert abs(outcome.on_demand_node_minutes - minutes) <= tolerance * minutes, (outcome, simulated)
+    assert abs(outcome.evictions - simulated.evictions) <= tolerance * simulated.evictions, (outcome, simulated)
