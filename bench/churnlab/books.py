@@ -85,7 +85,8 @@ class Tally:
     pdb_violations: int = 0
     lost_pods: int = 0
     """Pods found missing once the controllers had their turn: a Deployment or StatefulSet short of its replicas,
-    or a pod the world created that left the API server without the world deleting or seeing it evicted."""
+    or a pod the world created that left the API server without the world deleting or seeing it evicted. Each pod
+    once, however long it stays missing."""
     job_work_lost_seconds: float = 0.0
     on_demand_series: list[tuple[float, int]] = field(default_factory=list)
     spot_series: list[tuple[float, int]] = field(default_factory=list)

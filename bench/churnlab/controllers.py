@@ -21,6 +21,10 @@ class Controllers:
         self.books = books
         self.mutation = mutation
         self.scaled_at = -math.inf
+        self.lost_keys: set[str] = set()
+        """Pods counted lost: gone from the API server behind the world's back."""
+        self.short: dict[str, int] = {}
+        """Per Deployment or StatefulSet, the replicas it lacked at the last count."""
         """When the Deployments last followed the demand curve."""
         self.next_job: dict[str, float] = {}
         """CronJob → when it next starts a Job."""
@@ -52,18 +56,25 @@ class Controllers:
                 self._cronjob(w, owned)
 
     def count_lost(self) -> None:
-        """Count the pods missing once the controllers had their turn (see :attr:`Tally.lost_pods`)."""
+        """Count the pods missing once the controllers had their turn (see :attr:`Tally.lost_pods`): each pod once,
+        however many ticks it stays missing (a workload's shortfall counts when it grows)."""
         b = self.books
         if not b.counting():
             return
         stored = b.server.store["pods"]
-        missing = sum(1 for key in b.pods if key not in stored)
+        gone = {key for key in b.pods if key not in stored} - self.lost_keys
+        self.lost_keys |= gone
+        lost = len(gone)
         for w in b.workloads.values():
             if w.kind == "Deployment":
-                missing += max(0, replicas(w, self.scaled_at) - len(b.owned.get(w.name, ())))
+                short = max(0, replicas(w, self.scaled_at) - len(b.owned.get(w.name, ())))
             elif w.kind == "StatefulSet":
-                missing += max(0, w.peak - len(b.owned.get(w.name, ())))
-        b.tally.lost_pods += missing
+                short = max(0, w.peak - len(b.owned.get(w.name, ())))
+            else:
+                continue
+            lost += max(0, short - self.short.get(w.name, 0))
+            self.short[w.name] = short
+        b.tally.lost_pods += lost
 
     def next_event(self) -> float:
         """The next scale step or CronJob run."""

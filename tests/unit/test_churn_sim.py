@@ -102,3 +102,6 @@ def test_a_pod_gone_behind_the_controllers_back_counts_as_lost() -> None:
     world.server.remove("pods", key)  # neither deleted by the world nor evicted: the controller never hears of it
     world.tick(10.0)
     assert world.tally.lost_pods == 1
+    for _ in range(5):  # still gone: one pod, not one a tick
+        world.tick(10.0)
+    assert world.tally.lost_pods == 1
