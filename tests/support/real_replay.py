@@ -670,8 +670,8 @@ def _play(
             ledger.sample_budgets()
             time.sleep(0.2)
         settled_at = cloud.now() if settle else None
+        _stop_policy(processes, ledger, log)
         cloud.halt()
-        log.logged_evictions = processes.logged_evictions()
         outcome = _outcome(ctx, cloud, ledger, run, (policy, world), settled_at)
         log.events, log.errors, log.budget_samples = list(cloud.events), list(cloud.errors), ledger.samples
         log.violations = list(ledger.violations)
@@ -681,6 +681,19 @@ def _play(
     finally:
         cloud.close()
         ledger.close()
+
+
+def _stop_policy(processes: Processes, ledger: DisruptionLedger, log: RunLog, timeout: float = 15.0) -> None:
+    """Stop the policy's processes before its figures are read, so that the evictions its log reports and those the
+    ledger saw cover the same run (an eviction made between two reads would count on one side only), then give the
+    ledger's watch the time to see the last of them."""
+    log.tail = processes.close()
+    log.logged_evictions = processes.logged_evictions()
+    if log.logged_evictions is None:
+        return
+    deadline = time.monotonic() + timeout
+    while ledger.evictions() < log.logged_evictions and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def on_demand_left(books: dict[str, Book]) -> list[str]:
