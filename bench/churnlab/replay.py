@@ -155,8 +155,11 @@ def refill_of(world: str) -> dict[tuple[str, str], int] | None:
 
 
 def overrides(compression: float = 1.0) -> dict[str, Any]:
-    """The spotshift configuration of the replay, durations divided by ``compression`` (1: trace seconds)."""
+    """The spotshift configuration of the replay, durations divided by ``compression`` (1: trace seconds). The
+    replay's nodes carry ``karpenter.sh/capacity-type`` as Karpenter's do, so spotshift runs with the ``karpenter``
+    preset only, as ``deploy/overlays/karpenter`` configures it: the webhook's spot affinity is that one term."""
     return {
+        "node_classes": {"presets": ["karpenter"]},
         "webhook": {"scheduler_name": SCHEDULER_NAME},
         "rescheduler": {k: v / compression for k, v in RESCHEDULER.items()},
         "capacity": {**CAPACITY, "timeout": CAPACITY["timeout"] / compression},
