@@ -21,11 +21,11 @@ class Controllers:
         self.books = books
         self.mutation = mutation
         self.scaled_at = -math.inf
+        """When the Deployments last followed the demand curve."""
         self.lost_keys: set[str] = set()
         """Pods counted lost: gone from the API server behind the world's back."""
         self.short: dict[str, int] = {}
         """Per Deployment or StatefulSet, the replicas it lacked at the last count."""
-        """When the Deployments last followed the demand curve."""
         self.next_job: dict[str, float] = {}
         """CronJob → when it next starts a Job."""
 
