@@ -255,6 +255,7 @@ def simulate_replay(spot_fraction: float = SPOT_FRACTION) -> tuple[ReplayFigures
 def _played(policy: Policy, world: str, trace: Trace, length: float, spot_fraction: float) -> World:
     """``policy`` played in a simulated ``world`` over ``trace`` for ``length`` trace seconds, the rescheduler's
     logging off meanwhile."""
+    autoscaling = autoscaling_of(world)
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
     try:
@@ -266,8 +267,8 @@ def _played(policy: Policy, world: str, trace: Trace, length: float, spot_fracti
             config=config_of(policy.overrides),
             spot_fraction=spot_fraction,
             ready_after=READY_AFTER,
-            provision_delay=autoscaling_of(world).provision_delay,
-            removal_delay=autoscaling_of(world).removal_delay,
+            provision_delay=autoscaling.provision_delay,
+            removal_delay=autoscaling.removal_delay,
             notice=NOTICE,
             node_types=(NODE_TYPE,),
             refill=refill_of(world),
