@@ -73,6 +73,7 @@ from shared.config_sections import (
     ServerConfig,
     SpotCeilingConfig,
     WebhookConfig,
+    WorthConfig,
 )
 from shared.config_values import parse_duration
 from shared.presets import PRESETS
@@ -95,6 +96,7 @@ __all__ = [
     "JOBS_EVICT",
     "CapacityConfig",
     "KarpenterConfig",
+    "WorthConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -137,6 +139,7 @@ class Config:
     disruption: DisruptionConfig = field(default_factory=DisruptionConfig, metadata={"section": DisruptionConfig})
     capacity: CapacityConfig = field(default_factory=CapacityConfig, metadata={"section": CapacityConfig})
     karpenter: KarpenterConfig = field(default_factory=KarpenterConfig, metadata={"section": KarpenterConfig})
+    worth: WorthConfig = field(default_factory=WorthConfig, metadata={"section": WorthConfig})
 
     @property
     def webhook_excluded_namespaces(self) -> frozenset[str]:
@@ -335,6 +338,13 @@ def _check(config: Config, origin: dict[str, str]) -> None:
             f"must be longer than rescheduler.housekeeping_interval ({config.rescheduler.housekeeping_interval:g}s), "
             "or placeholders are deleted before a cycle can see them Running",
             cap.timeout,
+        )
+    worth = config.worth
+    if worth.removal_delay >= worth.horizon:
+        raise fail(
+            "worth.removal_delay",
+            f"must be shorter than worth.horizon ({worth.horizon:g}s), or no drain could save anything",
+            worth.removal_delay,
         )
 
 

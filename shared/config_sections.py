@@ -23,6 +23,7 @@ __all__ = [
     "DisruptionConfig",
     "CapacityConfig",
     "KarpenterConfig",
+    "WorthConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -249,3 +250,30 @@ class KarpenterConfig:
     (``consolidationPolicy: WhenEmptyOrUnderutilized`` or ``Balanced``, spot allowed, consolidation not forbidden
     for good): the rescheduler neither drains them nor asks placeholders for their pods, and ``plan`` says
     ``karpenter-consolidates``. Nodes of other NodePools, and of no NodePool, stay the rescheduler's."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorthConfig:
+    """Whether a drain is worth its evictions (docs/worth.md), in on-demand vCPU-hours: a node's hourly price is
+    the larger of its allocatable vCPUs and its allocatable memory in GiB divided by 4."""
+
+    enabled: bool = v.setting(True, v.boolean)
+    """Drain an on-demand node only when its expected saving is at least its cost times ``margin``; false drains
+    every node the plan empties (its saving and cost are still shown)."""
+    spot_price_ratio: float = v.setting(0.3, v.number(0.0, 1.0, below_hi=True))
+    """Spot's price as a fraction of on-demand's for the same capacity (0.3: spot costs 30%)."""
+    removal_delay: float = v.setting(600.0, v.duration(positive=False))
+    """How long an emptied node still runs, and is paid for, before the autoscaler removes it (10m)."""
+    expected_stay: float = v.setting(21600.0, v.duration(positive=True))
+    """How long moved pods are expected to stay on spot before a reclaim sends them back (6h)."""
+    horizon: float = v.setting(86400.0, v.duration(positive=True))
+    """The longest stay a saving counts (24h): beyond it, other changes in the cluster matter more."""
+    default_start_up: float = v.setting(30.0, v.duration(positive=False))
+    """A pod's start-up time when its status does not tell it (Ready condition's time less ``status.startTime``)."""
+    volume_attach_time: float = v.setting(60.0, v.duration(positive=False))
+    """Added to a pod's start-up time per PersistentVolumeClaim it mounts: detaching and attaching the volume."""
+    eviction_cost: float = v.setting(0.25, v.number(0.0))
+    """vCPU-hours each eviction costs beyond the pod's restart (lost connections, cold caches, the risk of moving):
+    the knob between fewer evictions (higher) and more savings (lower; 0 counts only the restart)."""
+    margin: float = v.setting(1.0, v.number(0.0))
+    """A drain is worth it when its saving is at least its cost times this (above 1: a safety margin)."""

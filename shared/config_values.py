@@ -29,6 +29,7 @@ __all__ = [
     "setting",
     "boolean",
     "integer",
+    "number",
     "parse_duration",
     "duration",
     "choice",
@@ -163,6 +164,29 @@ def duration(*, positive: bool) -> Conv:
         if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
             raise Bad(phrase)
         return seconds
+
+    return conv
+
+
+def number(lo: float, hi: float | None = None, *, below_hi: bool = False) -> Conv:
+    """A real number from ``lo`` up to ``hi`` (``below_hi``: below it); an integer is taken as one."""
+    if hi is None:
+        phrase = f"must be a number of at least {lo:g}"
+    else:
+        phrase = f"must be a number from {lo:g} to {'below ' if below_hi else ''}{hi:g}"
+
+    def conv(raw: Any, from_env: bool) -> float:
+        value = raw
+        if from_env and isinstance(raw, str):
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                raise Bad(phrase) from None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise Bad(phrase)
+        if value < lo or (hi is not None and (value >= hi if below_hi else value > hi)):
+            raise Bad(phrase)
+        return float(value)
 
     return conv
 

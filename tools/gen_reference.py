@@ -108,6 +108,15 @@ EXAMPLES: dict[str, str] = {
     "capacity.priority_class_name": "spot-capacity-placeholder",
     "capacity.image": "registry.internal/pause:3.9",
     "karpenter.defer_to_consolidation": "false",
+    "worth.enabled": "false",
+    "worth.spot_price_ratio": "0.35",
+    "worth.removal_delay": "15m",
+    "worth.expected_stay": "4h",
+    "worth.horizon": "12h",
+    "worth.default_start_up": "1m",
+    "worth.volume_attach_time": "90s",
+    "worth.eviction_cost": "1.0",
+    "worth.margin": "1.5",
 }
 """One example value per setting, in YAML flow style."""
 

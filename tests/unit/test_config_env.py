@@ -111,11 +111,15 @@ def test_every_setting_has_an_environment_variable() -> None:
         assert name == "SPOTSHIFT_" + path.replace(".", "_").upper()
 
 
-def _as_env_text(value: Any) -> str | None:
+PLAIN_NUMBERS = frozenset({"worth.spot_price_ratio", "worth.eviction_cost", "worth.margin"})
+"""The float settings that are numbers, not durations."""
+
+
+def _as_env_text(value: Any, path: str = "") -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:g}s"
+        return f"{value:g}" if path in PLAIN_NUMBERS else f"{value:g}s"
     if isinstance(value, int | str):
         return str(value)
     if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
@@ -133,7 +137,7 @@ def test_defaults_survive_a_round_trip_through_the_environment() -> None:
         value: Any = default
         for part in path.split("."):
             value = getattr(value, part)
-        text = _as_env_text(value)
+        text = _as_env_text(value, path)
         if text is not None:
             env[name] = text
     assert parse_config({}, env) == default
