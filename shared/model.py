@@ -12,6 +12,7 @@ A malformed object raises :class:`ParseError` naming the object and the field
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ __all__ = [
     "pod_requests",
     "pod_requests_and_non_zero",
     "status_requests",
+    "start_up_seconds",
     "EMPTY",
 ]
 
@@ -289,6 +291,9 @@ class Pod:
     status_requests: Resources | None = None
     """What the pod counts for on its node when its status says otherwise than its spec: an in-place resize pending
     or in progress (:func:`shared.podrequests.status_requests`). ``None``: ``requests`` is what it counts for."""
+    start_up: int | None = None
+    """Whole seconds from ``status.startTime`` to the Ready condition's ``lastTransitionTime`` while the pod is Ready:
+    how long it took to start (:func:`start_up_seconds`). ``None`` when the status does not tell."""
 
     @property
     def key(self) -> str:
@@ -352,12 +357,14 @@ class Pod:
             raise ParseError(f"{where}: {e}") from None
         conditions = status.get("conditions") or ()
         unschedulable = ready = False
+        ready_at = None
         for c in conditions:
             t = c.get("type")
             if t == "PodScheduled":
                 unschedulable = c.get("status") == "False" and c.get("reason") == "Unschedulable"
             elif t == "Ready":
                 ready = c.get("status") == "True"
+                ready_at = c.get("lastTransitionTime")
         priority = spec.get("priority")
         return cls(
             namespace=ns,
@@ -399,7 +406,25 @@ class Pod:
             scheduling_gates=gates,
             resource_claims=claims,
             status_requests=on_node if on_node != requests else None,
+            start_up=start_up_seconds(status.get("startTime"), ready_at) if ready else None,
         )
+
+
+def start_up_seconds(started: Any, ready_at: Any) -> int | None:
+    """Whole seconds from ``status.startTime`` to the Ready condition's ``lastTransitionTime`` (RFC 3339 as the API
+    server writes them); ``None`` when either is missing or unreadable, or Ready comes first (a clock skew). A pod
+    that turned not Ready and Ready again counts up to its latest transition: an upper bound of its start-up."""
+    if not isinstance(started, str) or not isinstance(ready_at, str) or not started or not ready_at:
+        return None
+    try:
+        begin = datetime.datetime.fromisoformat(started)
+        end = datetime.datetime.fromisoformat(ready_at)
+    except ValueError:
+        return None
+    if (begin.tzinfo is None) != (end.tzinfo is None):
+        return None
+    seconds = (end - begin).total_seconds()
+    return int(seconds) if seconds >= 0 else None
 
 
 def parse_scheduling_gates(raw: Any) -> tuple[str, ...]:

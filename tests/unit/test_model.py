@@ -604,3 +604,27 @@ def test_node_info_removes_the_very_object_before_one_of_the_same_name() -> None
     info = NodeInfo(Node.from_api(node_json()), [first, bound("b"), second])
     info.remove_pod(second)
     assert [p is first for p in info.pods] == [True, False]
+
+
+def _started(start: str | None, ready: str, at: str | None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]}
+    if start is not None:
+        status["startTime"] = start
+    if at is not None:
+        status["conditions"][0]["lastTransitionTime"] = at
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("start", "ready", "at", "want"),
+    [
+        pytest.param("2026-03-01T10:00:00Z", "True", "2026-03-01T10:00:42Z", 42, id="ready-42s-after-start"),
+        pytest.param("2026-03-01T10:00:00Z", "False", "2026-03-01T10:00:42Z", None, id="not-ready-tells-nothing"),
+        pytest.param(None, "True", "2026-03-01T10:00:42Z", None, id="no-start-time"),
+        pytest.param("2026-03-01T10:00:00Z", "True", None, None, id="no-transition-time"),
+        pytest.param("2026-03-01T10:00:50Z", "True", "2026-03-01T10:00:42Z", None, id="ready-before-start-is-skew"),
+        pytest.param("yesterday", "True", "2026-03-01T10:00:42Z", None, id="unreadable-start"),
+    ],
+)
+def test_pod_start_up_is_read_from_start_time_to_ready(start: str | None, ready: str, at: str | None, want: int | None) -> None:
+    assert Pod.from_api(_started(start, ready, at)).start_up == want

@@ -151,12 +151,25 @@ EXTRA_PODS: list[dict[str, Any]] = [
             "initContainerStatuses": [{"name": "proxy", "resources": {"requests": {"cpu": "100m"}}}],
         },
     },
+    {
+        "metadata": {"name": "slow-start", "namespace": "x", "labels": {"app": "s"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {
+            "phase": "Running",
+            "startTime": "2026-03-01T10:00:00Z",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T10:02:05Z"}],
+        },
+    },
 ]
 
 
 def _decode_pod(raw: dict[str, Any]) -> Pod:
     item = msgspec.json.decode(orjson.dumps(raw), type=PodItem)
     return PodReader().read(item)
+
+
+def test_fast_path_reads_the_start_up_time_from_the_status() -> None:
+    assert _decode_pod(EXTRA_PODS[-1]).start_up == 125
 
 
 def test_fast_path_covers_every_pod_field() -> None:
@@ -175,7 +188,7 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
 @pytest.mark.parametrize(
     "raw",
     EXTRA_PODS,
-    ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra", "resizing"],
+    ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra", "resizing", "start-up"],
 )
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)
