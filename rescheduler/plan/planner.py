@@ -46,6 +46,7 @@ from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, NONE, PORTFOLIO, PUSHER, Strategy
 from rescheduler.plan.waiting import Waiting, release, reserve
+from rescheduler.plan.worth import StayOf, Worth, constant_stay, weigh
 from shared.config import Config
 from shared.model import Pod
 from shared.snapshot import ClusterSnapshot
@@ -93,6 +94,7 @@ def plan(
     exclude: Mapping[str, str] | None = None,
     now: float | None = None,
     passes: Passes | None = None,
+    stay_of: StayOf | None = None,
 ) -> Plan:
     """Plan the drains for ``snapshot`` (left unchanged) under ``config`` (default: ``Config()``).
 
@@ -122,15 +124,20 @@ def plan(
     (``spot-rescheduler plan`` hands :func:`rescheduler.parallel.packing.passes`, which forks); it is used on
     clusters with more than :data:`PARALLEL_MIN_CANDIDATES` drainable candidates and without a ``time_budget``
     (which judges passes one after another). The plan is the same.
+    ``stay_of`` says how long pods moved to a spot node are expected to stay there (seconds; default
+    ``worth.expected_stay`` for every node): each node the plan would drain is weighed with it
+    (:mod:`rescheduler.plan.worth`, :attr:`Plan.worth`), and one not worth it stays (kind ``not-worth-it``).
     """
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
-    search = _Search(strategies, verify, time_budget, clock, improve, cache or PlanCache(), switches, now, passes)
+    cache = cache or PlanCache()
+    stays = stay_of or constant_stay(config.worth)
+    search = _Search(strategies, verify, time_budget, clock, improve, cache, switches, now, passes, stays)
     waiting = reserve(snapshot, config, exclude=exclude, switches=switches, cache=search.cache.emptied)
     held: dict[str, str | StayReason] = {**(exclude or {}), **waiting.holds}
     try:
-        result = search.run(snapshot, config, held)
+        result = search.worth_it(snapshot, config, held)
     finally:
         reserved = list(waiting.placed)
         release(snapshot, waiting)
@@ -153,15 +160,33 @@ class _Search:
         switches: Switches,
         now: float | None,
         passes: Passes | None,
+        stay_of: StayOf,
     ) -> None:
         self.strategies = tuple(strategies) if strategies is not None else None
         self.verify, self.time_budget, self.clock, self.improve = verify, time_budget, clock, improve
         self.cache, self.switches, self.now, self.passes = cache, switches, now, passes
+        self.stay_of = stay_of
 
     def quick(self) -> _Search:
         """pusher's order alone, not improved, with the cache kept aside for it (the caller's stays that of the plans
         it asked for): enough to see which nodes the waiting pods' spot room holds."""
-        return _Search((PUSHER,), False, None, None, False, self.cache.aside(), self.switches, self.now, None)
+        aside = self.cache.aside()
+        return _Search((PUSHER,), False, None, None, False, aside, self.switches, self.now, None, self.stay_of)
+
+    def worth_it(self, snapshot: ClusterSnapshot, config: Config, held: dict[str, str | StayReason]) -> Plan:
+        """:meth:`run`, again without the nodes it would drain that are not worth it (added to ``held``, kind
+        ``not-worth-it``), until every node it drains is: the moves of a plan are each valid after the ones before
+        them, so a node is taken out by planning anew, never by dropping its moves. Each round holds at least one
+        more node back, so this ends; with one stay for every spot node a node's worth does not depend on where
+        its pods go, and one more round is enough."""
+        rejected: dict[str, Worth] = {}
+        while True:
+            result = self.run(snapshot, config, held)
+            losing = {node: w for node, w in result.worth.items() if not w.worth}
+            if not losing:
+                return replace(result, worth={**rejected, **result.worth}) if rejected else result
+            rejected.update(losing)
+            held.update({node: StayReason(Kind.NOT_WORTH, NOT_WORTH_TEXT + w.text) for node, w in losing.items()})
 
     def run(self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str | StayReason]) -> Plan:
         """The best plan of the portfolio, improved, with the controls applied (snapshot left as it came in)."""
@@ -182,7 +207,7 @@ class _Search:
                 best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy])
         finally:
             sim.restore()
-        return _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now)
+        return _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now, self.stay_of)
 
     def _portfolio(
         self, planner: Planner, strategies: Sequence[Strategy], started: float
@@ -254,9 +279,25 @@ def _with_waiting(result: Plan, waiting: Waiting) -> Plan:
     return replace(result, summary=summary)
 
 
-def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: float | None = None) -> Plan:
+NOT_WORTH_TEXT = "not worth draining: "
+"""The start of a not-worth-it node's reason, followed by :attr:`~rescheduler.plan.worth.Worth.text`."""
+
+
+def _worth_of(sim: Simulation, best: Result, stay_of: StayOf) -> dict[str, Worth]:
+    """Each node ``best`` drains, weighed by its moves (:func:`rescheduler.plan.worth.weigh`)."""
+    moved: dict[str, tuple[list[Pod], list[str]]] = {node: ([], []) for node in best.drained}
+    for m in best.moves:
+        pods, targets = moved[m.source]
+        pods.append(m.pod)
+        targets.append(m.target)
+    weights = sim.config.worth
+    return {node: weigh(sim.snapshot[node].node, p, t, stay_of, weights) for node, (p, t) in moved.items()}
+
+
+def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: float | None, stay_of: StayOf) -> Plan:
     sim = planner.sim
     config = sim.config
+    worth = _worth_of(sim, best, stay_of)
     budget: DisruptionBudget | None = None
     if now is not None and config.disruption.budgets:
         keep, cut, allowed = budget_cut(best.drained, [info.node for info in sim.candidates], config, now)
@@ -292,4 +333,4 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: 
     moves = tuple(Move(m.pod.key, m.source, m.target) for m in best.moves)
     by_name = planner.cands.by_name
     paced = pacing([by_name[n] for n in best.drained], planner.cands.pdbs)
-    return Plan(moves, tuple(best.drained), reasons, summary, paced)
+    return Plan(moves, tuple(best.drained), reasons, summary, paced, worth)

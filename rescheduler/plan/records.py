@@ -11,6 +11,7 @@ from rescheduler.plan.stay_reasons import StayReason
 
 if TYPE_CHECKING:
     from rescheduler.plan.budgets import Pacing
+    from rescheduler.plan.worth import Worth
 
 __all__ = ["Move", "Plan", "Summary", "DisruptionBudget", "top_reasons", "TOP_REASONS"]
 
@@ -113,13 +114,16 @@ class Plan:
     """Moves in the order they were planned (each valid after the ones before it), the nodes they empty,
     and for every other on-demand node why it stays (:class:`~rescheduler.plan.stay_reasons.StayReason`);
     ``pacing``: per drained node, the PodDisruptionBudgets that will pace its drain
-    (:func:`rescheduler.plan.budgets.pacing`)."""
+    (:func:`rescheduler.plan.budgets.pacing`); ``worth``: per node the plan could drain, its saving, cost and
+    verdict (:mod:`rescheduler.plan.worth`): the nodes it drains, those the disruption budget holds, and those
+    that stay as not worth it."""
 
     moves: tuple[Move, ...]
     drained: tuple[str, ...]
     reasons: Mapping[str, StayReason]
     summary: Summary
     pacing: Mapping[str, tuple[Pacing, ...]] = field(default_factory=dict)
+    worth: Mapping[str, Worth] = field(default_factory=dict)
 
     @property
     def undrainable(self) -> dict[str, str]:
@@ -135,7 +139,8 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: ``{"moves": [{"pod", "from", "to"}], "drained", "undrainable" (node → sentence),
         "summary", "reasons" (node → {"kind", "pod", "detail"}), "pacing" (drained node → [{"pdb", "pods",
-        "allowed"}], the budgets that pace its drain)}``."""
+        "allowed"}], the budgets that pace its drain), "worth" (drainable node → {"saving", "cost", "verdict",
+        "stay_seconds", "evictions"})}``."""
         return {
             "moves": [m.to_json() for m in self.moves],
             "drained": list(self.drained),
@@ -143,6 +148,7 @@ class Plan:
             "summary": self.summary.to_json(),
             "reasons": {node: why.to_json() for node, why in self.reasons.items()},
             "pacing": {node: [p.to_json() for p in notes] for node, notes in self.pacing.items()},
+            "worth": {node: w.to_json() for node, w in self.worth.items()},
         }
 
 

@@ -73,6 +73,8 @@ class Kind(enum.Enum):
     WAITING_POD = "waiting-pod"
     """A pod waiting for a node could use the room this drain would take, or the node once emptied
     (:mod:`rescheduler.plan.waiting`); ``pod`` names it."""
+    NOT_WORTH = "not-worth-it"
+    """The node could drain, but its expected saving is less than its evictions cost (:mod:`rescheduler.plan.worth`)."""
 
 
 _LABELS = {
@@ -89,6 +91,7 @@ _LABELS = {
     Kind.OUT_OF_SCOPE: "pod outside the disruption scope (namespaces or pod_selector)",
     Kind.JOB_RUNNING: "pod of a running Job (disruption.jobs: block)",
     Kind.WAITING_POD: "a pending pod could use the room (it is placed first)",
+    Kind.NOT_WORTH: "not worth its evictions (worth)",
     Kind.KARPENTER_CONSOLIDATES: "left to Karpenter's consolidation (karpenter.defer_to_consolidation)",
     Kind.KARPENTER_UNREADABLE: "Karpenter node, NodePools unreadable (RBAC needs nodepools.karpenter.sh list)",
 }

@@ -60,7 +60,7 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
     assert proc.stderr == b""  # no progress when stderr is not a terminal
     doc: dict[str, Any] = orjson.loads(proc.stdout)
     # capacity: capacity mode's view (on by default; docs/capacity.md).
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing", "capacity"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing", "worth", "capacity"]
     assert doc["moves"], "the fixture cluster should drain something"
     for m in doc["moves"]:
         assert list(m) == ["pod", "from", "to"]
@@ -82,6 +82,11 @@ def test_json_output_has_exactly_the_documented_shape(snapshot_file: Path) -> No
         assert node_name in doc["drained"]
         for note in notes:
             assert list(note) == ["pdb", "pods", "allowed"] and note["pods"] > note["allowed"]
+    assert set(doc["drained"]) <= set(doc["worth"]), "every node drained is weighed"
+    for node_name, w in doc["worth"].items():
+        assert list(w) == ["saving", "cost", "verdict", "stay_seconds", "evictions"]
+        assert w["verdict"] == ("worth" if w["saving"] >= w["cost"] else "not-worth-it")
+        assert node_name in doc["drained"] or doc["reasons"][node_name]["kind"] in ("not-worth-it", "disruption-budget")
     for need in doc["capacity"]:
         assert list(need) == ["node", "pods", "cpu_millicores", "memory_bytes", "text"]
         assert need["node"] in doc["undrainable"] and need["text"].startswith("needs ")

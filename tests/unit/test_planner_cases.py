@@ -565,7 +565,10 @@ def test_config_on_demand_selector_limits_the_candidates() -> None:
 def test_plan_json_has_exactly_the_documented_shape() -> None:
     snap = cluster([node("od-1"), node("spot-1", spot=True)], [pod("web-1", "od-1")])
     doc = planned(snap).to_json()
-    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing"]
+    assert list(doc) == ["moves", "drained", "undrainable", "summary", "reasons", "pacing", "worth"]
     assert doc["moves"] == [{"pod": "shop/web-1", "from": "od-1", "to": "spot-1"}]
     assert doc["drained"] == ["od-1"] and doc["undrainable"] == {} and doc["reasons"] == {} and doc["pacing"] == {}
+    assert list(doc["worth"]) == ["od-1"]
+    assert list(doc["worth"]["od-1"]) == ["saving", "cost", "verdict", "stay_seconds", "evictions"]
+    assert doc["worth"]["od-1"]["verdict"] == "worth" and doc["worth"]["od-1"]["evictions"] == 1
     orjson.dumps(doc)  # serialisable as is
