@@ -259,8 +259,7 @@ class PodReader:
         args[_I_VOLUMES] = self._volume_list(s.volumes, f"pod {ns}/{name}") if s.volumes else ()
         args[_I_UNSCHEDULABLE] = unschedulable
         args[_I_READY] = ready
-        if ready:
-            args[_I_START_UP] = start_up_seconds(st.startTime, ready_at)
+        args[_I_START_UP] = start_up_seconds(st.startTime, ready_at) if ready else None
         # Both rare, so read per pod and only when present: gates are removed before a pod is scheduled.
         gates = bytes(s.schedulingGates)
         if gates and gates != b"null":

@@ -9,7 +9,8 @@ most frequent cause is room taken by others (:data:`ROOM_CAUSES`: resources, pod
 spread). The planner checks movability, then budgets and ceilings, then room
 (:func:`rescheduler.plan.placement.run`), so those kinds imply the earlier checks passed. A pod that fits no
 spot node because of a taint, its node affinity or a volume stays where it is: a new spot node would not take
-it either, and a placeholder cannot hold a host port (spotshift's namespace is restricted).
+it either, and a placeholder cannot hold a host port (spotshift's namespace is restricted). Nor is capacity asked
+for a node whose drain would not be worth its evictions (:mod:`rescheduler.plan.worth`).
 
 The run loop's API part (:mod:`rescheduler.cluster.capacity_requests`) creates the placeholders
 (:mod:`rescheduler.plan.placeholder_pods`), watches them and deletes them; :func:`judge` says when a request
@@ -23,6 +24,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.stay_reasons import Kind, StayReason
+from rescheduler.plan.worth import weigh
 from shared.config import CapacityConfig, Config
 from shared.fit_reasons import (
     ERR_ANTI_AFFINITY,
@@ -160,7 +162,8 @@ def capacity_needs(
     memo: MovabilityMemo | None = None,
 ) -> list[CapacityNeed]:
     """The nodes of ``reasons`` (a plan's :attr:`~rescheduler.plan.records.Plan.undrainable`) that stay only
-    for lack of spot room, smallest need first (so the caps of :func:`choose_needs` let the most nodes through),
+    for lack of spot room and would be worth draining once it has it (:mod:`rescheduler.plan.worth`, with
+    ``worth.expected_stay``), smallest need first (so the caps of :func:`choose_needs` let the most nodes through),
     then by name. ``memo``: the run loop's, kept across its cycles (one is made otherwise)."""
     pdbs = list(snapshot.pdbs)
     memo = memo or MovabilityMemo()
@@ -177,8 +180,8 @@ def capacity_needs(
                 break
             if m.moves:
                 pods.append(p)
-        if not pods:
-            continue
+        if not pods or not weigh(snapshot[name].node, pods, config.worth.expected_stay, config.worth).worth:
+            continue  # nothing to ask for, or a node not worth draining once spot has room
         cpu = sum(p.requests.get("cpu", 0) for p in pods)
         memory = sum(p.requests.get("memory", 0) for p in pods)
         out.append(CapacityNeed(name, tuple(pods), cpu, memory, why))

@@ -46,7 +46,7 @@ from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, NONE, PORTFOLIO, PUSHER, Strategy
 from rescheduler.plan.waiting import Waiting, release, reserve
-from rescheduler.plan.worth import StayOf, Worth, constant_stay, weigh
+from rescheduler.plan.worth import StayOf, Worth, constant_stay, expected_stay, weigh
 from shared.config import Config
 from shared.model import Pod
 from shared.snapshot import ClusterSnapshot
@@ -123,17 +123,13 @@ def plan(
     ``passes``, when given, runs all the strategies' passes at once and returns their results in order
     (``spot-rescheduler plan`` hands :func:`rescheduler.parallel.packing.passes`, which forks); it is used on
     clusters with more than :data:`PARALLEL_MIN_CANDIDATES` drainable candidates and without a ``time_budget``
-    (which judges passes one after another). The plan is the same.
-    ``stay_of`` says how long pods moved to a spot node are expected to stay there (seconds; default
-    ``worth.expected_stay`` for every node): each node the plan would drain is weighed with it
-    (:mod:`rescheduler.plan.worth`, :attr:`Plan.worth`), and one not worth it stays (kind ``not-worth-it``).
+    (which judges passes one after another). The plan is the same. ``stay_of`` (default: ``worth.expected_stay``
+    for every spot node) weighs each drain (:mod:`rescheduler.plan.worth`); a node not worth it stays.
     """
     if time_budget is not None and clock is None:
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
-    cache = cache or PlanCache()
-    stays = stay_of or constant_stay(config.worth)
-    search = _Search(strategies, verify, time_budget, clock, improve, cache, switches, now, passes, stays)
+    search = _Search(strategies, verify, time_budget, clock, improve, cache, switches, now, passes, stay_of)
     waiting = reserve(snapshot, config, exclude=exclude, switches=switches, cache=search.cache.emptied)
     held: dict[str, str | StayReason] = {**(exclude or {}), **waiting.holds}
     try:
@@ -156,15 +152,15 @@ class _Search:
         time_budget: float | None,
         clock: Clock | None,
         improve: bool,
-        cache: PlanCache,
+        cache: PlanCache | None,
         switches: Switches,
         now: float | None,
         passes: Passes | None,
-        stay_of: StayOf,
+        stay_of: StayOf | None,
     ) -> None:
         self.strategies = tuple(strategies) if strategies is not None else None
         self.verify, self.time_budget, self.clock, self.improve = verify, time_budget, clock, improve
-        self.cache, self.switches, self.now, self.passes = cache, switches, now, passes
+        self.cache, self.switches, self.now, self.passes = cache or PlanCache(), switches, now, passes
         self.stay_of = stay_of
 
     def quick(self) -> _Search:
@@ -207,7 +203,8 @@ class _Search:
                 best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy])
         finally:
             sim.restore()
-        return _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now, self.stay_of)
+        stay_of = self.stay_of or constant_stay(config.worth)
+        return _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now, stay_of)
 
     def _portfolio(
         self, planner: Planner, strategies: Sequence[Strategy], started: float
@@ -290,8 +287,11 @@ def _worth_of(sim: Simulation, best: Result, stay_of: StayOf) -> dict[str, Worth
         pods, targets = moved[m.source]
         pods.append(m.pod)
         targets.append(m.target)
-    weights = sim.config.worth
-    return {node: weigh(sim.snapshot[node].node, p, t, stay_of, weights) for node, (p, t) in moved.items()}
+    weights, snapshot = sim.config.worth, sim.snapshot
+    return {
+        node: weigh(snapshot[node].node, pods, expected_stay(targets, stay_of, weights), weights)
+        for node, (pods, targets) in moved.items()
+    }
 
 
 def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: float | None, stay_of: StayOf) -> Plan:

@@ -14,7 +14,9 @@ instances), so a saving and an eviction's cost add up on one scale whatever the 
 * **Verdict**: worth it when the saving is at least the cost times ``worth.margin``, or always with
   ``worth.enabled`` false.
 
-Pure: the caller passes ``stay_of``; :func:`constant_stay` is ``worth.expected_stay`` for every spot node.
+Pure: the caller passes ``stay_of``; :func:`constant_stay` is ``worth.expected_stay`` for every spot node. Capacity
+mode weighs a node whose pods wait for spot room with ``worth.expected_stay``: the spot node they would go to does
+not exist yet.
 """
 
 from __future__ import annotations
@@ -121,9 +123,10 @@ def expected_stay(targets: Iterable[str], stay_of: StayOf, config: WorthConfig) 
     return min(max(mean, 0.0), config.horizon)
 
 
-def weigh(node: Node, pods: Sequence[Pod], targets: Iterable[str], stay_of: StayOf, config: WorthConfig) -> Worth:
-    """Drain ``node`` by evicting ``pods`` to ``targets`` (the spot node of each move): is it worth it?"""
-    stay = expected_stay(targets, stay_of, config)
+def weigh(node: Node, pods: Sequence[Pod], stay: float, config: WorthConfig) -> Worth:
+    """Drain ``node`` by evicting ``pods``, expected to stay ``stay`` seconds on spot (:func:`expected_stay` of
+    their targets; capped at ``worth.horizon``): is it worth it?"""
+    stay = min(max(stay, 0.0), config.horizon)
     gone = max(0.0, stay - config.removal_delay) / HOUR
     saving = node_price(node) * (1 - config.spot_price_ratio) * gone
     cost = sum(eviction_cost(p, config) for p in pods)

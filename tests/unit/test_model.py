@@ -626,5 +626,7 @@ def _started(start: str | None, ready: str, at: str | None) -> dict[str, Any]:
         pytest.param("yesterday", "True", "2026-03-01T10:00:42Z", None, id="unreadable-start"),
     ],
 )
-def test_pod_start_up_is_read_from_start_time_to_ready(start: str | None, ready: str, at: str | None, want: int | None) -> None:
+def test_pod_start_up_is_read_from_start_time_to_ready(
+    start: str | None, ready: str, at: str | None, want: int | None
+) -> None:
     assert Pod.from_api(_started(start, ready, at)).start_up == want

@@ -188,7 +188,14 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
 @pytest.mark.parametrize(
     "raw",
     EXTRA_PODS,
-    ids=["sidecars-overhead-pod-level-volumes", "affinity-spread-owners-pending", "gated", "dra", "resizing", "start-up"],
+    ids=[
+        "sidecars-overhead-pod-level-volumes",
+        "affinity-spread-owners-pending",
+        "gated",
+        "dra",
+        "resizing",
+        "start-up",
+    ],
 )
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)

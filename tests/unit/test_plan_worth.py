@@ -1,0 +1,190 @@
+"""Whether a drain is worth its evictions (:mod:`rescheduler.plan.worth`), and the planner draining only those."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from rescheduler.plan.capacity_needs import capacity_needs
+from rescheduler.plan.planner import plan
+from rescheduler.plan.stay_reasons import Kind
+from rescheduler.plan.worth import (
+    NOT_WORTH,
+    WORTH,
+    constant_stay,
+    eviction_cost,
+    expected_stay,
+    node_price,
+    restart_seconds,
+    weigh,
+)
+from shared.config import Config, WorthConfig
+from shared.model import Node, Pod
+from tests.builders.planner import cluster, node, planned, pod
+from tests.support.plan_check import check_plan
+from tests.unit.test_plan_golden import _config, _items, _snapshot
+
+HOUR = 3600.0
+DEFAULT = WorthConfig()
+BASE = Config()
+PVC_VOLUME = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+
+
+def _with(config: Config = BASE, **worth: object) -> Config:
+    return replace(config, worth=replace(config.worth, **worth))
+
+
+# --- the rule -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "price"),
+    [
+        pytest.param("4", "16Gi", 4.0, id="balanced-node-is-its-vcpus"),
+        pytest.param("2", "32Gi", 8.0, id="memory-heavy-node-is-its-memory-over-4"),
+        pytest.param("8", "8Gi", 8.0, id="cpu-heavy-node-is-its-vcpus"),
+    ],
+)
+def test_a_nodes_price_is_the_larger_of_its_vcpus_and_its_memory_over_4(cpu: str, memory: str, price: float) -> None:
+    assert node_price(node("od-1", cpu=cpu, memory=memory)) == pytest.approx(price)
+
+
+def test_the_saving_is_the_price_less_spot_over_the_stay_less_the_removal_delay() -> None:
+    w = weigh(node("od-1", cpu="4", memory="16Gi"), [], 6 * HOUR, DEFAULT)
+    assert w.saving == pytest.approx(4 * (1 - 0.3) * (6 * HOUR - 600) / HOUR)  # 16.33 vCPU-hours
+    assert w.cost == 0 and w.worth and w.verdict == WORTH and w.evictions == 0
+
+
+def test_a_stay_shorter_than_the_removal_delay_saves_nothing_and_a_long_one_counts_up_to_the_horizon() -> None:
+    od = node("od-1", cpu="4", memory="16Gi")
+    assert weigh(od, [], 300, DEFAULT).saving == 0
+    assert weigh(od, [], 100 * HOUR, DEFAULT).saving == pytest.approx(weigh(od, [], 24 * HOUR, DEFAULT).saving)
+    assert weigh(od, [], 100 * HOUR, DEFAULT).stay == 24 * HOUR
+
+
+def test_an_eviction_costs_the_fixed_cost_plus_the_pods_vcpus_idle_while_it_restarts() -> None:
+    web = pod("web-1", "od-1", cpu="500m")
+    assert restart_seconds(web, DEFAULT) == 30  # default_start_up: the status does not tell
+    assert eviction_cost(web, DEFAULT) == pytest.approx(0.25 + 0.5 * 30 / HOUR)
+
+
+def test_a_pod_with_a_claim_costs_more_by_the_volumes_attach_time() -> None:
+    plain = pod("web-1", "od-1", cpu="2")
+    claimed = pod("db-1", "od-1", cpu="2", spec_extra=PVC_VOLUME)
+    assert restart_seconds(claimed, DEFAULT) == 30 + 60
+    assert eviction_cost(claimed, DEFAULT) - eviction_cost(plain, DEFAULT) == pytest.approx(2 * 60 / HOUR)
+
+
+def test_a_slow_starting_pod_costs_more_by_its_own_start_up_time() -> None:
+    quick = replace(pod("web-1", "od-1", cpu="1"), start_up=5)
+    slow = replace(pod("web-2", "od-1", cpu="1"), start_up=900)
+    assert restart_seconds(quick, DEFAULT) == 5 and restart_seconds(slow, DEFAULT) == 900
+    assert eviction_cost(slow, DEFAULT) - eviction_cost(quick, DEFAULT) == pytest.approx(895 / HOUR)
+
+
+def test_the_stay_is_the_mean_of_stay_of_over_the_moves_capped_at_the_horizon() -> None:
+    stays = {"spot-1": 1 * HOUR, "spot-2": 4 * HOUR, "spot-3": 90 * HOUR}
+    assert expected_stay(["spot-1", "spot-2", "spot-2"], stays.__getitem__, DEFAULT) == 3 * HOUR
+    assert expected_stay(["spot-3"], stays.__getitem__, DEFAULT) == DEFAULT.horizon
+    assert expected_stay([], stays.__getitem__, DEFAULT) == DEFAULT.horizon  # nothing moves, nothing comes back
+    assert expected_stay(["spot-1"], constant_stay(DEFAULT), DEFAULT) == DEFAULT.expected_stay
+
+
+@pytest.mark.parametrize(
+    ("fixed", "enabled", "worth"),
+    [
+        pytest.param(1.0, True, True, id="saving-equal-to-cost-times-margin-is-worth-it"),
+        pytest.param(1.001, True, False, id="a-little-more-cost-is-not"),
+        pytest.param(1.001, False, True, id="disabled-everything-is-worth-it"),
+    ],
+)
+def test_the_verdict_at_the_margin(fixed: float, enabled: bool, worth: bool) -> None:
+    # 4 vCPUs at half price for one hour save 2.0 vCPU-hours; one free-to-restart eviction costs ``fixed``.
+    config = WorthConfig(spot_price_ratio=0.5, removal_delay=0, eviction_cost=fixed, margin=2.0, enabled=enabled)
+    idle = pod("idle-1", "od-1", cpu="0")
+    w = weigh(node("od-1", cpu="4", memory="16Gi"), [idle], HOUR, config)
+    assert w.saving == pytest.approx(2.0) and w.cost == pytest.approx(fixed)
+    assert w.worth is worth and w.verdict == (WORTH if worth else NOT_WORTH)
+
+
+# --- the planner --------------------------------------------------------------------------------------------
+
+
+def _two_nodes_one_room() -> tuple[list[Node], list[Pod]]:
+    """od-small (2 vCPUs, 2 pods) and od-big (16 vCPUs, 3 pods): spot-1 has room for either node's pods, not both.
+    Alone, the plan drains od-small (as many nodes, fewer moves)."""
+    small = [pod(f"small-{i}", "od-small", cpu="1500m") for i in range(2)]
+    big = [pod(f"big-{i}", "od-big", cpu="1") for i in range(3)]
+    nodes = [
+        node("od-small", cpu="2", memory="4Gi"),
+        node("od-big", cpu="16", memory="64Gi"),
+        node("spot-1", spot=True, cpu="4", memory="16Gi"),
+    ]
+    return nodes, small + big
+
+
+def test_a_node_not_worth_it_stays_and_the_room_it_would_take_drains_a_node_that_is() -> None:
+    nodes, pods = _two_nodes_one_room()
+    without = planned(cluster(nodes, pods), _with(enabled=False, eviction_cost=5.0))
+    assert without.drained == ("od-small",), "the case needs the small node to win without the rule"
+    off = without.worth["od-small"]
+    assert off.verdict == WORTH and off.saving < off.cost, "disabled: weighed and shown, every drain is worth it"
+    config = _with(eviction_cost=5.0)  # od-small saves 8.2 for 2 evictions (10.0); od-big 65.3 for 3 (15.0)
+    result = planned(cluster(nodes, pods), config)
+    assert result.drained == ("od-big",)
+    assert {m.source for m in result.moves} == {"od-big"} and result.summary.pods_moved == 3
+    why = result.reasons["od-small"]
+    assert why.kind is Kind.NOT_WORTH and why.pod is None
+    small = result.worth["od-small"]
+    assert small.verdict == NOT_WORTH and small.evictions == 2
+    assert f"saves {small.saving:.2f} vCPU-h" in why.message and f"cost {small.cost:.2f} vCPU-h" in why.message
+    assert result.worth["od-big"].verdict == WORTH
+    assert orjson.loads(orjson.dumps(result.to_json()))["worth"]["od-small"]["verdict"] == NOT_WORTH
+
+
+def test_stay_of_is_asked_for_each_moves_target_and_a_short_stay_keeps_the_node() -> None:
+    nodes = [node("od-1"), node("spot-1", spot=True), node("spot-2", spot=True)]
+    pods = [pod("web-1", "od-1", cpu="3"), pod("web-2", "od-1", cpu="3")]
+    asked: list[str] = []
+
+    def brief(target: str) -> float:
+        asked.append(target)
+        return 300.0  # gone before the node is: nothing saved
+
+    result = plan(cluster(nodes, pods), Config(), stay_of=brief)
+    assert result.drained == () and result.reasons["od-1"].kind is Kind.NOT_WORTH
+    assert sorted(set(asked)) == ["spot-1", "spot-2"]
+    assert plan(cluster(nodes, pods), Config()).drained == ("od-1",), "with worth.expected_stay it drains"
+
+
+def test_capacity_is_not_asked_for_a_node_not_worth_draining() -> None:
+    nodes = [node("od-1"), node("spot-1", spot=True, cpu="1", memory="1Gi")]
+    pods = [pod("web-1", "od-1", cpu="2"), pod("web-2", "od-1", cpu="2")]
+    snap = cluster(nodes, pods)
+    result = plan(snap, Config())
+    assert result.reasons["od-1"].kind is Kind.NO_CAPACITY
+    assert [n.node for n in capacity_needs(snap, result.reasons, Config())] == ["od-1"]
+    assert capacity_needs(snap, result.reasons, _with(eviction_cost=100.0)) == []
+    assert [n.node for n in capacity_needs(snap, result.reasons, _with(eviction_cost=100.0, enabled=False))] == ["od-1"]
+
+
+@pytest.mark.parametrize("case", [(105, 60, 720, "DRAINABLE"), (106, 45, 540, "MILP_PROFILE")], ids=["105", "106"])
+def test_on_generated_clusters_a_costly_eviction_keeps_some_nodes_and_the_plan_stays_valid(
+    case: tuple[int, int, int, str],
+) -> None:
+    off = _with(_config("rate-limit"), enabled=False)
+    costly = _with(_config("rate-limit"), eviction_cost=2.0)
+    before = plan(_snapshot(_items(*case)), off)
+    snap = _snapshot(_items(*case))
+    after = plan(snap, costly, verify=True)
+    assert after.summary.verify_rejections == 0
+    check_plan(snap, after, costly)
+    kept = [n for n, why in after.reasons.items() if why.kind is Kind.NOT_WORTH]
+    assert kept, "an eviction cost of 2 vCPU-hours should keep some node of this cluster"
+    assert all(after.worth[n].verdict == NOT_WORTH for n in kept)
+    assert all(after.worth[n].verdict == WORTH for n in after.drained)
+    assert len(after.moves) < len(before.moves)
+    again = plan(_snapshot(_items(*case)), costly, verify=True)
+    assert orjson.dumps(again.to_json()) == orjson.dumps(after.to_json()), "deterministic"
