@@ -58,7 +58,7 @@ class Metrics:
             self.nodes.labels(cls).set(0)
 
     def _drain_metrics(self, r: CollectorRegistry) -> None:
-        """Creates the counters of drains (started, succeeded, failed, skipped) and of evictions."""
+        """Creates the counters of drains (started, succeeded, failed, skipped, not worth it) and of evictions."""
         self.drains_started = Counter(
             "spotshift_rescheduler_drains_started", "Node drains started (the node was tainted).", registry=r
         )
@@ -81,6 +81,12 @@ class Metrics:
         )
         self.evictions = Counter(
             "spotshift_rescheduler_evictions", "Eviction attempts of pods, by final result.", ["result"], registry=r
+        )
+        self.drains_not_worth = Counter(
+            "spotshift_rescheduler_drains_not_worth",
+            "Drains not started because their saving is less than their evictions cost (worth), once per node "
+            "each time a plan starts keeping it for that.",
+            registry=r,
         )
 
     def _loop_metrics(self, r: CollectorRegistry) -> None:

@@ -519,6 +519,7 @@ class Planning:
         self._held_reported: dict[str, str] = {}
         """Node → the control last reported (an Event) as holding it back; a change is reported again."""
         self._waiting_reported: set[str] = set()
+        self._not_worth_reported: set[str] = set()
 
     @property
     def last_plan(self) -> Plan | None:
@@ -568,6 +569,7 @@ class Planning:
         self.metrics.pods_pending.set(summary.pending_unschedulable)
         self._report_held(decision)
         self._report_waiting(summary.waiting_pods or {})
+        self._report_not_worth(planned.plan)
         left = dict.fromkeys(KARPENTER_REASONS, 0)
         for why in planned.plan.reasons.values():
             if why.kind is Kind.KARPENTER_CONSOLIDATES:
@@ -592,6 +594,14 @@ class Planning:
         self._held_reported = reported
         for control, n in counts.items():
             self.metrics.nodes_held_back.labels(control).set(n)
+
+    def _report_not_worth(self, plan: Plan) -> None:
+        """``spotshift_rescheduler_drains_not_worth``: a node counts once when a plan starts keeping it as not worth
+        draining, and again only after a plan that did not (it drained, became worth it, or stays for another
+        reason), however many cycles in between find the same."""
+        now = {node for node, why in plan.reasons.items() if why.kind is Kind.NOT_WORTH}
+        self.metrics.drains_not_worth.inc(len(now - self._not_worth_reported))
+        self._not_worth_reported = now
 
     def _report_waiting(self, holds: Mapping[str, Sequence[str]]) -> None:
         """``spotshift_rescheduler_waiting_pod_holds{pod}``: the nodes each waiting pod holds, for the
