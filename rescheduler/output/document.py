@@ -1,6 +1,7 @@
 """``spot-rescheduler plan --output json``: the plan as one JSON document for programs.
 
-The document is :meth:`~rescheduler.plan.records.Plan.to_json`; in capacity mode it also carries ``capacity``,
+The document is :meth:`~rescheduler.plan.records.Plan.to_json` (``worth``: each weighed node's saving, cost and
+verdict); in capacity mode it also carries ``capacity``,
 the spot room each node that only lacks room would need, one object per node with its pods' keys.
 """
 

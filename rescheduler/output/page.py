@@ -3,8 +3,9 @@
 Every spot and on-demand node is drawn as a bin of CPU and memory, before and after the plan: the requests of
 the pods that stay, the pods that leave (on their node, before) and arrive (on their target, after), each
 pod a segment with its name on hover. Drained nodes are marked, nodes that stay say why (the planner's one
-sentence), spot nodes that are not targets say why not. A "why nodes stay" list counts the nodes that stay by
-the kind of their reason (:class:`~rescheduler.plan.stay_reasons.StayReason`, as :mod:`rescheduler.output.table`
+sentence), each node the plan weighed shows its saving, cost and verdict (:mod:`rescheduler.plan.worth`), spot
+nodes that are not targets say why not. A "why nodes stay" list counts the nodes that stay by the kind of their
+reason (:class:`~rescheduler.plan.stay_reasons.StayReason`, as :mod:`rescheduler.output.table`
 does). Nodes of neither class are counted, not drawn.
 
 Why a page and not a chart library: the page must open anywhere, offline and behind any proxy, so it carries
@@ -56,8 +57,9 @@ def page_data(
     ``snapshot`` must be the one ``result`` was planned on (the planner leaves it as it came in), and ``now``
     the time it was planned at (``None``: as planned without one, spot nodes' ages are not judged).
     Quantities are millicores and bytes. Node ``state`` is ``drained``, ``stays`` (on-demand, with
-    ``reason`` and ``reason_kind``), ``target`` (spot), ``not-target`` (spot, with ``reason``); ``reasons`` are
-    the nodes that stay grouped by kind (:func:`reason_groups`).
+    ``reason`` and ``reason_kind``), ``target`` (spot), ``not-target`` (spot, with ``reason``); ``worth`` is the
+    node's saving, cost and verdict when the plan weighed it (:attr:`~rescheduler.plan.records.Plan.worth`), else
+    ``null``; ``reasons`` are the nodes that stay grouped by kind (:func:`reason_groups`).
     """
     classify = classifier(config.node_classes)
     pods = {p.key: p for info in snapshot for p in info.pods}
@@ -129,6 +131,7 @@ def _node_data(
         "state": state,
         "reason": reason,
         "reason_kind": kind,
+        "worth": worth.to_json() if (worth := result.worth.get(node.name)) is not None else None,
         "allocatable": {"cpu": node.allocatable.get("cpu", 0), "memory": node.allocatable.get("memory", 0)},
         "pods": len(info.pods),
         "staying": {"cpu": stay_cpu, "memory": stay_memory},
@@ -232,6 +235,7 @@ main { padding: 0 24px 24px; }
 .badge.drained { background: var(--out); } .badge.stays { background: var(--stay); }
 .badge.not-target { background: var(--bad); }
 .reason { color: var(--bad); font-size: 12px; margin: -2px 0 6px; }
+.worth { color: var(--muted); font-size: 12px; margin: -2px 0 6px; }
 .bins { display: grid; grid-template-columns: 52px 1fr 1fr; gap: 4px 8px; align-items: center; font-size: 12px; }
 .bins .col { color: var(--muted); }
 .bar { display: flex; height: 16px; background: var(--free); border-radius: 3px; overflow: hidden; }
@@ -331,6 +335,12 @@ _JS = r"""
       var r = el("div", "reason", node.reason);
       r.dataset.reason = "true";
       c.appendChild(r);
+    }
+    if (node.worth) {
+      var w = el("div", "worth", "saves " + node.worth.saving + " vCPU-h, costs " + node.worth.cost + " vCPU-h: " +
+        node.worth.verdict);
+      w.dataset.verdict = node.worth.verdict;
+      c.appendChild(w);
     }
     var bins = el("div", "bins");
     bins.appendChild(el("span"));

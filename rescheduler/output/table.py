@@ -1,8 +1,10 @@
 """``spot-rescheduler plan --output table``: the plan for a person at a terminal.
 
-What gets freed, what moves where (at most twenty drained nodes; ``--output json`` lists every move),
-the PodDisruptionBudgets that pace those drains, why the other nodes stay (counted by the kind of their reason,
-as the planner groups them in ``summary.top_reasons``), and in capacity mode the spot room each node would need.
+What gets freed, what moves where (at most twenty drained nodes; ``--output json`` lists every move), each drain's
+expected saving, cost and verdict in on-demand vCPU-hours (:mod:`rescheduler.plan.worth`) and the nodes weighed but
+not drained, the PodDisruptionBudgets that pace those drains, why the other nodes stay (counted by the kind of their
+reason, as the planner groups them in ``summary.top_reasons``), and in capacity mode the spot room each node would
+need.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 
 from rescheduler.plan.capacity_needs import CapacityNeed
 from rescheduler.plan.records import Plan, Summary
+from rescheduler.plan.worth import Worth
 
 __all__ = ["render_table"]
 
@@ -32,6 +35,9 @@ def render_table(result: Plan, needs: Sequence[CapacityNeed] | None = None) -> s
     if result.drained:
         lines.append("")
         lines.extend(_drain_lines(result))
+    if set(result.worth) - set(result.drained):
+        lines.append("")
+        lines.extend(_weighed_lines(result))
     if result.pacing:
         lines.append("")
         lines.extend(_pacing_lines(result))
@@ -77,21 +83,47 @@ def _summary_lines(s: Summary) -> list[str]:
 
 
 def _drain_lines(result: Plan) -> list[str]:
-    """The drained nodes (at most ``_MAX_ROWS``), each with its pod count and its three main targets."""
+    """The drained nodes (at most ``_MAX_ROWS``), each with its pod count, its worth and its three main targets."""
     targets: dict[str, dict[str, int]] = {}
     for m in result.moves:
         per = targets.setdefault(m.source, {})
         per[m.target] = per.get(m.target, 0) + 1
-    rows = [("NODE TO DRAIN", "PODS", "MOVE TO")]
+    rows = [("NODE TO DRAIN", "PODS", *_WORTH_HEADER, "MOVE TO")]
     for name in result.drained[:_MAX_ROWS]:
         per = targets.get(name, {})
         dest = ", ".join(f"{t} ({n})" for t, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
         if len(per) > 3:
             dest += f", +{len(per) - 3} more"
-        rows.append((name, str(sum(per.values())), dest or "(nothing to move)"))
+        rows.append((name, str(sum(per.values())), *_worth_cells(result.worth.get(name)), dest or "(nothing to move)"))
     lines = _columns(rows)
     if len(result.drained) > _MAX_ROWS:
         lines.append(f"... and {len(result.drained) - _MAX_ROWS:,} more (--output json lists every move)")
+    return lines
+
+
+_WORTH_HEADER = ("SAVING", "COST", "VERDICT")
+
+
+def _worth_cells(w: Worth | None) -> tuple[str, str, str]:
+    """Saving and cost in vCPU-hours, and the verdict (``-`` for a node not weighed)."""
+    if w is None:
+        return ("-", "-", "-")
+    return (f"{w.saving:,.2f}", f"{w.cost:,.2f}", w.verdict)
+
+
+def _weighed_lines(result: Plan) -> list[str]:
+    """The nodes weighed but not drained (not worth it, or waiting for the disruption budget), at most
+    ``_MAX_ROWS``, with their worth and why they stay."""
+    names = [n for n in result.worth if n not in result.drained]
+    lines = ["Weighed, not drained (saving and cost in on-demand vCPU-hours, docs/worth.md):"]
+    rows = [("NODE", "PODS", *_WORTH_HEADER, "WHY IT STAYS")]
+    for name in names[:_MAX_ROWS]:
+        w = result.worth[name]
+        why = result.reasons.get(name)
+        rows.append((name, str(w.evictions), *_worth_cells(w), why.kind.value if why is not None else "-"))
+    lines.extend(_columns(rows))
+    if len(names) > _MAX_ROWS:
+        lines.append(f"... and {len(names) - _MAX_ROWS:,} more (--output json lists them all)")
     return lines
 
 

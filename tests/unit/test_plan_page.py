@@ -100,6 +100,8 @@ def test_page_data_draws_every_spot_and_on_demand_node_before_and_after(planned:
     assert {p["cpu"] for p in nodes["spot-1"]["arriving"]} == {500, 250}
     assert nodes["spot-1"]["staying"] == {"cpu": 1000, "memory": 2**30}
     assert nodes["spot-1"]["allocatable"] == {"cpu": 4000, "memory": 8 * 2**30}
+    assert nodes["od-1"]["worth"] == result.worth["od-1"].to_json() and nodes["od-1"]["worth"]["verdict"] == "worth"
+    assert nodes["od-2"]["worth"] is None and nodes["spot-1"]["worth"] is None
 
 
 def test_page_data_groups_the_nodes_that_stay_by_the_kind_of_their_reason(planned: tuple[Any, Any, Config]) -> None:
@@ -203,3 +205,4 @@ def test_chromium_renders_the_page_and_shows_the_drained_nodes(
     assert row is not None and row[1] == BLOCK_NOT_SAFE_TO_EVICT, "the why-nodes-stay table groups by kind"
     assert 'data-pod="shop/web-1"' in dom and "shop/web-1 → spot-1" in dom, "moved pods are listed"
     assert '<div class="seg out"' in dom and '<div class="seg in"' in dom, "moved pods are drawn in the bins"
+    assert re.search(r'class="worth" data-verdict="worth">saves [0-9.]+ vCPU-h, costs [0-9.]+ vCPU-h: worth<', dom)

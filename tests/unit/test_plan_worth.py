@@ -7,6 +7,9 @@ from dataclasses import replace
 import orjson
 import pytest
 
+from rescheduler.output.document import render_json
+from rescheduler.output.page import page_data
+from rescheduler.output.table import render_table
 from rescheduler.plan.capacity_needs import capacity_needs
 from rescheduler.plan.planner import plan
 from rescheduler.plan.stay_reasons import Kind
@@ -188,3 +191,32 @@ def test_on_generated_clusters_a_costly_eviction_keeps_some_nodes_and_the_plan_s
     assert len(after.moves) < len(before.moves)
     again = plan(_snapshot(_items(*case)), costly, verify=True)
     assert orjson.dumps(again.to_json()) == orjson.dumps(after.to_json()), "deterministic"
+
+
+# --- the plan's renderings ----------------------------------------------------------------------------------
+
+
+def test_the_table_json_and_page_show_each_weighed_nodes_saving_cost_and_verdict() -> None:
+    nodes, pods = _two_nodes_one_room()
+    snap = cluster(nodes, pods)
+    config = _with(eviction_cost=5.0)
+    result = plan(snap, config)
+    big, small = result.worth["od-big"], result.worth["od-small"]
+    table = render_table(result)
+    drained_row = next(line for line in table.splitlines() if line.startswith("od-big "))
+    assert drained_row.split()[:5] == ["od-big", "3", f"{big.saving:.2f}", f"{big.cost:.2f}", WORTH]
+    assert "Weighed, not drained" in table
+    kept_row = next(line for line in table.splitlines() if line.startswith("od-small "))
+    assert kept_row.split() == ["od-small", "2", f"{small.saving:.2f}", f"{small.cost:.2f}", NOT_WORTH, NOT_WORTH]
+    doc = orjson.loads(render_json(result))
+    assert doc["worth"]["od-small"] == {
+        "saving": round(small.saving, 3),
+        "cost": round(small.cost, 3),
+        "verdict": NOT_WORTH,
+        "stay_seconds": 6 * 3600,
+        "evictions": 2,
+    }
+    page = {n["name"]: n for n in page_data(snap, result, config)["nodes"]}
+    assert page["od-small"]["worth"]["verdict"] == NOT_WORTH and page["od-big"]["worth"]["verdict"] == WORTH
+    assert page["spot-1"]["worth"] is None
+    assert "Weighed, not drained" not in render_table(plan(cluster(nodes, pods), Config()))
