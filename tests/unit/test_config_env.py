@@ -141,3 +141,8 @@ def test_defaults_survive_a_round_trip_through_the_environment() -> None:
         if text is not None:
             env[name] = text
     assert parse_config({}, env) == default
+
+
+def test_the_worth_numbers_are_read_from_the_environment() -> None:
+    config = parse_config({}, {"SPOTSHIFT_WORTH_EVICTION_COST": "1.5", "SPOTSHIFT_WORTH_SPOT_PRICE_RATIO": "0.4"})
+    assert (config.worth.eviction_cost, config.worth.spot_price_ratio) == (1.5, 0.4)

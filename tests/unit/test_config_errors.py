@@ -225,7 +225,39 @@ from tests.support.config_helpers import error
             "movability, spot_ceiling, server, disruption, capacity, karpenter, worth).",
             id="unknown-top-level-key",
         ),
+        pytest.param(
+            {"worth": {"spot_price_ratio": 1}},
+            None,
+            "config field worth.spot_price_ratio: must be a number from 0 to below 1, got 1.",
+            id="spot-as-dear-as-on-demand",
+        ),
+        pytest.param(
+            {"worth": {"eviction_cost": -0.5}},
+            None,
+            "config field worth.eviction_cost: must be a number of at least 0, got -0.5.",
+            id="negative-eviction-cost",
+        ),
+        pytest.param(
+            {"worth": {"margin": "2"}},
+            None,
+            "config field worth.margin: must be a number of at least 0, got '2'.",
+            id="margin-quoted-string-in-yaml",
+        ),
+        pytest.param(
+            None,
+            {"SPOTSHIFT_WORTH_EVICTION_COST": "a lot"},
+            "config field worth.eviction_cost (from SPOTSHIFT_WORTH_EVICTION_COST): must be a number of at least 0, "
+            "got 'a lot'.",
+            id="eviction-cost-env-not-a-number",
+        ),
         # Contradictions.
+        pytest.param(
+            {"worth": {"removal_delay": "24h"}},
+            None,
+            "config field worth.removal_delay: must be shorter than worth.horizon (86400s), or no drain could save "
+            "anything, got 86400.0.",
+            id="removal-delay-not-shorter-than-horizon",
+        ),
         pytest.param(
             {"node_classes": {"on_demand_selectors": ["karpenter.sh/capacity-type=spot"]}},
             None,
