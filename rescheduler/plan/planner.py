@@ -173,8 +173,9 @@ class _Search:
         """:meth:`run`, again without the nodes it would drain that are not worth it (added to ``held``, kind
         ``not-worth-it``), until every node it drains is: the moves of a plan are each valid after the ones before
         them, so a node is taken out by planning anew, never by dropping its moves. Each round holds at least one
-        more node back, so this ends; with one stay for every spot node a node's worth does not depend on where
-        its pods go, and one more round is enough."""
+        more node back, so this ends. A node not worth it wherever its pods go is held before the first pass
+        (:func:`_hold_not_worth`): with one stay for every spot node that is every node not worth it, and the plan is
+        made once."""
         rejected: dict[str, Worth] = {}
         while True:
             result = self.run(snapshot, config, held)
@@ -188,11 +189,14 @@ class _Search:
         """The best plan of the portfolio, improved, with the controls applied (snapshot left as it came in)."""
         clock, now = self.clock, self.now
         started = clock() if clock is not None else 0.0
+        stay_of = self.stay_of or constant_stay(config.worth)
         sim = Simulation(
             snapshot, config, verify=self.verify, topology_memo=self.cache.topology, switches=self.switches, now=now
         )
         try:
-            planner = Planner(sim, Candidates(sim, self.cache, exclude, now), search_steps=SEARCH_TOTAL)
+            cands = Candidates(sim, self.cache, exclude, now)
+            not_worth = _hold_not_worth(sim, cands, stay_of)
+            planner = Planner(sim, cands, search_steps=SEARCH_TOTAL)
             strategies = self.strategies
             if strategies is None:
                 large = planner.cands.open_count() > IMPROVE_MAX_CANDIDATES
@@ -203,8 +207,8 @@ class _Search:
                 best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy])
         finally:
             sim.restore()
-        stay_of = self.stay_of or constant_stay(config.worth)
-        return _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now, stay_of)
+        result = _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now, stay_of)
+        return replace(result, worth={**not_worth, **result.worth}) if not_worth else result
 
     def _portfolio(
         self, planner: Planner, strategies: Sequence[Strategy], started: float
@@ -278,6 +282,24 @@ def _with_waiting(result: Plan, waiting: Waiting) -> Plan:
 
 NOT_WORTH_TEXT = "not worth draining: "
 """The start of a not-worth-it node's reason, followed by :attr:`~rescheduler.plan.worth.Worth.text`."""
+
+
+def _hold_not_worth(sim: Simulation, cands: Candidates, stay_of: StayOf) -> dict[str, Worth]:
+    """The candidates not worth draining even if all their pods went to the spot target with the longest stay, each
+    left alone (kind ``not-worth-it``) before any pass: no placement can make them worth it, so with one stay for
+    every spot node no plan is made twice (:meth:`_Search.worth_it`)."""
+    weights = sim.config.worth
+    if not weights.enabled or not sim.targets:  # without targets, no spot node is why a node stays
+        return {}
+    longest = max(stay_of(t.name) for t in sim.targets)
+    held: dict[str, Worth] = {}
+    for w in cands.work:
+        if w.blocker is None and w.movable:
+            worth = weigh(w.info.node, w.movable, longest, weights)
+            if not worth.worth:
+                w.left_alone = StayReason(Kind.NOT_WORTH, NOT_WORTH_TEXT + worth.text)
+                held[w.name] = worth
+    return held
 
 
 def _worth_of(sim: Simulation, best: Result, stay_of: StayOf) -> dict[str, Worth]:

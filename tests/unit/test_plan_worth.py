@@ -162,6 +162,19 @@ def test_stay_of_is_asked_for_each_moves_target_and_a_short_stay_keeps_the_node(
     assert plan(cluster(nodes, pods), Config()).drained == ("od-1",), "with worth.expected_stay it drains"
 
 
+def test_a_node_worth_it_only_on_a_spot_node_without_room_for_it_is_planned_again_without_it() -> None:
+    # Up front od-1 looks worth it (spot-long keeps pods a day), but its pods fit only spot-short, whose pods are
+    # reclaimed within minutes: the plan it drains od-1 in is made again without od-1.
+    nodes = [node("od-1"), node("spot-long", spot=True, cpu="1"), node("spot-short", spot=True, cpu="8")]
+    pods = [pod("web-1", "od-1", cpu="2"), pod("web-2", "od-1", cpu="2")]
+    stays = {"spot-long": 24 * HOUR, "spot-short": 300.0}
+    result = plan(cluster(nodes, pods), Config(), stay_of=stays.__getitem__, verify=True)
+    assert result.drained == () and result.moves == ()
+    assert result.reasons["od-1"].kind is Kind.NOT_WORTH
+    assert result.worth["od-1"].stay == 300.0 and result.worth["od-1"].saving == 0
+    assert plan(cluster(nodes, pods), Config(), stay_of=lambda _t: 24 * HOUR).drained == ("od-1",)
+
+
 def test_capacity_is_not_asked_for_a_node_not_worth_draining() -> None:
     nodes = [node("od-1"), node("spot-1", spot=True, cpu="1", memory="1Gi")]
     pods = [pod("web-1", "od-1", cpu="2"), pod("web-2", "od-1", cpu="2")]
