@@ -7,6 +7,7 @@ from dataclasses import replace
 import orjson
 import pytest
 
+from rescheduler.decode.reader import load_bytes
 from rescheduler.output.document import render_json
 from rescheduler.output.page import page_data
 from rescheduler.output.table import render_table
@@ -25,9 +26,10 @@ from rescheduler.plan.worth import (
 )
 from shared.config import Config, WorthConfig
 from shared.model import Node, Pod
+from shared.snapshot import ClusterSnapshot
 from tests.builders.planner import cluster, node, planned, pod
+from tests.support import cluster_gen
 from tests.support.plan_check import check_plan
-from tests.unit.test_plan_golden import _config, _items, _snapshot
 
 HOUR = 3600.0
 DEFAULT = WorthConfig()
@@ -37,6 +39,12 @@ PVC_VOLUME = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName"
 
 def _with(config: Config = BASE, **worth: object) -> Config:
     return replace(config, worth=replace(config.worth, **worth))
+
+
+def _generated(seed: int, nodes: int, pods: int, profile: str) -> ClusterSnapshot:
+    """A cluster of the golden plans' generator (``tests/unit/test_plan_golden.py``)."""
+    items = cluster_gen.generate(seed, nodes, pods, getattr(cluster_gen, profile))
+    return load_bytes(orjson.dumps({"kind": "List", "items": items}))
 
 
 # --- the rule -----------------------------------------------------------------------------------------------
@@ -190,10 +198,10 @@ def test_capacity_is_not_asked_for_a_node_not_worth_draining() -> None:
 def test_on_generated_clusters_a_costly_eviction_keeps_some_nodes_and_the_plan_stays_valid(
     case: tuple[int, int, int, str],
 ) -> None:
-    off = _with(_config("rate-limit"), enabled=False)
-    costly = _with(_config("rate-limit"), eviction_cost=2.0)
-    before = plan(_snapshot(_items(*case)), off)
-    snap = _snapshot(_items(*case))
+    off = _with(enabled=False)
+    costly = _with(eviction_cost=2.0)
+    before = plan(_generated(*case), off)
+    snap = _generated(*case)
     after = plan(snap, costly, verify=True)
     assert after.summary.verify_rejections == 0
     check_plan(snap, after, costly)
@@ -202,7 +210,7 @@ def test_on_generated_clusters_a_costly_eviction_keeps_some_nodes_and_the_plan_s
     assert all(after.worth[n].verdict == NOT_WORTH for n in kept)
     assert all(after.worth[n].verdict == WORTH for n in after.drained)
     assert len(after.moves) < len(before.moves)
-    again = plan(_snapshot(_items(*case)), costly, verify=True)
+    again = plan(_generated(*case), costly, verify=True)
     assert orjson.dumps(again.to_json()) == orjson.dumps(after.to_json()), "deterministic"
 
 
