@@ -72,6 +72,7 @@ from shared.config_sections import (
     ReschedulerConfig,
     ServerConfig,
     SpotCeilingConfig,
+    SpotConfig,
     WebhookConfig,
 )
 from shared.config_values import parse_duration
@@ -95,6 +96,7 @@ __all__ = [
     "JOBS_EVICT",
     "CapacityConfig",
     "KarpenterConfig",
+    "SpotConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -137,6 +139,7 @@ class Config:
     disruption: DisruptionConfig = field(default_factory=DisruptionConfig, metadata={"section": DisruptionConfig})
     capacity: CapacityConfig = field(default_factory=CapacityConfig, metadata={"section": CapacityConfig})
     karpenter: KarpenterConfig = field(default_factory=KarpenterConfig, metadata={"section": KarpenterConfig})
+    spot: SpotConfig = field(default_factory=SpotConfig, metadata={"section": SpotConfig})
 
     @property
     def webhook_excluded_namespaces(self) -> frozenset[str]:
@@ -328,6 +331,14 @@ def _check(config: Config, origin: dict[str, str]) -> None:
         missing = "server.tls_key_file" if server.tls_cert_file else "server.tls_cert_file"
         other = "server.tls_cert_file" if server.tls_cert_file else "server.tls_key_file"
         raise fail(missing, f"must be set together with {other}", "")
+    spot = config.spot
+    if spot.stability_window > spot.memory:
+        raise fail(
+            "spot.stability_window",
+            f"must not be longer than spot.memory ({spot.memory:g}s), or a reclaim is forgotten while its pool is "
+            "unsettled",
+            spot.stability_window,
+        )
     cap = config.capacity
     if cap.enabled and cap.timeout <= config.rescheduler.housekeeping_interval:
         raise fail(

@@ -23,6 +23,7 @@ __all__ = [
     "DisruptionConfig",
     "CapacityConfig",
     "KarpenterConfig",
+    "SpotConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -249,3 +250,15 @@ class KarpenterConfig:
     (``consolidationPolicy: WhenEmptyOrUnderutilized`` or ``Balanced``, spot allowed, consolidation not forbidden
     for good): the rescheduler neither drains them nor asks placeholders for their pods, and ``plan`` says
     ``karpenter-consolidates``. Nodes of other NodePools, and of no NodePool, stay the rescheduler's."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpotConfig:
+    """Spot pools and the memory of their reclaims (docs/spot-pools.md)."""
+
+    stability_window: float = v.setting(1800.0, v.duration(positive=False))
+    """How long after a reclaim its pool (node group, instance type, zone) is unsettled: its nodes are not targets,
+    placeholders do not ask it for capacity, the extender scores its nodes as on-demand (30m; 0: never)."""
+    memory: float = v.setting(86400.0, v.duration(positive=True))
+    """How long a reclaim is remembered: the span over which a pool's reclaim rate and expected stay are judged
+    (24h)."""

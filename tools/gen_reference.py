@@ -108,6 +108,8 @@ EXAMPLES: dict[str, str] = {
     "capacity.priority_class_name": "spot-capacity-placeholder",
     "capacity.image": "registry.internal/pause:3.9",
     "karpenter.defer_to_consolidation": "false",
+    "spot.stability_window": "1h",
+    "spot.memory": "12h",
 }
 """One example value per setting, in YAML flow style."""
 
