@@ -75,6 +75,8 @@ def search(planner: Planner, movable: Sequence[Pod]) -> list[Placed] | None:
                 out.append(idx)
                 if len(out) == SEARCH_BRANCHES:
                     break
+        if sim.tiers:  # steadier spot pools first (stable: best fit within a tier)
+            out.sort(key=sim.tier_of.__getitem__)
         return out
 
     def dfs(i: int) -> bool:
