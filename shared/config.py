@@ -331,13 +331,13 @@ def _check(config: Config, origin: dict[str, str]) -> None:
         missing = "server.tls_key_file" if server.tls_cert_file else "server.tls_cert_file"
         other = "server.tls_cert_file" if server.tls_cert_file else "server.tls_key_file"
         raise fail(missing, f"must be set together with {other}", "")
-    spot = config.spot
-    if spot.stability_window > spot.memory:
+    pools = config.spot
+    if pools.stability_window > pools.memory:
         raise fail(
             "spot.stability_window",
-            f"must not be longer than spot.memory ({spot.memory:g}s), or a reclaim is forgotten while its pool is "
+            f"must not be longer than spot.memory ({pools.memory:g}s), or a reclaim is forgotten while its pool is "
             "unsettled",
-            spot.stability_window,
+            pools.stability_window,
         )
     cap = config.capacity
     if cap.enabled and cap.timeout <= config.rescheduler.housekeeping_interval:

@@ -34,6 +34,9 @@ from shared.storage import StorageClass
 
 __all__ = ["NodeInfo", "ClusterSnapshot"]
 
+NO_RECLAIMS = PoolOutlook()
+"""The outlook of a snapshot without a memory of spot reclaims: every pool alike."""
+
 
 class NodeInfo:
     """A node and what is scheduled on it. Mutable on purpose: the planner simulates moves."""
@@ -161,7 +164,7 @@ class ClusterSnapshot:
         storage_classes: Iterable[StorageClass] = (),
         node_pools: Iterable[NodePool] = (),
         node_pools_problem: str | None = None,
-        spot_outlook: PoolOutlook = PoolOutlook(),
+        spot_outlook: PoolOutlook = NO_RECLAIMS,
     ) -> None:
         self.nodes: dict[str, NodeInfo] = {n.name: NodeInfo(n) for n in nodes}
         self.pending: list[Pod] = []

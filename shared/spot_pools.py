@@ -259,9 +259,7 @@ class ReclaimMemory:
         longest ago are left out when it would not be)."""
         pools = sorted(self._times, key=lambda p: (-self._times[p][-1], p))
         while True:
-            text = json.dumps(
-                {"v": 1, "pools": {p.text: self._times[p] for p in sorted(pools)}}, separators=(",", ":")
-            )
+            text = json.dumps({"v": 1, "pools": {p.text: self._times[p] for p in sorted(pools)}}, separators=(",", ":"))
             if len(text.encode()) < MAX_JSON_BYTES or not pools:
                 return text
             pools = pools[: max(0, len(pools) - max(1, len(pools) // 8))]

@@ -64,6 +64,14 @@ class SpotMemory:
             self.metrics.unsettled_spot_pools.set(len(outlook.unsettled))
         return recorded
 
+    def record(self, pool: PoolKey, at: float) -> bool:
+        """Remember a reclaim of ``pool`` at ``at`` (one told otherwise than by :meth:`observe`)."""
+        with self._lock:
+            added = self.memory.record(pool, at)
+            if added:
+                self._text = None
+            return added
+
     def outlook(self, now: float) -> PoolOutlook:
         with self._lock:
             return self.memory.outlook(now)

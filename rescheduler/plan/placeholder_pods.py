@@ -71,9 +71,9 @@ def _avoid_levels(levels: Mapping[tuple[str, str], Mapping[str, Collection[str]]
     for label, group in sorted(levels):
         types = levels[(label, group)]
         own = [_op(label, "In", [group])] if label else []
-        terms.append(own + [_op(_TYPE, "NotIn", types)])
+        terms.append([*own, _op(_TYPE, "NotIn", types)])
         for instance_type, zones in sorted(types.items()):
-            terms.append(own + [_op(_TYPE, "In", [instance_type]), _op(_ZONE, "NotIn", zones)])
+            terms.append([*own, _op(_TYPE, "In", [instance_type]), _op(_ZONE, "NotIn", zones)])
     return terms
 
 
@@ -94,9 +94,8 @@ def avoiding_terms(pools: Collection[PoolKey]) -> list[Expressions] | None:
     anon: dict[tuple[str, str], dict[str, set[str]]] = {}
     for p in pools:
         levels = named if p.group_label else anon
-        levels.setdefault((p.group_label, p.group if p.group_label else ""), {}).setdefault(
-            p.instance_type, set()
-        ).add(p.zone)
+        types = levels.setdefault((p.group_label, p.group if p.group_label else ""), {})
+        types.setdefault(p.instance_type, set()).add(p.zone)
     both = [_avoid_levels(levels) for levels in (named, anon) if levels]
     terms = both[0] if len(both) == 1 else [a + b for a in both[0] for b in both[1]]
     return terms if len(terms) <= MAX_AVOIDING_TERMS else None

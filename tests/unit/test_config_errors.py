@@ -222,7 +222,7 @@ from tests.support.config_helpers import error
             {"zzz": 1},
             None,
             "config field zzz: is not a known setting (known: namespace, node_classes, webhook, extender, rescheduler, "
-            "movability, spot_ceiling, server, disruption, capacity, karpenter).",
+            "movability, spot_ceiling, server, disruption, capacity, karpenter, spot).",
             id="unknown-top-level-key",
         ),
         # Contradictions.
