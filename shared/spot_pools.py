@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -188,23 +189,23 @@ class ReclaimMemory:
     def times(self, pool: PoolKey) -> tuple[int, ...]:
         return tuple(self._times.get(pool, ()))
 
-    def record(self, pool: PoolKey, at: float) -> bool:
-        """Remember a reclaim of ``pool`` at ``at``; ``False`` when that very time is already remembered."""
-        t = int(at)
+    def record(self, pool: PoolKey, at: float, count: int = 1) -> None:
+        """Remember ``count`` reclaims of ``pool`` at ``at`` (nodes reclaimed together count one each)."""
         times = self._times.setdefault(pool, [])
-        if t in times:
-            return False
-        times.append(t)
+        times.extend([int(at)] * count)
         times.sort()
         del times[: -self.per_pool]
         self._bound()
-        return True
 
     def merge(self, other: ReclaimMemory) -> None:
-        """Add every reclaim ``other`` remembers (the same time twice is kept once)."""
+        """Add the reclaims ``other`` remembers that this memory does not: of those at one time, as many as the
+        memory with more of them holds (a memory merged with itself, or with an older copy of itself, is
+        unchanged)."""
         for pool, times in other._times.items():
-            for t in times:
-                self.record(pool, t)
+            mine = Counter(self._times.get(pool, ()))
+            for t, n in sorted(Counter(times).items()):
+                if n > mine[t]:
+                    self.record(pool, t, n - mine[t])
 
     def forget(self, now: float) -> None:
         """Drop the reclaims older than ``memory``, and the pools left without any."""

@@ -50,27 +50,26 @@ class SpotMemory:
         occupied = {info.name: holds_workload(info.pods) for info in snapshot}
         with self._lock:
             reclaimed = self._spotter.observe((info.node for info in snapshot), self.classes, occupied)
-            recorded = [pool for pool in reclaimed if self.memory.record(pool, now)]
+            for pool in reclaimed:
+                self.memory.record(pool, now)
             before = len(self.memory)
             self.memory.forget(now)
-            if recorded or len(self.memory) != before:
+            if reclaimed or len(self.memory) != before:
                 self._text = None
             outlook = self.memory.outlook(now)
         snapshot.spot_outlook = outlook
-        for pool in recorded:
+        for pool in reclaimed:
             log.info("spot pool %s reclaimed: not a target for %.0fs", pool.text, self.memory.stability_window)
         if self.metrics is not None:
-            self.metrics.spot_reclaims.inc(len(recorded))
+            self.metrics.spot_reclaims.inc(len(reclaimed))
             self.metrics.unsettled_spot_pools.set(len(outlook.unsettled))
-        return recorded
+        return reclaimed
 
-    def record(self, pool: PoolKey, at: float) -> bool:
+    def record(self, pool: PoolKey, at: float) -> None:
         """Remember a reclaim of ``pool`` at ``at`` (one told otherwise than by :meth:`observe`)."""
         with self._lock:
-            added = self.memory.record(pool, at)
-            if added:
-                self._text = None
-            return added
+            self.memory.record(pool, at)
+            self._text = None
 
     def outlook(self, now: float) -> PoolOutlook:
         with self._lock:

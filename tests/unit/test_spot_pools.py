@@ -113,11 +113,12 @@ def test_reclaims_older_than_the_memory_are_forgotten() -> None:
     assert len(m) == 0
 
 
-def test_the_same_reclaim_is_remembered_once() -> None:
+def test_nodes_reclaimed_together_count_one_each() -> None:
     m = memory()
-    assert m.record(A, 1000.4)
-    assert not m.record(A, 1000.0)
-    assert m.times(A) == (1000,)
+    m.record(A, 1000.4)
+    m.record(A, 1000.0)
+    assert m.times(A) == (1000, 1000)
+    assert m.expected_stay(A, 1000.0) == 8 * HOUR
 
 
 def test_a_pool_keeps_only_its_most_recent_reclaims() -> None:
@@ -172,14 +173,16 @@ def test_a_text_that_is_not_a_memory_is_refused(text: str) -> None:
         ReclaimMemory.from_json(text, HOUR, 60.0)
 
 
-def test_merging_adds_the_other_memory_s_reclaims_once() -> None:
+def test_merging_adds_only_the_reclaims_the_memory_lacks() -> None:
     m, other = memory(), memory()
     m.record(A, 1000.0)
-    other.record(A, 1000.0)
+    other.record(A, 1000.0, 2)
     other.record(B, 2000.0)
     m.merge(other)
-    assert m.times(A) == (1000,) and m.times(B) == (2000,)
-    assert json.loads(m.to_json())["pools"] == {A.text: [1000], B.text: [2000]}
+    assert m.times(A) == (1000, 1000) and m.times(B) == (2000,)
+    m.merge(m)
+    m.merge(other)
+    assert json.loads(m.to_json())["pools"] == {A.text: [1000, 1000], B.text: [2000]}
 
 
 # --- what counts as a reclaim -------------------------------------------------------------------------------------
