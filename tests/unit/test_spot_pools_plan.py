@@ -3,7 +3,11 @@ placeholders avoid unsettled pools, and the memory of reclaims travels in the Le
 
 from __future__ import annotations
 
+import datetime
+import io
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,7 @@ from shared.model import Node, Pod
 from shared.nodeaffinity import matches_node_selector_and_affinity
 from shared.snapshot import ClusterSnapshot
 from shared.spot_pools import PoolKey, PoolOutlook, ReclaimMemory
+from tests.builders import api_list, node_json, owner, pod_json
 from tests.builders.planner import DEFAULT, cluster, node, planned, pod
 from tests.support.fake_api import FakeApiServer, namespace
 from tests.support.fake_api import node as api_node
@@ -228,3 +233,52 @@ def test_the_loop_records_a_reclaim_from_its_state_and_forgets_the_window_on_its
     r.cycle()
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_unsettled_spot_pools") == 0
     assert r.spot.memory.times(pool) == (1060,)
+
+
+# --- spot-rescheduler plan --spot-reclaims --------------------------------------------------------------------
+
+
+def plan_cli(tmp_path: Path, *flags: str) -> tuple[int, str, str]:
+    from rescheduler.cli import main
+
+    labels = {"karpenter.sh/capacity-type": "spot", GROUP: "g1", TYPE: "m5", ZONE: "za"}
+    snap = api_list(
+        [
+            node_json("od", labels={"karpenter.sh/capacity-type": "on-demand"}, allocatable=ALLOCATABLE),
+            node_json("spot-1", labels=labels, allocatable=ALLOCATABLE),
+            pod_json("web-1", node_name="od", owners=[owner("ReplicaSet", "web")], requests={"cpu": "100m"}),
+        ]
+    )
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snap))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", "--snapshot", str(path), "-o", "json", *flags], env={}, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+ALLOCATABLE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+NOW = "2027-01-15T08:00:00Z"
+
+
+def test_plan_without_a_memory_treats_every_pool_alike_and_with_one_leaves_out_the_unsettled(tmp_path: Path) -> None:
+    code, out, _ = plan_cli(tmp_path)
+    assert code == 0 and json.loads(out)["summary"]["drained"] == 1
+    memory = ReclaimMemory(24 * HOUR, 0.5 * HOUR)
+    at = datetime.datetime(2027, 1, 15, 7, 50, tzinfo=datetime.UTC).timestamp()
+    memory.record(PoolKey(GROUP, "g1", "m5", "za"), at)
+    (tmp_path / "reclaims.json").write_text(memory.to_json())
+    code, out, _ = plan_cli(tmp_path, "--spot-reclaims", str(tmp_path / "reclaims.json"), "--now", NOW)
+    summary = json.loads(out)["summary"]
+    assert code == 0 and (summary["drained"], summary["spot_unsettled"]) == (0, 1)
+    code, out, _ = plan_cli(
+        tmp_path, "--spot-reclaims", str(tmp_path / "reclaims.json"), "--now", "2027-01-15T09:00:00Z"
+    )
+    assert code == 0 and json.loads(out)["summary"]["drained"] == 1
+
+
+def test_plan_with_a_file_that_is_not_a_memory_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "reclaims.json").write_text("[]")
+    code, out, err = plan_cli(tmp_path, "--spot-reclaims", str(tmp_path / "reclaims.json"))
+    assert (
+        code == 2 and out == "" and err.startswith("spot-rescheduler: error: --spot-reclaims") and err.count("\n") == 1
+    )
