@@ -67,6 +67,7 @@ __all__ = [
     "PoolOutlook",
     "ReclaimMemory",
     "ReclaimSpotter",
+    "Sighting",
     "pool_of",
     "holds_workload",
 ]
@@ -285,13 +286,19 @@ class ReclaimMemory:
         return out
 
 
+Sighting = tuple[str, PoolKey, str | None, bool]
+"""One spot node as seen: its name, its pool, its reclaim signal (``None``: none) and whether it holds workload
+pods."""
+
+
 class ReclaimSpotter:
-    """Tells reclaims from the nodes seen one observation after another (see the module docstring for what
-    counts). Keeps one entry per spot node it saw; the first observation only learns what is there."""
+    """Tells reclaims from the spot nodes seen (see the module docstring for what counts): whole lists
+    (:meth:`observe`, :meth:`relist`) or one change at a time (:meth:`note`, :meth:`gone`, for a watch). Keeps one
+    entry per spot node; the first list only learns what is there."""
 
     def __init__(self) -> None:
         self._seen: dict[str, tuple[PoolKey, bool, bool]] = {}
-        """Spot node → (its pool, whether it ended already (counted or not to be counted), whether it held
+        """Spot node → (its pool, whether its end was seen already (counted or not to be counted), whether it held
         workload pods when last seen)."""
         self._started = False
 
@@ -301,26 +308,50 @@ class ReclaimSpotter:
         """The pools reclaimed since the last observation, one entry per reclaimed node. ``nodes`` is every node
         there is now; ``occupied`` says which hold workload pods (:func:`holds_workload`), ``None`` when that is
         not known (then every node counts as occupied)."""
-        out: list[PoolKey] = []
-        now_seen: dict[str, tuple[PoolKey, bool, bool]] = {}
+        sightings: list[Sighting] = []
         for node in nodes:
             pool = pool_of(node, classes)
-            if pool is None:
-                continue
-            busy = True if occupied is None else occupied.get(node.name, False)
-            why = reclaim_reason(node, classes)
-            before = self._seen.get(node.name)
-            ended = before is not None and before[1]
-            if why is not None and not ended:
-                ended = True
-                counts = self._started and why != RECLAIM_CLUSTER_AUTOSCALER and busy
-                if counts:
-                    out.append(pool)
-            now_seen[node.name] = (pool, ended, busy)
-        if self._started:
-            for name, (pool, ended, busy) in self._seen.items():
-                if name not in now_seen and not ended and busy:
-                    out.append(pool)
-        self._seen = now_seen
+            if pool is not None:
+                busy = True if occupied is None else occupied.get(node.name, False)
+                sightings.append((node.name, pool, reclaim_reason(node, classes), busy))
+        return self.relist(sightings)
+
+    def relist(self, sightings: Iterable[Sighting]) -> list[PoolKey]:
+        """:meth:`observe` of the spot nodes already reduced to sightings."""
+        out: list[PoolKey] = []
+        names: set[str] = set()
+        for sighting in sightings:
+            names.add(sighting[0])
+            pool = self.note(*sighting)
+            if pool is not None:
+                out.append(pool)
+        for name in [n for n in self._seen if n not in names]:
+            pool = self.gone(name)
+            if pool is not None:
+                out.append(pool)
         self._started = True
         return out
+
+    def note(self, name: str, pool: PoolKey, why: str | None, busy: bool = True) -> PoolKey | None:
+        """One spot node as seen now; its pool when this sighting is a reclaim."""
+        before = self._seen.get(name)
+        ended = before is not None and before[1]
+        counted = None
+        if why is not None and not ended:
+            ended = True
+            if self._started and why != RECLAIM_CLUSTER_AUTOSCALER and busy:
+                counted = pool
+        self._seen[name] = (pool, ended, busy)
+        return counted
+
+    def gone(self, name: str) -> PoolKey | None:
+        """The node ``name`` was deleted; its pool when that is a reclaim."""
+        before = self._seen.pop(name, None)
+        if before is None or not self._started:
+            return None
+        pool, ended, busy = before
+        return pool if not ended and busy else None
+
+    def forget(self, name: str) -> None:
+        """The node ``name`` is no spot node any more (its labels changed): not a reclaim when it goes."""
+        self._seen.pop(name, None)
