@@ -80,18 +80,8 @@ class PoolScores:
                 score[pool] = min(s.spot_score, s.on_demand_score + max(1, share))
         changed = {p for p in score.keys() | self._score.keys() if score.get(p) != self._score.get(p)}
         self._score = {p: v for p, v in score.items() if v != s.spot_score}
-        self.next_change = self._next_change(now)
+        self.next_change = self.memory.next_change(now)
         return changed
-
-    def _next_change(self, now: float) -> float:
-        window, memory = self.memory.stability_window, self.memory.memory
-        at = math.inf
-        for pool in self.memory.pools():
-            times = self.memory.times(pool)
-            if times[-1] + window > now:
-                at = min(at, times[-1] + window)
-            at = min(at, times[0] + memory)
-        return at
 
     def _record(self, reclaimed: list[PoolKey]) -> set[PoolKey]:
         if not reclaimed:

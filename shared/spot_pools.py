@@ -245,6 +245,17 @@ class ReclaimMemory:
         with ``k`` its reclaims within the memory, at most ``memory`` (see the module docstring)."""
         return min(self.memory, self.memory / (len(self._recent(pool, now)) + 1))
 
+    def next_change(self, now: float) -> float:
+        """When, after ``now``, the :meth:`outlook` changes without a new reclaim: a pool settles (its window runs
+        out) or a reclaim leaves the memory; ``math.inf`` when never."""
+        at = math.inf
+        for times in self._times.values():
+            if times[-1] + self.stability_window > now:
+                at = min(at, times[-1] + self.stability_window)
+            if times[0] + self.memory > now:
+                at = min(at, times[0] + self.memory)
+        return at
+
     def outlook(self, now: float) -> PoolOutlook:
         """The memory read at ``now`` (:class:`PoolOutlook`)."""
         pools = [p for p in sorted(self._times) if self._recent(p, now)]

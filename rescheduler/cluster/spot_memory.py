@@ -75,6 +75,11 @@ class SpotMemory:
         with self._lock:
             return self.memory.outlook(now)
 
+    def next_change(self, now: float) -> float:
+        """When (``wall``) the outlook changes next without a new reclaim (:meth:`ReclaimMemory.next_change`)."""
+        with self._lock:
+            return self.memory.next_change(now)
+
     # ---- the Lease (called from the elector's thread) -----------------------------------------------------------
 
     def inherit(self, text: str | None) -> None:

@@ -232,3 +232,21 @@ def test_holds_workload_ignores_daemonset_pods() -> None:
 
     assert not holds_workload([pod("ds", owners=[owner("DaemonSet", "agent")])])
     assert holds_workload([pod("ds", owners=[owner("DaemonSet", "agent")]), pod("web")])
+
+
+def test_the_outlook_changes_next_when_a_window_or_the_memory_runs_out() -> None:
+    m = memory()
+    assert m.next_change(0.0) == float("inf")
+    m.record(A, 1000.0)
+    m.record(A, 2000.0)
+    assert m.next_change(2000.0) == 2000.0 + 0.5 * HOUR
+    assert m.next_change(2000.0 + 0.5 * HOUR) == 1000.0 + 24 * HOUR
+
+
+def test_a_window_longer_than_the_memory_is_refused_with_one_sentence() -> None:
+    from shared.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as e:
+        parse_config({"spot": {"stability_window": "2h", "memory": "1h"}})
+    assert str(e.value).startswith("config field spot.stability_window: must not be longer than spot.memory")
+    assert parse_config({}, {"SPOTSHIFT_SPOT_STABILITY_WINDOW": "10m"}).spot.stability_window == 600.0
