@@ -331,7 +331,7 @@ class CapacityRequester:
         self.collect_orphans()
         ended = self._judge({n.node for n in self.needs} | set(planned))
         skip = set(self.requests) | ended  # a node whose request just ended is not asked for again at once
-        # Not from a spot pool reclaimed a moment ago; too many such pools to leave out: not at all for now.
+        # Not from a spot pool reclaimed a moment ago; with too many such pools to leave out, from none this cycle.
         avoid = avoiding_terms(snapshot.spot_outlook.unsettled)
         self._avoid = avoid or []
         asking = not hold and avoid is not None and self.clock() >= self.paused_until
