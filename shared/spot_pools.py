@@ -160,7 +160,7 @@ class PoolOutlook:
     default_stay: float = math.inf
 
     def __bool__(self) -> bool:
-        return bool(self.stays)
+        return bool(self.stays or self.unsettled)
 
     def stay(self, pool: PoolKey) -> float:
         """The expected stay of ``pool`` (seconds)."""

@@ -282,3 +282,34 @@ def test_plan_with_a_file_that_is_not_a_memory_is_one_line_and_exit_2(tmp_path: 
     assert (
         code == 2 and out == "" and err.startswith("spot-rescheduler: error: --spot-reclaims") and err.count("\n") == 1
     )
+
+
+# --- the capacity requests -------------------------------------------------------------------------------------
+
+
+def test_the_capacity_requests_keep_placeholders_off_unsettled_pools_and_ask_none_when_too_many() -> None:
+    from tests.unit.test_capacity_run import ON, no_room, requester, sync
+    from tests.unit.test_capacity_run import Clock as CapacityClock
+
+    server = no_room()
+    req, state, _ = requester(server, ON, CapacityClock())
+    sync(server, state)
+    snapshot = state.snapshot()
+    snapshot.spot_outlook = PoolOutlook(frozenset({PoolKey(GROUP, "g1", "m5", "za")}))
+    result = planned(snapshot, ON)
+    req.step(snapshot, result.reasons, result.drained)
+    created = [p for k, p in server.store["pods"].items() if k.startswith("spotshift/")]
+    assert len(created) == 2
+    held = Pod.from_api({**created[0], "metadata": {**created[0]["metadata"], "name": "x"}})
+    assert not matches_node_selector_and_affinity(held, spot_in("g1", "m5", "za"))
+    assert matches_node_selector_and_affinity(held, spot_in("g1", "m5", "zb"))
+
+    server = no_room()
+    req, state, _ = requester(server, ON, CapacityClock())
+    sync(server, state)
+    snapshot = state.snapshot()
+    many = frozenset(PoolKey(GROUP, f"g{i}", "m5", "za") for i in range(MAX_AVOIDING_TERMS))
+    snapshot.spot_outlook = PoolOutlook(many)
+    result = planned(snapshot, ON)
+    req.step(snapshot, result.reasons, result.drained)
+    assert req.needs and not [k for k in server.store["pods"] if k.startswith("spotshift/")]
