@@ -133,7 +133,8 @@ class RunOptions:
 @dataclass(slots=True)
 class Parts:
     """What the loop is wired from (:meth:`Rescheduler.__init__`): the API, the probes, the Events, the lease, the
-    node writes and rests, the drains, the mark reconciler, the capacity requests and the informers."""
+    node writes and rests, the drains, the mark reconciler, the capacity requests, the memory of spot reclaims and
+    the informers."""
 
     kube: Kube
     heartbeat: Heartbeat
@@ -147,6 +148,8 @@ class Parts:
     """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity_requests`)."""
     drainer: Drainer
     reconciler: MarkReconciler
+    spot: SpotMemory
+    """The memory of spot reclaims, kept in the Lease (:mod:`rescheduler.cluster.spot_memory`)."""
     informers: list[StateInformer] = field(default_factory=list)
 
 
@@ -173,8 +176,6 @@ class Rescheduler:
         self.metrics = metrics or Metrics()
         self.stop = stop or threading.Event()
         self.state = ClusterState()
-        self.spot = SpotMemory(config, self.metrics)
-        """The memory of spot reclaims, kept in the Lease (:mod:`rescheduler.cluster.spot_memory`)."""
         self.switches: Switches = STRICTEST
         """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
         self.parts = self._wire(Kube(transport))
@@ -191,7 +192,8 @@ class Rescheduler:
         events = EventRecorder(kube, host=self.options.node_name or socket.gethostname(), enabled=not dry_run)
         marker = NodeMarker(kube, taint_key=r.drain_taint_key, mode=r.drain_taint, identity=self.options.identity)
         backoff = NodeBackoff(marker, events, r.node_backoff, self.wall)
-        elector = leader_elector(kube, config, self.options, self.metrics, self.spot) if r.leader_elect else None
+        spot = SpotMemory(config, self.metrics)
+        elector = leader_elector(kube, config, self.options, self.metrics, spot) if r.leader_elect else None
         owner = partial(placeholder_owner, kube, elector)
         capacity = CapacityRequester(
             kube, self.state, config, events, self.metrics, dry_run=dry_run, back_off=backoff.back_off, owner=owner
@@ -226,7 +228,7 @@ class Rescheduler:
             backoff=backoff,
         )
         reconciler = MarkReconciler(self.state, marker, config, events, dry_run=dry_run)
-        return Parts(kube, heartbeat, events, elector, marker, backoff, capacity, drainer, reconciler)
+        return Parts(kube, heartbeat, events, elector, marker, backoff, capacity, drainer, reconciler, spot)
 
     def _wait(self, seconds: float) -> None:
         """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
@@ -423,9 +425,7 @@ class Rescheduler:
         cfg, capacity = self.config, self.parts.capacity
         if not cfg.capacity.enabled:
             capacity.collect_leftovers()
-        with self.state.cond:
-            version, snapshot = self.state.version, self.state.snapshot()
-        self.spot.observe(snapshot, self.wall())
+        version, snapshot = _snapshot(self.state, self.parts.spot, self.wall())
         self.queue.project(snapshot)
         g = gate(
             snapshot,
@@ -436,8 +436,7 @@ class Rescheduler:
             in_flight=len(self.queue),
             cooling=self.queue.cooling(),
         )
-        inputs = self._plan_inputs(version, g, snapshot.spot_outlook)
-        decision = self.plans.decide(snapshot, g, inputs, self.queue)
+        decision = self.plans.decide(snapshot, g, self._plan_inputs(version, g, snapshot.spot_outlook), self.queue)
         if not (self.dry_run and self.plans.reused):
             # A dry run starts nothing, so a reused plan's drains were checked and logged by an earlier cycle
             # already: checking them again would only repeat their log lines and their budgets' lists.
@@ -450,11 +449,19 @@ class Rescheduler:
     def _plan_inputs(self, version: int, g: Gate, outlook: PoolOutlook) -> tuple[Any, ...] | None:
         """Everything a plan is made from, or None when it also depends on the time (:func:`reads_clock`) or on the
         drains in flight (their pods are counted where they go): the state's version (every watch event that
-        changes it counts), the nodes left out, the spot pools' outlook, the configuration and the scheduler
-        rules."""
+        changes it counts), the nodes left out, the spot pools' outlook, the configuration and the rules."""
         if self.queue or reads_clock(self.config):
             return None
         return (version, tuple(sorted(g.excluded.items())), outlook, self.config, self.switches)
+
+
+def _snapshot(state: ClusterState, spot: SpotMemory, now: float) -> tuple[int, ClusterSnapshot]:
+    """The state's version and a snapshot of it, with the spot reclaims its nodes tell recorded and the memory
+    read at ``now`` (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`)."""
+    with state.cond:
+        version, snapshot = state.version, state.snapshot()
+    spot.observe(snapshot, now)
+    return version, snapshot
 
 
 def watch_node_pools(kube: Kube, state: ClusterState, config: Config) -> bool:

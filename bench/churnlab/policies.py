@@ -236,7 +236,7 @@ class Spotshift(Actor):
         delay = r.config.rescheduler.node_drain_delay
         at = min([at, *(t + delay for t in r.finished if t + delay > self.last)])
         ends = [u - EPOCH for u in r.drainer.memory_backoff.values() if u - EPOCH > self.last]
-        settles = r.spot.next_change(EPOCH + self.last) - EPOCH  # a spot pool's window runs out
+        settles = r.parts.spot.next_change(EPOCH + self.last) - EPOCH  # a spot pool's window runs out
         return min([at, *ends, settles])
 
     def step(self) -> None:

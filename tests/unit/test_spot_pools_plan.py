@@ -224,7 +224,7 @@ def test_the_loop_records_a_reclaim_from_its_state_and_forgets_the_window_on_its
     spot_1["spec"]["taints"] = [{"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"}]
     r.state.apply(NODES, "MODIFIED", spot_1)
     r.cycle()
-    (pool,) = r.spot.memory.pools()
+    (pool,) = r.parts.spot.memory.pools()
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_spot_reclaims_total") == 1
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_unsettled_spot_pools") == 1
     plan = r.plans.last_plan
@@ -232,7 +232,7 @@ def test_the_loop_records_a_reclaim_from_its_state_and_forgets_the_window_on_its
     wall.now += config.spot.stability_window
     r.cycle()
     assert r.metrics.registry.get_sample_value("spotshift_rescheduler_unsettled_spot_pools") == 0
-    assert r.spot.memory.times(pool) == (1060,)
+    assert r.parts.spot.memory.times(pool) == (1060,)
 
 
 # --- spot-rescheduler plan --spot-reclaims --------------------------------------------------------------------
