@@ -103,11 +103,13 @@ def build_cache(config: Config, kubeconfig: str | None, *, watch_pods: bool = Tr
     Called in the worker, after gunicorn forked it: the worker's API transport, and its connection pool, are
     made here and used by this process only."""
     from extender.cache import ClusterCache, Reflector, node_collection, pod_collection, worker_kube
+    from extender.pools import PoolScores
     from extender.scheduling import ExtenderPolicy, NodeIndex, PodIndex, reduce_node, reduce_pod
 
     policy = ExtenderPolicy.from_config(config)
     kube = worker_kube(kubeconfig)
-    nodes = Reflector("nodes", node_collection(kube), lambda o: reduce_node(o, policy), NodeIndex())
+    index = NodeIndex(PoolScores(config.extender, config.spot))  # spot reclaims learnt from this worker's watch
+    nodes = Reflector("nodes", node_collection(kube), lambda o: reduce_node(o, policy), index)
     pods = None
     if watch_pods:
         pods = Reflector(

@@ -14,6 +14,10 @@ grouping pods by their controller, with a Deployment's ReplicaSets folded into t
 milliseconds after it happens, so a burst of replicas scheduled back to back may overshoot by the pods in
 flight; the rescheduler's plan enforces the same ceiling afterwards. Scores steer, never forbid: a full
 on-demand pool still leaves spot feasible.
+
+Spot pools (:mod:`extender.pools`): the node cache learns spot reclaims from its own watch, and a spot node of a
+pool reclaimed within ``spot.stability_window`` scores as on-demand, one of a pool reclaimed earlier between the
+two; its fragment is rendered again when its pool's score changes, so an answer still costs a look-up per node.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from typing import Any
 
 import orjson
 
+from extender.pools import PoolScores
 from extender.reviews import ExtenderFilterResult
 from shared.classes import NodeClass, classifier, reclaim_reason
 from shared.config import Config, ExtenderConfig, NodeClasses, SpotCeilingConfig
 from shared.fit_reasons import ERR_RECLAIMED
 from shared.model import Node, Taint
+from shared.spot_pools import PoolKey, pool_of
 from shared.workloads import SpotCeiling, SpotShare, spot_allowed, spot_ceiling
 from shared.workloads import workload_key_of_meta as workload_key
 
@@ -83,6 +89,8 @@ class NodeEntry:
     reclaim: str | None
     fragment: bytes
     fragment_swapped: bytes
+    pool: PoolKey | None = None
+    """The spot pool of a spot node (:func:`shared.spot_pools.pool_of`)."""
 
 
 def _fragment(name: str, score: int) -> bytes:
@@ -116,6 +124,7 @@ def reduce_node(raw: Mapping[str, Any], policy: ExtenderPolicy) -> NodeEntry:
         reclaim=reclaim,
         fragment=_fragment(name, 0 if reclaim else policy.score(node_class)),
         fragment_swapped=_fragment(name, 0 if reclaim else policy.score(node_class, spot_allowed=False)),
+        pool=pool_of(node, policy.classes) if node_class == "spot" else None,
     )
 
 
@@ -156,21 +165,44 @@ class NodeIndex:
     request's names, and ``reclaimed`` (name → reason, only the nodes being reclaimed) lets
     :func:`filter_names` answer with one C-level set test. Each map is replaced whole or updated by single
     assignments (atomic under the GIL).
+
+    With ``pools`` (:class:`extender.pools.PoolScores`) the index learns spot reclaims from its own watch and a
+    spot node's fragment carries its pool's score: when a pool's score changes (a reclaim, or a window running
+    out, checked by :meth:`refresh`), the fragments of that pool's nodes are rendered again, under a lock the
+    answers do not take.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pools: PoolScores | None = None) -> None:
         self.items: dict[str, NodeEntry] = {}
         self.fragments: dict[str, bytes] = {}
         self.fragments_swapped: dict[str, bytes] = {}
         self.reclaimed: dict[str, str] = {}
+        self.pools = pools
+        self._members: dict[PoolKey, set[str]] = {}
+        self._lock = threading.Lock()
 
     def replace_all(self, items: dict[str, NodeEntry]) -> None:
         fragments = {k: v.fragment for k, v in items.items()}
         swapped = {k: v.fragment_swapped for k, v in items.items()}
         reclaimed = {k: v.reclaim for k, v in items.items() if v.reclaim is not None}
-        self.items, self.fragments, self.fragments_swapped, self.reclaimed = items, fragments, swapped, reclaimed
+        if self.pools is None:
+            self.items, self.fragments, self.fragments_swapped, self.reclaimed = items, fragments, swapped, reclaimed
+            return
+        with self._lock:
+            members: dict[PoolKey, set[str]] = {}
+            for k, v in items.items():
+                if v.pool is not None:
+                    members.setdefault(v.pool, set()).add(k)
+            self.pools.relist((k, v.pool, v.reclaim, True) for k, v in items.items() if v.pool is not None)
+            for k in (k for pool in self.pools.scored() for k in members.get(pool, ())):
+                fragments[k] = self._fragment(items[k])
+            self._members = members
+            self.items, self.fragments, self.fragments_swapped, self.reclaimed = items, fragments, swapped, reclaimed
 
     def put(self, key: str, value: NodeEntry) -> None:
+        if self.pools is not None:
+            self._put_pooled(key, value)
+            return
         self.items[key] = value
         self.fragments[key] = value.fragment
         self.fragments_swapped[key] = value.fragment_swapped
@@ -179,11 +211,57 @@ class NodeIndex:
         else:
             self.reclaimed.pop(key, None)
 
+    def _put_pooled(self, key: str, value: NodeEntry) -> None:
+        assert self.pools is not None
+        with self._lock:
+            before = self.items.get(key)
+            if before is not None and before.pool is not None and before.pool != value.pool:
+                self._members.get(before.pool, set()).discard(key)
+                self.pools.spotter.forget(key)
+            self.items[key] = value
+            self.fragments_swapped[key] = value.fragment_swapped
+            if value.reclaim is not None:
+                self.reclaimed[key] = value.reclaim
+            else:
+                self.reclaimed.pop(key, None)
+            changed: set[PoolKey] = set()
+            if value.pool is not None:
+                self._members.setdefault(value.pool, set()).add(key)
+                changed = self.pools.note(key, value.pool, value.reclaim)
+            self.fragments[key] = self._fragment(value)
+            self._rescore(changed)
+
     def delete(self, key: str) -> None:
+        if self.pools is not None:
+            with self._lock:
+                gone = self.items.get(key)
+                if gone is not None and gone.pool is not None:
+                    self._members.get(gone.pool, set()).discard(key)
+                self._rescore(self.pools.gone(key))
         self.items.pop(key, None)
         self.fragments.pop(key, None)
         self.fragments_swapped.pop(key, None)
         self.reclaimed.pop(key, None)
+
+    def refresh(self) -> None:
+        """Render the fragments again of the pools whose score changed with time (a window ran out); one
+        comparison when none did."""
+        if self.pools is not None and self.pools.due():
+            with self._lock:
+                self._rescore(self.pools.update())
+
+    def _fragment(self, entry: NodeEntry) -> bytes:
+        if self.pools is None or entry.pool is None or entry.reclaim is not None or entry.node_class != "spot":
+            return entry.fragment
+        score = self.pools.spot_score(entry.pool)
+        return entry.fragment if score == self.pools.scores.spot_score else _fragment(entry.name, score)
+
+    def _rescore(self, pools: Iterable[PoolKey]) -> None:
+        for pool in pools:
+            for name in self._members.get(pool, ()):
+                entry = self.items.get(name)
+                if entry is not None:
+                    self.fragments[name] = self._fragment(entry)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -313,6 +391,7 @@ def _filter_result(
 
 def prioritize_names(names: Sequence[str], nodes: NodeIndex, *, spot_ok: bool = True) -> bytes:
     """The serialised ``HostPriorityList``; a node the cache does not know (yet) scores 0."""
+    nodes.refresh()
     fragments = nodes.fragments if spot_ok else nodes.fragments_swapped
     try:
         return b"[" + b",".join(map(fragments.__getitem__, names)) + b"]"

@@ -5,7 +5,7 @@
                           [--progress auto|always|never]
                           [--spot-node-label SELECTOR] [--on-demand-node-label SELECTOR]
                           [--delete-non-replicated-pods [BOOL]]
-                          [--kubernetes-version VERSION] [FILE]
+                          [--kubernetes-version VERSION] [--spot-reclaims FILE] [FILE]
 
 ``plan`` prints what would move, from a snapshot file (``kubectl get nodes,pods,pdb,pv,pvc,storageclass -A -o
 json``, the objects the run loop watches; add ``namespaces`` for namespace selectors) or from the cluster of
@@ -16,6 +16,9 @@ and ``--delete-non-replicated-pods`` flags are ``run``'s (:mod:`rescheduler.flag
 same flags plans alike.
 ``--kubernetes-version`` names the release whose kube-scheduler rules to plan with (:mod:`shared.switches`);
 without it a snapshot is planned with the current rules and a live cluster with its API server's version.
+``plan`` has no memory of spot reclaims (every spot pool is alike, :mod:`shared.spot_pools`) unless
+``--spot-reclaims FILE`` gives one: the value of the run loop's Lease annotation ``spotshift.io/spot-reclaims``,
+read at ``--now``.
 
 Subcommands are registered in :data:`COMMANDS` (name → (add arguments, run)); the long-running ``run`` loop
 adds itself there. Exit codes: 0 success, 2 unusable input or configuration (one line on stderr, no
@@ -44,6 +47,7 @@ from rescheduler.plan.planner import Plan, plan
 from rescheduler.run import add_run_arguments, run_command
 from shared.config import Config, ConfigError
 from shared.snapshot import ClusterSnapshot
+from shared.spot_pools import ReclaimMemory
 from shared.switches import CURRENT, STRICTEST, Switches, for_version, parse_version
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
@@ -135,6 +139,13 @@ def _add_planning_arguments(p: argparse.ArgumentParser) -> None:
         "(2027-01-15T08:00:00Z), instead of the current time: to replay a saved snapshot's moment",
     )
     p.add_argument(
+        "--spot-reclaims",
+        metavar="FILE",
+        default=None,
+        help="plan with this memory of spot reclaims (the rescheduler Lease's spotshift.io/spot-reclaims "
+        "annotation), judged at --now; default: none, every spot pool alike",
+    )
+    p.add_argument(
         "--progress",
         choices=("auto", "always", "never"),
         default="auto",
@@ -151,6 +162,19 @@ def _instant(text: str) -> float:
     if when.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no time zone offset (end it with Z or +01:00)")
     return when.timestamp()
+
+
+def _reclaims(path: str, config: Config) -> ReclaimMemory:
+    """``--spot-reclaims``: the memory of spot reclaims in the file at ``path``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise UsageError(f"--spot-reclaims {path}: cannot be read ({e.strerror or e})") from None
+    try:
+        return ReclaimMemory.from_json(text, config.spot.memory, config.spot.stability_window)
+    except ValueError as e:
+        raise UsageError(f"--spot-reclaims {path}: {e}") from None
 
 
 def _workers(text: str) -> int:
@@ -195,6 +219,8 @@ def _run_plan(
         switches = _discover(args, stderr)
     progress.phase(f"planning {len(snapshot):,} nodes")
     now = time.time() if args.now is None else args.now  # when the disruption controls are judged
+    if args.spot_reclaims is not None:
+        snapshot.spot_outlook = _reclaims(args.spot_reclaims, config).outlook(now)
     result = plan(
         snapshot,
         config,

@@ -150,7 +150,8 @@ class Metrics:
             self.nodes_left_to_karpenter.labels(reason).set(0)
 
     def _capacity_metrics(self, r: CollectorRegistry) -> None:
-        """Creates capacity mode's series: requests for spot room by outcome, and the placeholder pods."""
+        """Creates capacity mode's series (requests for spot room by outcome, the placeholder pods) and those of the
+        spot pools (reclaims recorded, pools unsettled)."""
         self.capacity_requests = Counter(
             "spotshift_rescheduler_capacity_requests",
             "Requests for spot capacity (one on-demand node's placeholder pods) by what happened: requested, "
@@ -161,6 +162,16 @@ class Metrics:
         self.placeholder_pods = Gauge(
             "spotshift_rescheduler_placeholder_pods",
             "Placeholder pods holding or asking for spot room, created by this replica and not yet deleted.",
+            registry=r,
+        )
+        self.spot_reclaims = Counter(
+            "spotshift_rescheduler_spot_reclaims",
+            "Reclaims of spot nodes recorded in the memory of spot pools (docs/spot-pools.md).",
+            registry=r,
+        )
+        self.unsettled_spot_pools = Gauge(
+            "spotshift_rescheduler_unsettled_spot_pools",
+            "Spot pools reclaimed within spot.stability_window at the last cycle: their nodes are not targets.",
             registry=r,
         )
 

@@ -18,6 +18,10 @@ What runs, in one process:
   nodes drain at once within ``disruption.budgets``
   (one at a time without budgets), a finished drain keeping its place for ``node_drain_delay``.
 
+Each cycle also tells the spot reclaims from the state's nodes and records them in the memory of spot pools
+(:mod:`rescheduler.cluster.spot_memory`, read at ``wall``'s time; kept in the Lease, so a new leader inherits it):
+a spot node of a pool reclaimed within ``spot.stability_window`` is no target, and placeholders do not ask for it.
+
 No pass of the loop waits on the API server: each drain makes at most one attempt at each call that is due and
 schedules the next itself (:mod:`rescheduler.cluster.drain`), so an API error delays only the drain that met it.
 
@@ -57,11 +61,12 @@ from rescheduler.cluster.drain import Drain, Drainer, DrainResult
 from rescheduler.cluster.drain_queue import DrainQueue
 from rescheduler.cluster.events import DRAIN_HELD_BACK, NORMAL, EventRecorder, Ref
 from rescheduler.cluster.evictor import Evictor
-from rescheduler.cluster.leader import LeaderElector, LeaseConfig
+from rescheduler.cluster.leader import LeaderElector, LeaseCarry, LeaseConfig
 from rescheduler.cluster.listing import NODEPOOLS_PATH
 from rescheduler.cluster.marking import MarkReconciler, NodeMarker, clean_leftovers
 from rescheduler.cluster.node_backoff import NodeBackoff
 from rescheduler.cluster.rules import discover_switches
+from rescheduler.cluster.spot_memory import SpotMemory
 from rescheduler.cluster.watch_cache import (
     NODEPOOLS,
     PDBS,
@@ -80,6 +85,7 @@ from rescheduler.plan.stay_reasons import CONTROLS, Kind
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.snapshot import ClusterSnapshot
+from shared.spot_pools import PoolOutlook
 from shared.switches import CURRENT, STRICTEST, Switches
 
 __all__ = [
@@ -127,7 +133,8 @@ class RunOptions:
 @dataclass(slots=True)
 class Parts:
     """What the loop is wired from (:meth:`Rescheduler.__init__`): the API, the probes, the Events, the lease, the
-    node writes and rests, the drains, the mark reconciler, the capacity requests and the informers."""
+    node writes and rests, the drains, the mark reconciler, the capacity requests, the memory of spot reclaims and
+    the informers."""
 
     kube: Kube
     heartbeat: Heartbeat
@@ -141,6 +148,8 @@ class Parts:
     """Placeholder pods asking for spot room (``capacity.enabled``; :mod:`rescheduler.cluster.capacity_requests`)."""
     drainer: Drainer
     reconciler: MarkReconciler
+    spot: SpotMemory
+    """The memory of spot reclaims, kept in the Lease (:mod:`rescheduler.cluster.spot_memory`)."""
     informers: list[StateInformer] = field(default_factory=list)
 
 
@@ -183,7 +192,8 @@ class Rescheduler:
         events = EventRecorder(kube, host=self.options.node_name or socket.gethostname(), enabled=not dry_run)
         marker = NodeMarker(kube, taint_key=r.drain_taint_key, mode=r.drain_taint, identity=self.options.identity)
         backoff = NodeBackoff(marker, events, r.node_backoff, self.wall)
-        elector = leader_elector(kube, config, self.options, self.metrics) if r.leader_elect else None
+        spot = SpotMemory(config, self.metrics)
+        elector = leader_elector(kube, config, self.options, self.metrics, spot) if r.leader_elect else None
         owner = partial(placeholder_owner, kube, elector)
         capacity = CapacityRequester(
             kube, self.state, config, events, self.metrics, dry_run=dry_run, back_off=backoff.back_off, owner=owner
@@ -218,7 +228,7 @@ class Rescheduler:
             backoff=backoff,
         )
         reconciler = MarkReconciler(self.state, marker, config, events, dry_run=dry_run)
-        return Parts(kube, heartbeat, events, elector, marker, backoff, capacity, drainer, reconciler)
+        return Parts(kube, heartbeat, events, elector, marker, backoff, capacity, drainer, reconciler, spot)
 
     def _wait(self, seconds: float) -> None:
         """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
@@ -415,8 +425,7 @@ class Rescheduler:
         cfg, capacity = self.config, self.parts.capacity
         if not cfg.capacity.enabled:
             capacity.collect_leftovers()
-        with self.state.cond:
-            version, snapshot = self.state.version, self.state.snapshot()
+        version, snapshot = _snapshot(self.state, self.parts.spot, self.wall())
         self.queue.project(snapshot)
         g = gate(
             snapshot,
@@ -427,7 +436,7 @@ class Rescheduler:
             in_flight=len(self.queue),
             cooling=self.queue.cooling(),
         )
-        decision = self.plans.decide(snapshot, g, self._plan_inputs(version, g), self.queue)
+        decision = self.plans.decide(snapshot, g, self._plan_inputs(version, g, snapshot.spot_outlook), self.queue)
         if not (self.dry_run and self.plans.reused):
             # A dry run starts nothing, so a reused plan's drains were checked and logged by an earlier cycle
             # already: checking them again would only repeat their log lines and their budgets' lists.
@@ -437,13 +446,22 @@ class Rescheduler:
             capacity.ask(self.plans.last_plan, snapshot, hold=bool(self.queue))
         return decision
 
-    def _plan_inputs(self, version: int, g: Gate) -> tuple[Any, ...] | None:
+    def _plan_inputs(self, version: int, g: Gate, outlook: PoolOutlook) -> tuple[Any, ...] | None:
         """Everything a plan is made from, or None when it also depends on the time (:func:`reads_clock`) or on the
         drains in flight (their pods are counted where they go): the state's version (every watch event that
-        changes it counts), the nodes left out, the configuration and the scheduler rules."""
+        changes it counts), the nodes left out, the spot pools' outlook, the configuration and the rules."""
         if self.queue or reads_clock(self.config):
             return None
-        return (version, tuple(sorted(g.excluded.items())), self.config, self.switches)
+        return (version, tuple(sorted(g.excluded.items())), outlook, self.config, self.switches)
+
+
+def _snapshot(state: ClusterState, spot: SpotMemory, now: float) -> tuple[int, ClusterSnapshot]:
+    """The state's version and a snapshot of it, with the spot reclaims its nodes tell recorded and the memory
+    read at ``now`` (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`)."""
+    with state.cond:
+        version, snapshot = state.version, state.snapshot()
+    spot.observe(snapshot, now)
+    return version, snapshot
 
 
 def watch_node_pools(kube: Kube, state: ClusterState, config: Config) -> bool:
@@ -464,9 +482,11 @@ def watch_node_pools(kube: Kube, state: ClusterState, config: Config) -> bool:
     return False
 
 
-def leader_elector(kube: Kube, config: Config, options: RunOptions, metrics: Metrics) -> LeaderElector:
+def leader_elector(
+    kube: Kube, config: Config, options: RunOptions, metrics: Metrics, carry: LeaseCarry | None = None
+) -> LeaderElector:
     """The elector of the ``coordination.k8s.io`` Lease (two replicas: one acts, one waits), which sets the
-    ``leader`` gauge on every change."""
+    ``leader`` gauge on every change and keeps ``carry`` (the memory of spot reclaims) in the Lease."""
     o, r = options, config.rescheduler
     lease = LeaseConfig(
         namespace=config.namespace,
@@ -476,7 +496,7 @@ def leader_elector(kube: Kube, config: Config, options: RunOptions, metrics: Met
         renew_deadline=o.renew_deadline,
         retry_period=o.retry_period,
     )
-    return LeaderElector(kube, lease, on_change=lambda leader: metrics.leader.set(1 if leader else 0))
+    return LeaderElector(kube, lease, on_change=lambda leader: metrics.leader.set(1 if leader else 0), carry=carry)
 
 
 def liveness_window(config: Config) -> float:

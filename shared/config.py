@@ -72,6 +72,7 @@ from shared.config_sections import (
     ReschedulerConfig,
     ServerConfig,
     SpotCeilingConfig,
+    SpotConfig,
     WebhookConfig,
     WorthConfig,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "CapacityConfig",
     "KarpenterConfig",
     "WorthConfig",
+    "SpotConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -140,6 +142,7 @@ class Config:
     capacity: CapacityConfig = field(default_factory=CapacityConfig, metadata={"section": CapacityConfig})
     karpenter: KarpenterConfig = field(default_factory=KarpenterConfig, metadata={"section": KarpenterConfig})
     worth: WorthConfig = field(default_factory=WorthConfig, metadata={"section": WorthConfig})
+    spot: SpotConfig = field(default_factory=SpotConfig, metadata={"section": SpotConfig})
 
     @property
     def webhook_excluded_namespaces(self) -> frozenset[str]:
@@ -331,6 +334,14 @@ def _check(config: Config, origin: dict[str, str]) -> None:
         missing = "server.tls_key_file" if server.tls_cert_file else "server.tls_cert_file"
         other = "server.tls_cert_file" if server.tls_cert_file else "server.tls_key_file"
         raise fail(missing, f"must be set together with {other}", "")
+    pools = config.spot
+    if pools.stability_window > pools.memory:
+        raise fail(
+            "spot.stability_window",
+            f"must not be longer than spot.memory ({pools.memory:g}s), or a reclaim is forgotten while its pool is "
+            "unsettled",
+            pools.stability_window,
+        )
     cap = config.capacity
     if cap.enabled and cap.timeout <= config.rescheduler.housekeeping_interval:
         raise fail(

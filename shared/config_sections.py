@@ -24,6 +24,7 @@ __all__ = [
     "CapacityConfig",
     "KarpenterConfig",
     "WorthConfig",
+    "SpotConfig",
     "WEBHOOK_MODES",
     "DRAIN_TAINT_MODES",
     "PDB_RULES",
@@ -277,3 +278,15 @@ class WorthConfig:
     the knob between fewer evictions (higher) and more savings (lower; 0 counts only the restart)."""
     margin: float = v.setting(1.0, v.number(0.0))
     """A drain is worth it when its saving is at least its cost times this (above 1: a safety margin)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpotConfig:
+    """Spot pools and the memory of their reclaims (docs/spot-pools.md)."""
+
+    stability_window: float = v.setting(1800.0, v.duration(positive=False))
+    """How long after a reclaim its pool (node group, instance type, zone) is unsettled: its nodes are not targets,
+    placeholders do not ask it for capacity, the extender scores its nodes as on-demand (30m; 0: never)."""
+    memory: float = v.setting(86400.0, v.duration(positive=True))
+    """How long a reclaim is remembered: the span over which a pool's reclaim rate and expected stay are judged
+    (24h)."""

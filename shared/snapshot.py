@@ -29,9 +29,13 @@ from shared.model import (
     Pod,
 )
 from shared.nodepools import NodePool
+from shared.spot_pools import PoolOutlook
 from shared.storage import StorageClass
 
 __all__ = ["NodeInfo", "ClusterSnapshot"]
+
+NO_RECLAIMS = PoolOutlook()
+"""The outlook of a snapshot without a memory of spot reclaims: every pool alike."""
 
 
 class NodeInfo:
@@ -141,6 +145,8 @@ class ClusterSnapshot:
     """Every node's ``NodeInfo`` plus what cross-node predicates need (namespaces, PVs, PVCs, StorageClasses,
     PDBs), and Karpenter's NodePools by name (:mod:`shared.nodepools`; empty on a cluster without Karpenter).
     :attr:`node_pools_problem` says why the NodePools could not be read (``None``: read, or not served at all).
+    :attr:`spot_outlook` is the memory of spot reclaims read at the snapshot's time (:mod:`shared.spot_pools`;
+    empty: no reclaim remembered, every spot pool alike).
 
     Pods bound to a node the snapshot does not know are kept in :attr:`unknown_node_pods`; pods with no
     node are :attr:`pending`. Nodes keep their insertion order (the API's list order).
@@ -158,6 +164,7 @@ class ClusterSnapshot:
         storage_classes: Iterable[StorageClass] = (),
         node_pools: Iterable[NodePool] = (),
         node_pools_problem: str | None = None,
+        spot_outlook: PoolOutlook = NO_RECLAIMS,
     ) -> None:
         self.nodes: dict[str, NodeInfo] = {n.name: NodeInfo(n) for n in nodes}
         self.pending: list[Pod] = []
@@ -169,6 +176,7 @@ class ClusterSnapshot:
         self.storage_classes: dict[str, StorageClass] = {c.name: c for c in storage_classes}
         self.node_pools: dict[str, NodePool] = {p.name: p for p in node_pools}
         self.node_pools_problem = node_pools_problem
+        self.spot_outlook = spot_outlook
         self.version = 0
         for p in pods:
             self._place(p)

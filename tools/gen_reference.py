@@ -117,6 +117,8 @@ EXAMPLES: dict[str, str] = {
     "worth.volume_attach_time": "90s",
     "worth.eviction_cost": "1.0",
     "worth.margin": "1.5",
+    "spot.stability_window": "1h",
+    "spot.memory": "12h",
 }
 """One example value per setting, in YAML flow style."""
 
@@ -170,6 +172,11 @@ def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasse
             yield from _fields(section, f"{prefix}{f.name}.")
         else:
             yield prefix + f.name, cls, f
+
+
+def _is_number(f: dataclasses.Field[Any]) -> bool:
+    """Whether the setting is a plain number (``config_values.number``), not a duration in seconds."""
+    return str(getattr(f.metadata.get("conv"), "__qualname__", "")).startswith("number.")
 
 
 def _show(value: Any) -> str:
@@ -235,7 +242,8 @@ def settings() -> list[Setting]:
         doc = docs.get(cls.__name__, {}).get(f.name)
         if not doc:
             raise KeyError(f"shared/config_sections.py: the setting {path} has no docstring under its field")
-        out.append(Setting(path, env[path], _DEFAULT_TEXT.get(path) or _show(value), example, _markdown(doc)))
+        shown = f"{value:g}" if _is_number(f) else _show(value)
+        out.append(Setting(path, env[path], _DEFAULT_TEXT.get(path) or shown, example, _markdown(doc)))
     unknown = set(EXAMPLES) - {s.path for s in out}
     if unknown:
         raise KeyError(f"tools/gen_reference.py: EXAMPLES names settings that do not exist: {sorted(unknown)}")

@@ -229,14 +229,15 @@ class Spotshift(Actor):
         return bool(r.drains) or _changes(self.world) != self.seen or now >= self._timed()
 
     def _timed(self) -> float:
-        """When a cycle is due although nothing changed: a drain's place in the budget or a backoff ends, or the
-        forced interval."""
+        """When a cycle is due although nothing changed: a drain's place in the budget or a backoff ends, a spot pool
+        settles, or the forced interval."""
         r = self.r
         at = self.last + FORCED_CYCLE
         delay = r.config.rescheduler.node_drain_delay
         at = min([at, *(t + delay for t in r.finished if t + delay > self.last)])
         ends = [u - EPOCH for u in r.drainer.memory_backoff.values() if u - EPOCH > self.last]
-        return min([at, *ends])
+        settles = r.parts.spot.next_change(EPOCH + self.last) - EPOCH  # a spot pool's window runs out
+        return min([at, *ends, settles])
 
     def step(self) -> None:
         sync_state(self.world.server, self.r.state, self.applied)

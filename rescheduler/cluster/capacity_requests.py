@@ -65,7 +65,7 @@ from rescheduler.plan.capacity_needs import (
     choose_needs,
     judge,
 )
-from rescheduler.plan.placeholder_pods import placeholder_pod
+from rescheduler.plan.placeholder_pods import avoiding_terms, placeholder_pod
 from rescheduler.plan.records import Plan
 from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.classes import node_class
@@ -147,6 +147,8 @@ class CapacityRequester:
         self._deleted: set[str] = set()
         """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
         self._leftovers_collected = False
+        self._avoid: list[Any] = []
+        """The node-selector terms keeping this cycle's placeholders off unsettled spot pools."""
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------
 
@@ -329,7 +331,10 @@ class CapacityRequester:
         self.collect_orphans()
         ended = self._judge({n.node for n in self.needs} | set(planned))
         skip = set(self.requests) | ended  # a node whose request just ended is not asked for again at once
-        asking = not hold and self.clock() >= self.paused_until
+        # Not from a spot pool reclaimed a moment ago; with too many such pools to leave out, from none this cycle.
+        avoid = avoiding_terms(snapshot.spot_outlook.unsettled)
+        self._avoid = avoid or []
+        asking = not hold and avoid is not None and self.clock() >= self.paused_until
         fresh = (
             choose_needs(self.needs, Caps.of(self.config.capacity), in_use=self.in_use(), skip=skip) if asking else []
         )
@@ -398,7 +403,7 @@ class CapacityRequester:
             for pod in need.pods:
                 created = self.kube.post(
                     f"/api/v1/namespaces/{self.config.namespace}/pods",
-                    placeholder_pod(pod, need.node, self.config, req.id, owner),
+                    placeholder_pod(pod, need.node, self.config, req.id, owner, self._avoid),
                 )
                 req.names.append(created["metadata"]["name"])
         except ApiError as e:

@@ -20,6 +20,11 @@ The algorithm is client-go's ``leaderelection`` (``tryAcquireOrRenew``):
 * on shutdown the leader releases the lease (empty holder), so its successor takes over at once instead of
   waiting out the duration.
 
+A :class:`LeaseCarry` rides along: what the leader keeps in an annotation of the Lease (the memory of spot
+reclaims, :mod:`rescheduler.cluster.spot_memory`). Every write of ours (create, renewal, release) sets the
+annotation to :meth:`LeaseCarry.current`; on taking the lease (not the leader before this write), the annotation
+as read is handed to :meth:`LeaseCarry.inherit` first, so a new leader continues from its predecessor's.
+
 :class:`LeaderElector` runs the loop in a thread; the run loop asks :meth:`is_leader` before every action and
 the drainer between evictions, so losing the lease stops a drain at the next step.
 """
@@ -32,13 +37,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from rescheduler.logs import fields
 from shared.kube.api import ApiError, Conflict, Forbidden, Kube, NotFound
 
-__all__ = ["LeaseConfig", "LeaderElector", "micro_time", "lease_problem", "PROBLEM_WARNING_EVERY"]
+__all__ = ["LeaseConfig", "LeaseCarry", "LeaderElector", "micro_time", "lease_problem", "PROBLEM_WARNING_EVERY"]
 
 log = logging.getLogger("spotshift.rescheduler.cluster.leader")
 
@@ -60,6 +65,18 @@ class LeaseConfig:
                 "leader election needs retry period < renew deadline < lease duration, got "
                 f"{self.retry_period}s, {self.renew_deadline}s, {self.lease_duration}s"
             )
+
+
+class LeaseCarry(Protocol):
+    """What the leader keeps in the Lease's annotation :attr:`annotation` (see the module docstring)."""
+
+    annotation: str
+
+    def inherit(self, text: str | None) -> None:
+        """Take over what the annotation holds (``None``: there is none); called on taking the lease."""
+
+    def current(self) -> str:
+        """The annotation's value to write now."""
 
 
 PROBLEM_WARNING_EVERY = 60.0
@@ -91,10 +108,12 @@ class LeaderElector:
         *,
         on_change: Callable[[bool], None] = lambda leader: None,
         clock: Callable[[], float] = time.monotonic,
+        carry: LeaseCarry | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
         self.on_change = on_change
+        self.carry = carry
         self.clock = clock
         self._leader = False
         self._observed: tuple[Any, ...] | None = None
@@ -193,7 +212,7 @@ class LeaderElector:
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": c.name, "namespace": c.namespace},
+            "metadata": self._carried({"name": c.name, "namespace": c.namespace}),
             "spec": self._spec(now_wall, acquire=now_wall, transitions=0),
         }
         try:
@@ -218,10 +237,13 @@ class LeaderElector:
         if (spec.get("holderIdentity") or "") != c.identity:
             transitions += 1
             acquire = None
+        meta = lease.get("metadata") or {}
+        if self.carry is not None and not self._leader:  # taking the lease: continue from what it holds
+            self.carry.inherit((meta.get("annotations") or {}).get(self.carry.annotation))
         new = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {**lease.get("metadata", {})},
+            "metadata": self._carried(meta),
             "spec": self._spec(now_wall, acquire=acquire or now_wall, transitions=transitions),
         }
         try:
@@ -234,6 +256,13 @@ class LeaderElector:
             log.warning("cannot update lease %s: %s", self.path, e)
             return self._renew_failed()
         return self._renewed(sent, c.identity)
+
+    def _carried(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """``meta`` (a Lease's metadata) with the carried annotation set to its current value."""
+        out = {**meta}
+        if self.carry is not None:
+            out["annotations"] = {**(meta.get("annotations") or {}), self.carry.annotation: self.carry.current()}
+        return out
 
     def _spec(self, now_wall: float, *, acquire: float | str, transitions: int) -> dict[str, Any]:
         c = self.config
@@ -286,6 +315,7 @@ class LeaderElector:
             if spec.get("holderIdentity") != self.config.identity:
                 return False
             now = micro_time()
+            lease["metadata"] = self._carried(lease.get("metadata") or {})
             lease["spec"] = {
                 **spec,
                 "holderIdentity": "",

@@ -57,6 +57,8 @@ def _summary_lines(s: Summary) -> list[str]:
         f"{s.drained:,} of {s.on_demand_nodes:,} on-demand nodes can be drained onto {s.spot_targets:,} spot nodes "
         f"({s.spot_not_targets:,} spot nodes are not ready, cordoned or being reclaimed)."
     )
+    if s.spot_unsettled:
+        lines.append(f"{s.spot_unsettled:,} of them are in a spot pool reclaimed within spot.stability_window.")
     lines.append(
         f"Pods to move: {s.pods_moved:,}. Freed on-demand capacity: {_cores(s.freed_cpu_millicores)} CPU, "
         f"{_gib(s.freed_memory_bytes)} memory. Strategy: {s.strategy}."

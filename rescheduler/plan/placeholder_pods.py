@@ -17,6 +17,8 @@ What a placeholder carries, and why:
   pod's namespace and spotshift's explicitly; a ``namespaceSelector`` is kept as it is. Spread constraints
   count only pods of the placeholder's namespace (upstream ``podtopologyspread`` has no namespace list),
   that is: the other placeholders;
+* **not an unsettled spot pool**: with pools reclaimed within ``spot.stability_window`` (``avoid``), each term
+  is ANDed with :func:`avoiding_terms`, node affinity that matches every node but those of the avoided pools;
 * **priority**: ``capacity.priority_class_name``; the scheduler preempts it for any workload pod;
 * the pod's **scheduler** (``spec.schedulerName``), so the scheduler that preempts for the pod holds the room;
 * labels :data:`~shared.placeholders.PLACEHOLDER_LABEL` and :data:`~shared.placeholders.REQUEST_LABEL`, by
@@ -30,7 +32,7 @@ What a placeholder carries, and why:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from shared.classes import spot_node_selector_terms, spot_tolerations
@@ -39,11 +41,64 @@ from shared.model import Pod, PodAffinityTerm, TopologySpreadConstraint
 from shared.names import is_label_value
 from shared.placeholders import NODE_ANNOTATION, PLACEHOLDER_LABEL, POD_ANNOTATION, REQUEST_LABEL
 from shared.selectors import LabelSelector, NodeSelectorTerm, Requirement
+from shared.spot_pools import INSTANCE_TYPE_LABELS, ZONE_LABELS, PoolKey
 
-__all__ = ["placeholder_pod", "node_label_value", "GENERATE_NAME", "CONTAINER"]
+__all__ = ["placeholder_pod", "node_label_value", "avoiding_terms", "GENERATE_NAME", "CONTAINER", "MAX_AVOIDING_TERMS"]
 
 GENERATE_NAME = "spotshift-placeholder-"
 CONTAINER = "hold"
+MAX_AVOIDING_TERMS = 32
+"""At most this many node-selector terms avoid the unsettled pools; more, and no placeholder is asked for."""
+_TYPE, _ZONE = INSTANCE_TYPE_LABELS[0], ZONE_LABELS[0]
+
+Expressions = list[dict[str, Any]]
+
+
+def _op(key: str, operator: str, values: Collection[str]) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": sorted(values)}
+
+
+def _avoid_levels(levels: Mapping[tuple[str, str], Mapping[str, Collection[str]]]) -> list[Expressions]:
+    """Terms (ORed) matching every node outside the pools ``(label, group) -> type -> zones``; a ``""`` label
+    stands for any group (the pool's instance type and zone alone)."""
+    named: dict[str, set[str]] = {}
+    for label, group in levels:
+        if label:
+            named.setdefault(label, set()).add(group)
+    anon = [(label, group) for label, group in levels if not label]
+    outside = [_op(label, "NotIn", groups) for label, groups in sorted(named.items())]
+    terms: list[Expressions] = [] if anon else [outside]
+    for label, group in sorted(levels):
+        types = levels[(label, group)]
+        own = [_op(label, "In", [group])] if label else []
+        terms.append([*own, _op(_TYPE, "NotIn", types)])
+        for instance_type, zones in sorted(types.items()):
+            terms.append([*own, _op(_TYPE, "In", [instance_type]), _op(_ZONE, "NotIn", zones)])
+    return terms
+
+
+def avoiding_terms(pools: Collection[PoolKey]) -> list[Expressions] | None:
+    """Node-selector terms (their ``matchExpressions``; ORed) that match every node except those of ``pools``;
+    ``[]`` for no pool, ``None`` when more than :data:`MAX_AVOIDING_TERMS` would be needed.
+
+    A pool is a conjunction (group, type, zone), so leaving it out is a disjunction, built level by level: a node
+    of no avoided group (``NotIn`` the groups, which a node without the label matches too); of an avoided group but
+    of none of its avoided instance types; of an avoided group and type but in none of its avoided zones. Each
+    node outside the pools matches one term, no node inside matches any. A pool without a node-group label is
+    avoided by its instance type and zone in every group (its nodes cannot be told apart otherwise), and the terms
+    of both kinds are ANDed (their cross product). The instance type and zone are read from
+    ``node.kubernetes.io/instance-type`` and ``topology.kubernetes.io/zone`` (set by the kubelet on every node)."""
+    if not pools:
+        return []
+    named: dict[tuple[str, str], dict[str, set[str]]] = {}
+    anon: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for p in pools:
+        levels = named if p.group_label else anon
+        types = levels.setdefault((p.group_label, p.group if p.group_label else ""), {})
+        types.setdefault(p.instance_type, set()).add(p.zone)
+    both = [_avoid_levels(levels) for levels in (named, anon) if levels]
+    terms = both[0] if len(both) == 1 else [a + b for a in both[0] for b in both[1]]
+    return terms if len(terms) <= MAX_AVOIDING_TERMS else None
 
 
 def node_label_value(node: str) -> str:
@@ -75,11 +130,13 @@ def _label_selector(sel: LabelSelector | None) -> dict[str, Any] | None:
     return {"matchExpressions": [_expr(r) for r in sel.requirements]} if sel.requirements else {}
 
 
-def _required_terms(pod: Pod, config: Config) -> list[dict[str, Any]]:
-    """``(pod's required terms) AND (any spot selector)``: one term per pair."""
-    spot = spot_node_selector_terms(config.node_classes)
+def _required_terms(pod: Pod, config: Config, avoid: list[Expressions]) -> list[dict[str, Any]]:
+    """``(pod's required terms) AND (any spot selector) AND (any avoiding term)``: one term per triple."""
+    spot = [dict(t) for t in spot_node_selector_terms(config.node_classes)]
+    if avoid:
+        spot = [{"matchExpressions": t["matchExpressions"] + a} for t in spot for a in avoid]
     if pod.required_affinity is None:
-        return [dict(t) for t in spot]
+        return spot
     out = []
     for own in pod.required_affinity.terms:
         if not own.valid:
@@ -132,11 +189,17 @@ def _quantity(resource: str, amount: int) -> str:
 
 
 def placeholder_pod(
-    pod: Pod, node: str, config: Config, request: str, owner: Mapping[str, Any] | None = None
+    pod: Pod,
+    node: str,
+    config: Config,
+    request: str,
+    owner: Mapping[str, Any] | None = None,
+    avoid: list[Expressions] | None = None,
 ) -> dict[str, Any]:
     """The placeholder (a Pod to POST in ``config.namespace``) holding room for ``pod`` of on-demand ``node``,
     part of ``request`` (a label value naming the request), controlled by ``owner`` (an ``ownerReference``:
-    the rescheduler's Lease). See the module docstring for what it carries.
+    the rescheduler's Lease), on no node of the unsettled spot pools (``avoid``: :func:`avoiding_terms`). See the
+    module docstring for what it carries.
 
     The pod's labels are copied only under an owner that is a controller: a controller in spotshift's namespace
     whose selector matched them (a ReplicaSet, a Job) would otherwise adopt the placeholder as its own pod and
@@ -149,7 +212,7 @@ def placeholder_pod(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "restartPolicy": "Always",
-        "affinity": _affinity(pod, config),
+        "affinity": _affinity(pod, config, avoid or []),
         "tolerations": _tolerations(pod, config),
         "securityContext": {
             "runAsNonRoot": True,
@@ -199,13 +262,12 @@ def _tolerations(pod: Pod, config: Config) -> list[dict[str, Any]]:
     return tolerations
 
 
-def _affinity(pod: Pod, config: Config) -> dict[str, Any]:
+def _affinity(pod: Pod, config: Config, avoid: list[Expressions]) -> dict[str, Any]:
     """Node affinity to spot only (:func:`_required_terms`), and the pod's required pod (anti-)affinity terms."""
     home = config.namespace
+    terms = _required_terms(pod, config, avoid)
     affinity: dict[str, Any] = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": _required_terms(pod, config)}
-        }
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
     }
     if pod.pod_affinity:
         affinity["podAffinity"] = {

@@ -189,23 +189,44 @@ def place(
 
 def choose(planner: Planner, pod: Pod, target: TargetRule, order: FullestFirst | None, why: Counter[str]) -> int | None:
     """The target for ``pod`` by ``target`` rule, or ``None`` (rejections counted in ``why``); ``order`` is
-    :meth:`Simulation.fullest_first` taken before the node's first pod, needed for ``FIRST_FIT`` only."""
+    :meth:`Simulation.fullest_first` taken before the node's first pod, needed for ``FIRST_FIT`` only.
+
+    With the targets in tiers of their spot pool's expected stay (:attr:`Simulation.tiers`), the rule is applied
+    to each tier in turn, steadiest first: a pod goes to a less steady pool only when no steadier one takes it."""
+    tiers = planner.sim.tiers
+    if not tiers:
+        return _choose(planner, pod, target, order, why, None)
+    for tier in range(len(tiers)):
+        idx = _choose(planner, pod, target, order, why, tier)
+        if idx is not None:
+            return idx
+    return None
+
+
+def _choose(
+    planner: Planner, pod: Pod, target: TargetRule, order: FullestFirst | None, why: Counter[str], tier: int | None
+) -> int | None:
+    """:func:`choose` among the targets of one tier (``None``: all)."""
     sim = planner.sim
+
+    def among(members: tuple[int, ...]) -> tuple[int, ...]:
+        return members if tier is None else sim.within(members, tier)
+
     feasible = sim.feasible(pod)
     if target is TargetRule.FIRST_FIT:
-        return first_fit(sim, pod, order if order is not None else sim.fullest_first(), feasible.targets, why)
+        return first_fit(sim, pod, order if order is not None else sim.fullest_first(), among(feasible.targets), why)
     if target is TargetRule.BEST_FIT_MEMORY:
-        return best_fit(sim, pod, feasible.targets, why, "memory")
+        return best_fit(sim, pod, among(feasible.targets), why, "memory")
     groups = feasible.groups
     if target is TargetRule.TIERED and groups is not None and len(groups) > 1:
         group_targets = sim.static.group_targets
         floors = sim.floors(pod)
         for g in planner.cands.least_wanted_first(groups):
-            idx = best_fit(sim, pod, group_targets[g], why, floors=floors)
+            idx = best_fit(sim, pod, among(group_targets[g]), why, floors=floors)
             if idx is not None:
                 return idx
         return None
-    return best_fit(sim, pod, feasible.targets, why)
+    return best_fit(sim, pod, among(feasible.targets), why)
 
 
 def best_fit(

@@ -6,7 +6,9 @@ and undone through its own methods) and is left as it came in; nothing here talk
 clock (a caller that wants a time budget passes its clock). The rules (docs/architecture.md, "Rescheduler"):
 
 * Candidates are the on-demand nodes (:mod:`shared.classes`); targets are spot nodes that are Ready,
-  schedulable and not being reclaimed (:func:`shared.classes.reclaim_reason`).
+  schedulable and not being reclaimed (:func:`shared.classes.reclaim_reason`), nor of a spot pool reclaimed
+  within ``spot.stability_window`` (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`); the
+  steadier pools are tried first (:mod:`shared.spot_pools`, :mod:`rescheduler.plan.simulation`).
 * A node is drained all or nothing: every pod must be movable (:func:`shared.movable.movability`) and every
   movable pod must fit a target given every move planned before it, checked with the scheduler's filters in
   kube-scheduler's order (:mod:`rescheduler.plan.placement`, :mod:`rescheduler.plan.topology`); otherwise a
@@ -46,7 +48,7 @@ from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import CONTROLS, HELD_BACK_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import LARGE_PORTFOLIO, NONE, PORTFOLIO, PUSHER, Strategy
 from rescheduler.plan.waiting import Waiting, release, reserve
-from rescheduler.plan.worth import StayOf, Worth, constant_stay, expected_stay, weigh
+from rescheduler.plan.worth import StayOf, Worth, expected_stay, pool_stay, weigh
 from shared.config import Config
 from shared.model import Pod
 from shared.snapshot import ClusterSnapshot
@@ -189,7 +191,7 @@ class _Search:
         """The best plan of the portfolio, improved, with the controls applied (snapshot left as it came in)."""
         clock, now = self.clock, self.now
         started = clock() if clock is not None else 0.0
-        stay_of = self.stay_of or constant_stay(config.worth)
+        stay_of = self.stay_of or pool_stay(snapshot, config)
         sim = Simulation(
             snapshot, config, verify=self.verify, topology_memo=self.cache.topology, switches=self.switches, now=now
         )
@@ -350,6 +352,7 @@ def _plan_of(planner: Planner, best: Result, ran: list[str], verify: bool, now: 
         top_reasons=top_reasons(reasons),
         disruption_budget=budget,
         spot_too_young=sim.too_young if now is not None and config.disruption.min_target_age > 0 else None,
+        spot_unsettled=sim.unsettled if snapshot.spot_outlook else None,
         verify_rejections=sim.verify_rejections if verify else None,
     )
     moves = tuple(Move(m.pod.key, m.source, m.target) for m in best.moves)

@@ -60,7 +60,7 @@ class Summary:
     on_demand_nodes: int = 0
     spot_targets: int = 0
     spot_not_targets: int = 0
-    """Spot nodes not ready, cordoned or being reclaimed."""
+    """Spot nodes not ready, cordoned, being reclaimed or of an unsettled spot pool."""
     drained: int = 0
     pods_moved: int = 0
     undrainable: int = 0
@@ -78,6 +78,9 @@ class Summary:
     """With ``disruption.budgets`` and a time to judge them at."""
     spot_too_young: int | None = None
     """With ``disruption.min_target_age``: spot nodes not yet targets."""
+    spot_unsettled: int | None = None
+    """With reclaims remembered (:mod:`shared.spot_pools`): spot nodes not targets because their pool is
+    unsettled (counted in ``spot_not_targets`` too)."""
     verify_rejections: int | None = None
     """With ``verify``: moves :func:`shared.fit.fits` rejected (a planner bug when not zero)."""
     waiting_pods: Mapping[str, tuple[str, ...]] | None = None
@@ -101,7 +104,7 @@ class Summary:
         }
         if self.disruption_budget is not None:
             out["disruption_budget"] = self.disruption_budget.to_json()
-        for name in ("spot_too_young", "verify_rejections"):
+        for name in ("spot_too_young", "spot_unsettled", "verify_rejections"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.waiting_pods is not None:

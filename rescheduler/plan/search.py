@@ -45,8 +45,9 @@ def search(planner: Planner, movable: Sequence[Pod]) -> list[Placed] | None:
 
     A bounded search over each pod's few best candidates, largest pod first. Candidates that look alike
     (same free CPU, memory, pod slots and group) are tried once. At most :data:`SEARCH_STEPS` moves are
-    tried per search and :data:`SEARCH_TOTAL` per plan. The moves found are left applied; ``None`` leaves
-    the state as it was.
+    tried per search and :data:`SEARCH_TOTAL` per plan. A pod's candidates in steadier spot pools are tried
+    first (:attr:`~rescheduler.plan.simulation.Simulation.tiers`). The moves found are left applied; ``None``
+    leaves the state as it was.
     """
     sim = planner.sim
     pods = sorted(movable, key=lambda p: (-sim.size(p), p.key))
@@ -75,7 +76,7 @@ def search(planner: Planner, movable: Sequence[Pod]) -> list[Placed] | None:
                 out.append(idx)
                 if len(out) == SEARCH_BRANCHES:
                     break
-        return out
+        return sorted(out, key=sim.tier_of.__getitem__) if sim.tiers else out  # steadier spot pools first
 
     def dfs(i: int) -> bool:
         if i == len(pods):

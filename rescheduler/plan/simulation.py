@@ -9,6 +9,12 @@ topology spread) are answered by the incremental :class:`~rescheduler.plan.topol
 Expendable pods on spot targets are taken out for the simulation (the scheduler preempts them for the pods
 that arrive) and put back by :meth:`Simulation.restore`, so the snapshot is left as it came in; spotshift's
 placeholder pods (:mod:`shared.placeholders`) are treated alike whatever their priority.
+
+With reclaims remembered (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`,
+:mod:`shared.spot_pools`), a spot node of an unsettled pool is not a target (counted in ``not_targets`` and
+``unsettled``), and the targets are split into :attr:`Simulation.tiers` by their pool's expected stay, steadiest
+first: the placement rules try each tier in turn (:func:`rescheduler.plan.placement.choose`). Without any
+reclaim remembered there is one tier and nothing changes.
 """
 
 from __future__ import annotations
@@ -34,12 +40,27 @@ from shared.placeholders import is_placeholder
 from shared.ports import check_host_ports
 from shared.resources import check_resources, requests_anything
 from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.spot_pools import pool_of
 from shared.switches import CURRENT, Switches
 
-__all__ = ["Simulation", "SortedFree", "FullestFirst", "Skip", "Placed"]
+__all__ = ["Simulation", "SortedFree", "FullestFirst", "Skip", "Placed", "UNSETTLED_POOL", "stay_tiers"]
 
 Placed = tuple[Pod, Pod, int]
 """A move applied to the simulation: the original pod, the pod as moved, the target's index."""
+
+UNSETTLED_POOL = "spot pool reclaimed within spot.stability_window"
+"""The ``not_targets`` count of spot nodes whose pool is unsettled."""
+
+
+def stay_tiers(stays: Sequence[float]) -> tuple[frozenset[int], ...]:
+    """The target indices grouped by expected stay (``stays[i]`` of target ``i``), the longest first; ``()`` when
+    all are alike (one tier: nothing to prefer)."""
+    by_stay: dict[float, list[int]] = {}
+    for i, stay in enumerate(stays):
+        by_stay.setdefault(stay, []).append(i)
+    if len(by_stay) < 2:
+        return ()
+    return tuple(frozenset(by_stay[stay]) for stay in sorted(by_stay, reverse=True))
 
 
 class SortedFree:
@@ -162,7 +183,6 @@ class Simulation:
         self.config = config
         self.verify = verify
         self.verify_rejections = 0
-        classes = config.node_classes
         cutoff = config.movability.expendable_priority_cutoff
         home = config.namespace
 
@@ -170,24 +190,16 @@ class Simulation:
         self.candidates: list[NodeInfo] = []
         self.class_of: dict[str, str] = {}
         self.not_targets: Counter[str] = Counter()
-        min_target_age = config.disruption.min_target_age if now is not None else 0.0
         self.too_young = 0
         """Spot nodes that would be targets but are younger than ``disruption.min_target_age``."""
-        for info in snapshot:
-            node = info.node
-            cls = node_class(node, classes)
-            self.class_of[node.name] = cls
-            if cls == "spot":
-                if not node.ready:
-                    self.not_targets["not ready"] += 1
-                elif reclaim_reason(node, classes) is not None:
-                    self.not_targets["being reclaimed or cordoned"] += 1
-                elif min_target_age and target_too_young(node, min_target_age, now or 0.0):
-                    self.too_young += 1
-                else:
-                    self.targets.append(info)
-            elif cls == "on-demand":
-                self.candidates.append(info)
+        self.unsettled = 0
+        """Spot nodes that would be targets but whose pool is unsettled (also in ``not_targets``)."""
+        self.tiers: tuple[frozenset[int], ...] = ()
+        """Target indices by their pool's expected stay, steadiest first (``()``: all alike)."""
+        self.tier_of: list[int] = []
+        """Each target's tier (its index in :attr:`tiers`)."""
+        self._within: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._sort_nodes(now)
 
         # Expendable pods on targets take no room: the scheduler preempts them. Out for the simulation
         # (and back in :meth:`restore`, also when anything below fails).
@@ -204,6 +216,39 @@ class Simulation:
         self.pending_unschedulable = sum(
             1 for p in unschedulable_pods(snapshot.pending, home) if not is_expendable(p, cutoff)
         )
+
+    def _sort_nodes(self, now: float | None) -> None:
+        """Spot nodes into targets (or the reason they are not), on-demand nodes into candidates."""
+        classes = self.config.node_classes
+        min_target_age = self.config.disruption.min_target_age if now is not None else 0.0
+        outlook = self.snapshot.spot_outlook
+        stay_of = dict(outlook.stays)
+        stays: list[float] = []
+        for info in self.snapshot:
+            node = info.node
+            cls = node_class(node, classes)
+            self.class_of[node.name] = cls
+            if cls == "spot":
+                pool = pool_of(node, classes) if outlook else None
+                if not node.ready:
+                    self.not_targets["not ready"] += 1
+                elif reclaim_reason(node, classes) is not None:
+                    self.not_targets["being reclaimed or cordoned"] += 1
+                elif pool is not None and pool in outlook.unsettled:
+                    self.not_targets[UNSETTLED_POOL] += 1
+                    self.unsettled += 1
+                elif min_target_age and target_too_young(node, min_target_age, now or 0.0):
+                    self.too_young += 1
+                else:
+                    self.targets.append(info)
+                    stays.append(stay_of.get(pool, outlook.default_stay) if pool is not None else 0.0)
+            elif cls == "on-demand":
+                self.candidates.append(info)
+        self.tiers = stay_tiers(stays)
+        self.tier_of = [0] * len(stays)
+        for rank, tier in enumerate(self.tiers):
+            for i in tier:
+                self.tier_of[i] = rank
 
     def _setup(self, topology_memo: TopologyMemo) -> None:
         self.topology = TopologyIndex(self.snapshot, topology_memo)
@@ -238,6 +283,17 @@ class Simulation:
 
     def feasible(self, pod: Pod) -> Feasible:
         return self.static.feasible(pod)
+
+    def within(self, members: tuple[int, ...], tier: int) -> tuple[int, ...]:
+        """The targets of ``members`` in :attr:`tiers` ``[tier]``, the same tuple for the same arguments (kept by
+        the tuple's identity, as :meth:`sorted_free` keeps its lists)."""
+        seen = self._within.get((id(members), tier))
+        if seen is not None and seen[0] is members:
+            return seen[1]
+        chosen = self.tiers[tier]
+        subset = tuple(i for i in members if i in chosen)
+        self._within[(id(members), tier)] = (members, subset)
+        return subset
 
     def size(self, pod: Pod) -> float:
         """The pod's CPU plus memory, each normalised by the average spot target's allocatable."""

@@ -14,7 +14,9 @@ instances), so a saving and an eviction's cost add up on one scale whatever the 
 * **Verdict**: worth it when the saving is at least the cost times ``worth.margin``, or always with
   ``worth.enabled`` false.
 
-Pure: the caller passes ``stay_of``; :func:`constant_stay` is ``worth.expected_stay`` for every spot node. Capacity
+Pure: the caller passes ``stay_of``; :func:`constant_stay` is ``worth.expected_stay`` for every spot node, and
+:func:`pool_stay` (the planner's) lowers it for a node whose spot pool was reclaimed often: the expected stay the
+memory of spot reclaims gives its pool (docs/spot-pools.md), never above ``worth.expected_stay``. Capacity
 mode weighs a node whose pods wait for spot room with ``worth.expected_stay``: the spot node they would go to does
 not exist yet.
 """
@@ -24,8 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from shared.config import WorthConfig
+from shared.config import Config, WorthConfig
 from shared.model import Node, Pod
+from shared.snapshot import ClusterSnapshot
+from shared.spot_pools import pool_of
 
 __all__ = [
     "StayOf",
@@ -33,6 +37,7 @@ __all__ = [
     "WORTH",
     "NOT_WORTH",
     "constant_stay",
+    "pool_stay",
     "node_price",
     "restart_seconds",
     "eviction_cost",
@@ -58,6 +63,23 @@ def constant_stay(config: WorthConfig) -> StayOf:
     """``worth.expected_stay`` for every spot node."""
     stay = config.expected_stay
     return lambda _target: stay
+
+
+def pool_stay(snapshot: ClusterSnapshot, config: Config) -> StayOf:
+    """The stay on the named spot node: ``worth.expected_stay``, or less when the memory of spot reclaims (the
+    snapshot's ``spot_outlook``) expects its pool to be reclaimed sooner. The memory only ever shortens the stay:
+    a pool it has seen no reclaim of, or too few for its estimate to fall below ``worth.expected_stay``, is taken at
+    ``worth.expected_stay`` (a memory just started has seen too little to promise more)."""
+    outlook, cap = snapshot.spot_outlook, config.worth.expected_stay
+    if not outlook:
+        return constant_stay(config.worth)
+
+    def stay(target: str) -> float:
+        info = snapshot.nodes.get(target)
+        pool = pool_of(info.node, config.node_classes) if info is not None else None
+        return cap if pool is None else min(cap, outlook.stay(pool))
+
+    return stay
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,7 +222,7 @@ from tests.support.config_helpers import error
             {"zzz": 1},
             None,
             "config field zzz: is not a known setting (known: namespace, node_classes, webhook, extender, rescheduler, "
-            "movability, spot_ceiling, server, disruption, capacity, karpenter, worth).",
+            "movability, spot_ceiling, server, disruption, capacity, karpenter, worth, spot).",
             id="unknown-top-level-key",
         ),
         pytest.param(
