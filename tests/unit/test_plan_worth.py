@@ -21,12 +21,14 @@ from rescheduler.plan.worth import (
     eviction_cost,
     expected_stay,
     node_price,
+    pool_stay,
     restart_seconds,
     weigh,
 )
 from shared.config import Config, WorthConfig
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot
+from shared.spot_pools import PoolKey, PoolOutlook
 from tests.builders.planner import cluster, node, planned, pod
 from tests.support import cluster_gen
 from tests.support.plan_check import check_plan
@@ -168,6 +170,29 @@ def test_stay_of_is_asked_for_each_moves_target_and_a_short_stay_keeps_the_node(
     assert result.drained == () and result.reasons["od-1"].kind is Kind.NOT_WORTH
     assert sorted(set(asked)) == ["spot-1", "spot-2"]
     assert plan(cluster(nodes, pods), Config()).drained == ("od-1",), "with worth.expected_stay it drains"
+
+
+def test_a_target_pool_the_memory_saw_reclaimed_often_shortens_the_stay_and_keeps_the_node() -> None:
+    nodes = [node("od-1"), node("spot-1", spot=True, zone="a")]
+    pods = [pod("web-1", "od-1", cpu="1"), pod("web-2", "od-1", cpu="1")]
+    config = _with(eviction_cost=2.0)  # 4 vCPUs x 0.7 x 5h50m = 16.3 saved against 2 x 2.0: worth it at 6h
+    assert planned(cluster(nodes, pods), config).drained == ("od-1",)
+    often = cluster(nodes, pods)  # zone a reclaimed 23 times a day: an hour's stay, 0.7 x 4 x 50m = 2.3 < 4.0
+    often.spot_outlook = PoolOutlook(frozenset(), ((PoolKey("", "", "", "a"), HOUR),), 24 * HOUR)
+    result = planned(often, config)
+    assert result.drained == () and result.reasons["od-1"].kind is Kind.NOT_WORTH
+    assert result.worth["od-1"].stay == HOUR
+
+
+def test_the_memory_never_lengthens_the_stay_beyond_worth_expected_stay() -> None:
+    nodes = [node("od-1"), node("spot-1", spot=True, zone="a"), node("spot-2", spot=True, zone="b")]
+    snap = cluster(nodes, [])
+    assert pool_stay(snap, BASE)("spot-1") == DEFAULT.expected_stay, "no memory: worth.expected_stay"
+    snap.spot_outlook = PoolOutlook(frozenset(), ((PoolKey("", "", "", "a"), 2 * HOUR),), 24 * HOUR)
+    stay = pool_stay(snap, BASE)
+    assert stay("spot-1") == 2 * HOUR
+    assert stay("spot-2") == DEFAULT.expected_stay, "a pool never reclaimed: 24h by the memory, capped"
+    assert stay("gone") == DEFAULT.expected_stay
 
 
 def test_a_node_worth_it_only_on_a_spot_node_without_room_for_it_is_planned_again_without_it() -> None:
