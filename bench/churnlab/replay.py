@@ -27,6 +27,7 @@ from bench.churnlab.policies import DESCHEDULER_CHART, DESCHEDULER_SPOT, SPOTSHI
 from bench.churnlab.scenario import NODE_TYPES, UNLIMITED, ZONES, Change, NodeType, Trace, Workload
 from bench.churnlab.sim import play
 from bench.churnlab.world import World
+from shared.config import SpotConfig, WorthConfig
 
 LENGTH = 1_800.0
 """Trace seconds played and counted."""
@@ -76,6 +77,16 @@ RESCHEDULER = {
 }
 """The rescheduler's durations (its defaults but ``node_drain_delay``: the next drain starts when one ends)."""
 CAPACITY = {"enabled": True, "timeout": 600.0}
+WORTH_DURATIONS = ("removal_delay", "expected_stay", "horizon", "default_start_up", "volume_attach_time")
+"""A drain's worth's durations, at their defaults. Its figures are vCPU-hours, a time too: compressed with the rest
+(``eviction_cost`` included), the same drains are worth it at every compression."""
+STABILITY_WINDOW = 300.0
+"""``spot.stability_window`` of the replay: 5 minutes, shorter than the six minutes from the trace's reclaim notices
+to spot's return, so the pools the reclaims hit are targets again once spot is back, as on a churn day whose cuts
+outlast the window (the product's 30 minutes would keep the refill world's pods on on-demand to the trace's end:
+its groups refill the very pools just reclaimed). The memory records the reclaims, ranks the pools and keeps the
+unsettled ones from targets, placeholders and the extender's spot score meanwhile."""
+WORTH, SPOT = WorthConfig(), SpotConfig()
 SCHEDULER_NAME = "spotshift-scheduler"
 """The scheduler profile with the extender; the webhook sets it on every pod (``webhook.scheduler_name``)."""
 
@@ -163,6 +174,11 @@ def overrides(compression: float = 1.0) -> dict[str, Any]:
         "webhook": {"scheduler_name": SCHEDULER_NAME},
         "rescheduler": {k: v / compression for k, v in RESCHEDULER.items()},
         "capacity": {**CAPACITY, "timeout": CAPACITY["timeout"] / compression},
+        "spot": {"stability_window": STABILITY_WINDOW / compression, "memory": SPOT.memory / compression},
+        "worth": {
+            **{k: getattr(WORTH, k) / compression for k in WORTH_DURATIONS},
+            "eviction_cost": WORTH.eviction_cost / compression,
+        },
     }
 
 
