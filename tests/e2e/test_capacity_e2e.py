@@ -278,13 +278,23 @@ def test_after_a_reclaim_every_pod_moves_back_to_spot_once_and_no_move_lands_on_
         # since the budgets pace each drain (one pod of a Deployment at a time, Ready 3 s after it runs), while
         # it is in flight: they are what could take the room the drain freed.
         config = capacity_config(world, timeout="10m", max_pods=10)
-        config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "namespace": home}))
+        # The reclaim below makes the spot pool unsettled for ``spot.stability_window``, compressed like the trial.
+        config.write_text(
+            yaml.safe_dump(
+                {**yaml.safe_load(config.read_text()), "namespace": home, "spot": {"stability_window": "20s"}}
+            )
+        )
         r = start(config)
         r.wait_logged("plan: ", timeout=60)
 
         # Every spot node reclaimed at once: their pods are lost and wait for a node; the pool has no spot.
         cloud.spot_available = False
         world.plane.delete_nodes(spots)
+        wait_for(
+            lambda: (r.metric("spotshift_rescheduler_spot_reclaims_total") or 0.0) >= 1,
+            timeout=60,
+            what="the reclaim recorded in the memory of spot reclaims",
+        )
         wait_for(
             lambda: _on(world, {**classes, **cloud.added}, "on-demand", apps),
             timeout=180,
