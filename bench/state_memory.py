@@ -21,6 +21,7 @@ Recorded figures and the commands are in bench/README.md.
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import sys
 import threading
@@ -53,7 +54,8 @@ class _Script:
         start, limit = int(q.get("continue") or 0), int(q["limit"])
         end = min(start + limit, len(self.items))
         meta = b'{"resourceVersion":"1000"' + (b',"continue":"%d"}' % end if end < len(self.items) else b"}")
-        return b'{"kind":"PodList","apiVersion":"v1","metadata":' + meta + b',"items":[' + b",".join(self.items[start:end]) + b"]}"
+        items = b",".join(self.items[start:end])
+        return b'{"kind":"PodList","apiVersion":"v1","metadata":' + meta + b',"items":[' + items + b"]}"
 
     def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> _Stream:
         return _Stream(self)
@@ -76,14 +78,23 @@ class _Stream:
 
 
 def _churned(pod: dict[str, Any], rv: int) -> dict[str, Any]:
-    """The pod as a watch event carries it after a label and a status condition changed."""
+    """The pod as a watch event carries it after a label changed and it started again a day later (its start
+    time and every condition's time moved by a day: its start-up time, which the state keeps, stays)."""
     meta = pod["metadata"]
     meta["labels"] = {**(meta.get("labels") or {}), CHURN_LABEL: "1"}
     meta["resourceVersion"] = str(rv)
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == "Ready":
-            c["lastTransitionTime"] = "2024-06-01T00:00:00Z"
+    status = pod.get("status") or {}
+    if status.get("startTime"):
+        status["startTime"] = _a_day_later(status["startTime"])
+    for c in status.get("conditions") or ():
+        if c.get("lastTransitionTime"):
+            c["lastTransitionTime"] = _a_day_later(c["lastTransitionTime"])
     return pod
+
+
+def _a_day_later(stamp: str) -> str:
+    when = datetime.datetime.fromisoformat(stamp) + datetime.timedelta(days=1)
+    return when.isoformat().replace("+00:00", "Z")
 
 
 def _traced() -> int:
