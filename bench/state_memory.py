@@ -13,7 +13,8 @@ over a scripted collection in place of the API server, same decoders, same handl
 template) and a changed status condition time (as a kubelet's update does).
 
 The figures are ``tracemalloc``'s: the live Python memory of the state alone (what was allocated since just
-before the state was made and is still held), after the list and after the events. They say nothing of the
+before the state was made and is still held), after the list and after the events, and the peak during the list
+(the state so far, the pages in flight and their decoding: what ``--page-size`` changes). They say nothing of the
 process's RSS (the interpreter, the libraries, freed memory the allocator keeps), only of what the state holds.
 Recorded figures and the commands are in bench/README.md.
 """
@@ -112,6 +113,7 @@ def measure(nodes: int, pods: int, page_size: int) -> dict[str, float]:
     script = _Script(pod_bytes)
     tracemalloc.start()
     base = _traced()
+    tracemalloc.reset_peak()
     state = ClusterState()
     state.replace(NODES, node_items)
     started = time.perf_counter()
@@ -120,6 +122,7 @@ def measure(nodes: int, pods: int, page_size: int) -> dict[str, float]:
     informer.start()
     informer.synced.wait()
     listed_at = time.perf_counter()
+    list_peak = tracemalloc.get_traced_memory()[1] - base
     after_list = _traced() - base
     script.done.wait()
     state.wait_until(lambda: informer.events >= len(pod_bytes), timeout=600)
@@ -132,6 +135,7 @@ def measure(nodes: int, pods: int, page_size: int) -> dict[str, float]:
         "pods": len(pod_bytes),
         "list_s": listed_at - started,
         "events_s": churned_at - listed_at,
+        "list_peak_mb": list_peak / 1e6,
         "after_list_mb": after_list / 1e6,
         "after_churn_mb": after_churn / 1e6,
     }
@@ -150,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     r = measure(args.nodes, args.pods, args.page_size)
     print(f"{args.nodes:,} nodes, {r['pods']:,} pods listed by pages of {args.page_size} (times under tracemalloc)")
+    print(f"peak during the list:        {r['list_peak_mb']:7.1f} MB")
     print(f"after the list:              {r['after_list_mb']:7.1f} MB  ({r['list_s']:.1f} s)")
     print(f"after a MODIFIED per pod:    {r['after_churn_mb']:7.1f} MB  ({r['events_s']:.1f} s)")
     print(f"ratio:                       {r['after_churn_mb'] / r['after_list_mb']:7.2f}")
