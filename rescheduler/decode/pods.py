@@ -334,8 +334,7 @@ class PodReader:
             elif c.type == "Ready":
                 ready = c.status == "True"
                 ready_at = c.lastTransitionTime
-        # Positional arguments in field order, template values already in place: half the cost of keywords.
-        # The strings many pods repeat are interned: one node name for its thirty pods, one phase for all.
+        # Positional arguments in field order (half the cost of keywords); the strings pods repeat are interned.
         args = proto.copy()
         args[_I_NAME] = name
         args[_I_UID] = m.uid or ""
