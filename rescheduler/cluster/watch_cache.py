@@ -530,9 +530,9 @@ class PodPages:
         """One watch line. A pod event's object becomes a :data:`Parsed` (a deleted pod: its key only), read
         from the bytes by the typed decoder and the watch reader; other events keep the API dict."""
         head = _EVENT.decode(line)
-        body = bytes(head.object)
         if head.type not in ("ADDED", "MODIFIED", "DELETED"):
             return json_event(line)
+        body = bytes(head.object)
         try:
             item = POD_ITEM.decode(body)
             meta = item.metadata

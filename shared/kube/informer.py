@@ -30,7 +30,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -175,18 +175,29 @@ def list_pages(
             token = page.continue_token
             if not token:
                 return
-    pool = ThreadPoolExecutor(1, thread_name_prefix="list-ahead")
-    try:
-        body = request("")
-        while True:
-            token = continue_token(body)
-            following = pool.submit(request, token) if token else None
-            yield decode(body)
-            if following is None:
-                return
-            body = following.result()
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # a fetch under way ends on its own; nobody reads it
+    body = request("")
+    while True:
+        token = continue_token(body)
+        following = _in_background(request, token) if token else None
+        yield decode(body)
+        if following is None:
+            return
+        body = following.result()
+
+
+def _in_background(call: Callable[[str], bytes], arg: str) -> Future[bytes]:
+    """``call(arg)`` in a daemon thread: a list abandoned (its informer closed) leaves a fetch under way to end on
+    its own, and never holds up the process's exit as a pool's worker would."""
+    future: Future[bytes] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call(arg))
+        except BaseException as e:  # handed to the reader of the page, whatever it is
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="list-ahead", daemon=True).start()
+    return future
 
 
 class _WatchError(Exception):
