@@ -37,20 +37,23 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rescheduler.cluster.watch_cache import NODES, PODS, ClusterState, StateInformer
+from shared.kube.api import Kube
 from tests.support.cluster_gen import FULL, iter_items
 
 CHURN_LABEL = "bench.spotshift.io/churn"
 
 
 class _Script:
-    """A collection served from prepared list pages, whose watch sends a ``MODIFIED`` event for every pod."""
+    """The API server's pods (the project's :class:`~shared.kube.api.Transport`): their list, page by page, and a
+    watch that sends a ``MODIFIED`` event for every pod, then waits to be closed."""
 
     def __init__(self, items: list[bytes]) -> None:
         self.items = items
         """Each pod as the JSON bytes the API server would send."""
-        self.done = threading.Event()
+        self.sent = threading.Event()
+        self.closed = threading.Event()
 
-    def list(self, query: Sequence[tuple[str, Any]]) -> bytes:
+    def request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]] = (), **_: Any) -> bytes:
         q = dict(query)
         start, limit = int(q.get("continue") or 0), int(q["limit"])
         end = min(start + limit, len(self.items))
@@ -58,7 +61,7 @@ class _Script:
         items = b",".join(self.items[start:end])
         return b'{"kind":"PodList","apiVersion":"v1","metadata":' + meta + b',"items":[' + items + b"]}"
 
-    def watch(self, query: Sequence[tuple[str, Any]], timeout: float) -> _Stream:
+    def stream(self, path: str, **_: Any) -> _Stream:
         return _Stream(self)
 
 
@@ -67,15 +70,14 @@ class _Stream:
         self.script = script
 
     def __iter__(self) -> Iterator[bytes]:
-        if self.script.done.is_set():
-            return
-        for rv, item in enumerate(self.script.items, start=1001):
-            yield orjson.dumps({"type": "MODIFIED", "object": _churned(orjson.loads(item), rv)})
-        self.script.done.set()
-        self.script.done.wait()
+        if not self.script.sent.is_set():
+            for rv, item in enumerate(self.script.items, start=1001):
+                yield orjson.dumps({"type": "MODIFIED", "object": _churned(orjson.loads(item), rv)})
+            self.script.sent.set()
+        self.script.closed.wait()
 
     def close(self) -> None:
-        self.script.done.set()
+        self.script.closed.set()
 
 
 def _churned(pod: dict[str, Any], rv: int) -> dict[str, Any]:
@@ -117,14 +119,13 @@ def measure(nodes: int, pods: int, page_size: int) -> dict[str, float]:
     state = ClusterState()
     state.replace(NODES, node_items)
     started = time.perf_counter()
-    informer = StateInformer(_kube_unused(), state, PODS, "/api/v1/pods", threading.Event(), page_size=page_size)
-    informer.source = script
+    informer = StateInformer(Kube(script), state, PODS, "/api/v1/pods", threading.Event(), page_size=page_size)
     informer.start()
     informer.synced.wait()
     listed_at = time.perf_counter()
     list_peak = tracemalloc.get_traced_memory()[1] - base
     after_list = _traced() - base
-    script.done.wait()
+    script.sent.wait()
     state.wait_until(lambda: informer.events >= len(pod_bytes), timeout=600)
     churned_at = time.perf_counter()
     after_churn = _traced() - base
@@ -139,11 +140,6 @@ def measure(nodes: int, pods: int, page_size: int) -> dict[str, float]:
         "after_list_mb": after_list / 1e6,
         "after_churn_mb": after_churn / 1e6,
     }
-
-
-def _kube_unused() -> Any:
-    """The informer's API client, never called: its collection is replaced by the script."""
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -365,8 +365,9 @@ def test_a_kind_whose_list_fails_midway_leaves_the_state_unsynced_and_empty_of_i
     state = ClusterState()
     informers = []
     for kind, path, query in _ALL:
-        informer = StateInformer(Kube(api), state, kind, path, threading.Event(), query=query, page_size=50)
-        informer.backoff = 0.01
+        informer = StateInformer(
+            Kube(api), state, kind, path, threading.Event(), query=query, page_size=50, backoff=0.01
+        )
         informer.start()
         informers.append(informer)
     try:
