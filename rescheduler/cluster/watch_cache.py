@@ -493,11 +493,11 @@ _UNREADABLE = (msgspec.ValidationError, msgspec.DecodeError, ParseError, TypeErr
 
 class PodPages:
     """Pod list pages and watch events read by the typed decoder of snapshot files and live ``plan``
-    (:mod:`rescheduler.decode`): about three times faster than a dict per pod and ``Pod.from_api``, and the parts
-    replicas share (containers, tolerations, affinity) are held once. The pods are equal to ``Pod.from_api``'s
-    (a test of the snapshot reader checks it for pages, one of the state for events). A page that decoder
-    refuses is read the dict way, object by object, and so is an event's pod, so a pod that cannot be parsed is
-    counted as broken either way, and the rest of its page is kept.
+    (:mod:`rescheduler.decode`): a list about three times faster than a dict per pod and ``Pod.from_api``, an
+    event about as fast, and the parts replicas share (containers, tolerations, affinity) are held once. The pods
+    are equal to ``Pod.from_api``'s (a test of the snapshot reader checks it for pages, one of the state for
+    events). A page that decoder refuses is read the dict way, object by object, and so is an event's pod, so a
+    pod that cannot be parsed is counted as broken either way, and the rest of its page is kept.
 
     A list has its own reader, dropped with the list. The watch events have one that lives as long as the
     state (:class:`~rescheduler.decode.pods.PodReader` with ``compact``): its caches are pruned against the
