@@ -42,13 +42,14 @@ from typing import Any
 
 import msgspec
 import orjson
+from msgspec import Raw, Struct
 
 from rescheduler.cluster.listing import NODEPOOLS_PATH, raw_page
-from rescheduler.decode.pods import PodReader
+from rescheduler.decode.pods import NONE, POD_ITEM, PodReader
 from rescheduler.decode.reader import LIST_DECODERS
 from shared.disruption import with_computed_status
 from shared.kube.api import Collection, Forbidden, Kube, NotFound
-from shared.kube.informer import Informer, Page
+from shared.kube.informer import Informer, Page, WatchEvent, json_event
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.nodepools import NodePool
 from shared.snapshot import ClusterSnapshot, NodeInfo
@@ -226,19 +227,27 @@ class ClusterState:
 
     def apply(self, kind: WatchedKind, event_type: str, raw: Mapping[str, Any]) -> None:
         """Apply one watch event (``ADDED``, ``MODIFIED`` or ``DELETED``) carrying the object ``raw``."""
+        self.apply_parsed(kind, event_type, self.parse_event(kind, event_type, raw))
+
+    def parse_event(self, kind: WatchedKind, event_type: str, raw: Mapping[str, Any]) -> Parsed:
+        """A watch event's object as :meth:`apply_parsed` takes it (a deleted object: its key only)."""
         if event_type == "DELETED":
-            key = _key(kind, raw.get("metadata") or {})
-            view = None
-        else:
-            key, view = self._parse(kind, raw)
+            return _key(kind, raw.get("metadata") or {}), None, ""
+        return self.parse(kind, raw)
+
+    def apply_parsed(self, kind: WatchedKind, event_type: str, parsed: Parsed) -> None:
+        """:meth:`apply` with the object already parsed (:meth:`parse_event`, or :class:`PodPages` for pods):
+        a view replaces the object of its key; none deletes it, or for a pod that could not be read (any
+        event but ``DELETED``) marks its node."""
+        key, view, node_name = parsed
         with self.cond:
             if kind is PODS:
-                self._drop_pod(key)
+                self._drop_pod(key, view)
                 self.broken.pop(key, None)
                 if view is not None:
                     self._put_pod(key, view)
                 elif event_type != "DELETED":
-                    self.broken[key] = ((raw.get("spec") or {}).get("nodeName")) or ""
+                    self.broken[key] = node_name
             elif kind is NODES:
                 if view is None:
                     self.nodes.pop(key, None)
@@ -316,12 +325,16 @@ class ClusterState:
         if ctrl is not None and ctrl.uid:
             self.by_owner.setdefault(ctrl.uid, {})[key] = pod
 
-    def _drop_pod(self, key: str) -> None:
-        old = self.pods.pop(key, None)
+    def _drop_pod(self, key: str, new: Pod | None = None) -> None:
+        """Take the pod of ``key`` out of the views and indexes. The slots that ``new``, its replacement, takes
+        again (the key, on the same node, of the same owner) are left for :meth:`_put_pod` to overwrite: a big
+        dict that loses a key and gains it again keeps a dead slot until it is resized."""
+        old = self.pods.get(key) if new is not None else self.pods.pop(key, None)
         if old is None:
             return
         if old.node_name:
-            _discard(self.by_node, old.node_name, key)
+            if new is None or new.node_name != old.node_name:
+                _discard(self.by_node, old.node_name, key)
             info = self._infos.get(old.node_name)
             if self._unknown.pop(key, None) is None and info is not None and not old.terminal:
                 with contextlib.suppress(KeyError):
@@ -330,7 +343,9 @@ class ClusterState:
             self._pending.pop(key, None)
         ctrl = old.controller
         if ctrl is not None and ctrl.uid:
-            _discard(self.by_owner, ctrl.uid, key)
+            kept = new.controller if new is not None else None
+            if kept is None or kept.uid != ctrl.uid:
+                _discard(self.by_owner, ctrl.uid, key)
 
     # ---- readers -------------------------------------------------------------------------------------------
 
@@ -442,20 +457,59 @@ class _Handler:
     def replace(self, items: list[Parsed]) -> None:
         self.state.replace_parsed(self.kind, items)
 
-    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+    def apply(self, event_type: str, obj: Any) -> None:
         self.state.apply(self.kind, event_type, obj)
 
 
+class _PodHandler(_Handler):
+    """Pods into a :class:`ClusterState`, their watch events already parsed by :class:`PodPages`."""
+
+    def __init__(self, state: ClusterState, pages: PodPages) -> None:
+        super().__init__(state, PODS)
+        self.pages = pages
+
+    def replace(self, items: list[Parsed]) -> None:
+        super().replace(items)
+        self.pages.prune()
+
+    def apply(self, event_type: str, obj: Any) -> None:
+        self.state.apply_parsed(PODS, event_type, obj)
+        self.pages.prune_if_grown()
+
+
+class _Event(Struct):
+    """A watch line with its object left as bytes, for the pod decoder."""
+
+    type: str = ""
+    object: Raw = NONE
+
+
+_EVENT = msgspec.json.Decoder(_Event)
+_PRUNE_FLOOR = 10_000
+"""The watch reader's caches are pruned once they hold more entries than this, and than twice what they held
+after the last pruning (pruning walks every pod: with that rule its cost per event stays constant)."""
+_UNREADABLE = (msgspec.ValidationError, msgspec.DecodeError, ParseError, TypeError, ValueError, KeyError)
+
+
 class PodPages:
-    """Pod list pages read by the typed decoder of snapshot files and live ``plan`` (:mod:`rescheduler.decode`):
-    about three times faster than a dict per pod and ``Pod.from_api``, and the parts replicas share (containers,
-    tolerations, affinity) are held once. The pods are equal to ``Pod.from_api``'s (a test of the snapshot reader
-    checks it). A page that decoder refuses is read the dict way, object by object, so a pod that cannot be
-    parsed is counted as broken as a watch event's would be, and the rest of its page is kept."""
+    """Pod list pages and watch events read by the typed decoder of snapshot files and live ``plan``
+    (:mod:`rescheduler.decode`): a list about three times faster than a dict per pod and ``Pod.from_api``, an
+    event about as fast, and the parts replicas share (containers, tolerations, affinity) are held once. The pods
+    are equal to ``Pod.from_api``'s (a test of the snapshot reader checks it for pages, one of the state for
+    events). A page that decoder refuses is read the dict way, object by object, and so is an event's pod, so a
+    pod that cannot be parsed is counted as broken either way, and the rest of its page is kept.
+
+    A list has its own reader, dropped with the list. The watch events have one that lives as long as the
+    state (:class:`~rescheduler.decode.pods.PodReader` with ``compact``): its caches are pruned against the
+    state's pods (:meth:`prune_if_grown`), so a part every pod of which was replaced goes, and after every pod
+    has been replaced once the state is about as big as after its list (``bench/state_memory.py``) rather
+    than three times as big."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.reader = PodReader()
+        self.watch_reader = PodReader(compact=True)
+        self._prune_above = _PRUNE_FLOOR
 
     def __call__(self, body: bytes) -> Page[list[Parsed]]:
         page = raw_page(body)
@@ -471,6 +525,40 @@ class PodPages:
         if not page.continue_token:
             self.reader = PodReader()  # the list is complete: its caches go with it
         return Page(parsed, page.continue_token, page.resource_version)
+
+    def event(self, line: bytes) -> WatchEvent:
+        """One watch line. A pod event's object becomes a :data:`Parsed` (a deleted pod: its key only), read
+        from the bytes by the typed decoder and the watch reader; other events keep the API dict."""
+        head = _EVENT.decode(line)
+        if head.type not in ("ADDED", "MODIFIED", "DELETED"):
+            return json_event(line)
+        body = bytes(head.object)
+        try:
+            item = POD_ITEM.decode(body)
+            meta = item.metadata
+            if meta is None:
+                raise ParseError("pod: metadata is missing")
+            if head.type == "DELETED":
+                parsed: Parsed = (_key(PODS, {"namespace": meta.namespace, "name": meta.name}), None, "")
+            else:
+                pod = self.watch_reader.read(item)
+                parsed = (pod.key, pod, "")
+            return WatchEvent(head.type, parsed, meta.resourceVersion or "")
+        except _UNREADABLE:
+            raw = orjson.loads(body)
+            version = (raw.get("metadata") or {}).get("resourceVersion") or ""
+            return WatchEvent(head.type, self.state.parse_event(PODS, head.type, raw), version)
+
+    def prune(self) -> None:
+        """Drop what the watch reader caches for no pod of the state (after a list, or when it has grown)."""
+        with self.state.cond:
+            pods = list(self.state.pods.values())
+        self.watch_reader.prune(pods)
+        self._prune_above = max(_PRUNE_FLOOR, 2 * self.watch_reader.size())
+
+    def prune_if_grown(self) -> None:
+        if self.watch_reader.size() > self._prune_above:
+            self.prune()
 
 
 class StateInformer(Informer[Parsed]):
@@ -492,16 +580,18 @@ class StateInformer(Informer[Parsed]):
         watch_timeout: float = 300.0,
         backoff: float = 1.0,
     ) -> None:
+        pages = PodPages(state) if kind is PODS else None
         super().__init__(
             kind.name,
             Collection(kube, path),
-            _Handler(state, kind),
+            _Handler(state, kind) if pages is None else _PodHandler(state, pages),
             stop=stop,
             query=query,
             page_size=page_size,
             watch_timeout=watch_timeout,
             backoff=backoff,
-            decode_page=PodPages(state) if kind is PODS else None,
+            decode_page=pages,
+            decode_event=pages.event if pages is not None else json_event,
         )
         self.kube = kube
         self.state = state

@@ -15,8 +15,11 @@ path builds pods equal to ``Pod.from_api`` on the same JSON, so it cannot drift 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import hashlib
+import sys
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import MISSING, fields
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -37,7 +40,16 @@ from shared.model import (
 )
 from shared.selectors import parse_node_selector
 
-__all__ = ["PodReader", "PodItem", "SPEC_KEYS", "FAST_PATH_COMPLETE", "NONE", "TEMPLATE_FIELDS", "validation_problem"]
+__all__ = [
+    "PodReader",
+    "PodItem",
+    "POD_ITEM",
+    "SPEC_KEYS",
+    "FAST_PATH_COMPLETE",
+    "NONE",
+    "TEMPLATE_FIELDS",
+    "validation_problem",
+]
 
 # --- the typed skeleton of a pod --------------------------------------------------------------------
 # Only the fields shared.model reads. Parts kept as Raw are decoded on first sight of their bytes.
@@ -55,6 +67,7 @@ class _Meta(Struct):
     ownerReferences: Raw = NONE
     deletionTimestamp: str | None = None
     creationTimestamp: str | None = None
+    resourceVersion: str | None = None
 
 
 class _PodSpec(Struct):
@@ -133,6 +146,10 @@ class PodItem(Struct):
     status: _PodStatus | None = None
 
 
+POD_ITEM = msgspec.json.Decoder(PodItem)
+"""One pod object (a watch event's), decoded like the items of a list page."""
+
+
 # --- pods: the fast path ------------------------------------------------------------------------------
 
 # Pod fields that differ pod by pod (metadata and status); everything else comes from a template part.
@@ -175,6 +192,8 @@ _POD_FIELDS = tuple(f.name for f in fields(Pod))
 FAST_PATH_COMPLETE = set(_POD_FIELDS) == set(_PER_POD) | set(TEMPLATE_FIELDS)
 """Whether every ``Pod`` field is covered; a test fails if ``shared.model.Pod`` grows a field unknown here."""
 _POD_INDEX = {n: i for i, n in enumerate(_POD_FIELDS)}
+_HELD_FIELDS = attrgetter("labels", "annotations", "owners", "status_requests", *TEMPLATE_FIELDS)
+"""The fields of a pod that hold cached parts (:meth:`PodReader.prune`)."""
 _POD_DEFAULTS = tuple(
     f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
     for f in fields(Pod)
@@ -194,21 +213,92 @@ _CACHE_LIMIT = 200_000
 
 
 class PodReader:
-    """Turns decoded pod items into ``Pod`` views, caching every part by its bytes."""
+    """Turns decoded pod items into ``Pod`` views, caching every part by its bytes.
 
-    def __init__(self) -> None:
-        self.templates: dict[tuple[Any, ...], list[Any]] = {}
-        self._bases: dict[tuple[Any, ...], list[Any]] = {}
-        self._containers: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._tolerations: dict[bytes, dict[str, Any]] = {}
-        self._selectors: dict[bytes, dict[str, Any]] = {}
-        self._affinity: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._spread: dict[tuple[bytes, bytes], dict[str, Any]] = {}
-        self._maps: dict[bytes, Mapping[str, str]] = {}
-        self._owners: dict[bytes, Any] = {}
+    A reader made for one list (``compact=False``) caches whole templates and keeps the bytes it was given as
+    keys: the fastest way through 150,000 pods, and dropped with the list. A reader that lives as long as the
+    watched state (``compact=True``, the watch events of :mod:`rescheduler.cluster.watch_cache`) caches only
+    the parts, each keyed by a 16-byte BLAKE2b digest of the bytes it was parsed from (a digest collision would
+    take about 2**64 distinct parts), so what it keeps is small next to the pods, and :meth:`prune` drops the
+    parts no pod holds any more. A pod is then a little slower to read (its template is assembled from the
+    parts), which a watch, a few events a second, does not feel.
+    """
+
+    def __init__(self, *, compact: bool = False) -> None:
+        self.compact = compact
+        self.templates: dict[Hashable, list[Any]] = {}
+        self._bases: dict[Hashable, list[Any]] = {}
+        self._containers: dict[Hashable, tuple[Any, ...]] = {}
+        self._tolerations: dict[Hashable, tuple[Any, ...]] = {}
+        self._selectors: dict[Hashable, tuple[Any, ...]] = {}
+        self._affinity: dict[Hashable, tuple[Any, ...]] = {}
+        self._spread: dict[Hashable, tuple[Any, ...]] = {}
+        self._maps: dict[Hashable, Mapping[str, str]] = {}
+        self._owners: dict[Hashable, Any] = {}
         self._volumes: dict[tuple[tuple[str, bytes], ...], Volume] = {}
         self._by_owner: dict[tuple[str, bytes], tuple[tuple[Raw, ...], list[Any]]] = {}
-        self._on_node: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self._on_node: dict[Hashable, tuple[Any, Any]] = {}
+
+    def size(self) -> int:
+        """How many entries the caches hold (what :meth:`prune` is weighed by)."""
+        return sum(len(c) for c in self._caches())
+
+    def _caches(self) -> tuple[dict[Any, Any], ...]:
+        return (
+            self.templates,
+            self._bases,
+            self._containers,
+            self._tolerations,
+            self._selectors,
+            self._affinity,
+            self._spread,
+            self._maps,
+            self._owners,
+            self._volumes,
+            self._by_owner,
+            self._on_node,
+        )
+
+    def prune(self, pods: Iterable[Pod]) -> None:
+        """Keep only the cached parts that one of ``pods`` (every pod this reader's owner still holds) holds.
+
+        A part is held when the very object the cache gives out is one of a pod's fields, so a part whose pods
+        were all replaced or deleted goes, and so does one no pod took in the end. The caches that serve only
+        the speed of a list (whole templates, the owner hint, volumes) are emptied; they fill again as needed.
+        """
+        live: set[int] = set()
+        for pod in pods:
+            live.update(map(id, _HELD_FIELDS(pod)))
+
+        def held(values: Iterable[Any]) -> bool:
+            return all(id(v) in live for v in values)
+
+        parts: tuple[dict[Hashable, tuple[Any, ...]], ...] = (
+            self._containers,
+            self._tolerations,
+            self._selectors,
+            self._affinity,
+            self._spread,
+        )
+        for part_cache in parts:
+            for key in [k for k, part in part_cache.items() if not held(part)]:
+                del part_cache[key]
+        values: tuple[dict[Hashable, Any], ...] = (self._maps, self._owners)
+        for value_cache in values:
+            for key in [k for k, value in value_cache.items() if id(value) not in live]:
+                del value_cache[key]
+        for key in [k for k, hit in self._on_node.items() if not held(v for v in hit if v is not None)]:
+            del self._on_node[key]
+        speed: tuple[dict[Any, Any], ...] = (self.templates, self._bases, self._volumes, self._by_owner)
+        for speed_cache in speed:
+            speed_cache.clear()
+
+    def _fold(self, key: Hashable) -> Hashable:
+        """A cache key as this reader keeps it: as given, or its digest (``compact``)."""
+        if not self.compact:
+            return key
+        data = key if isinstance(key, bytes) else repr(key).encode()
+        return hashlib.blake2b(data, digest_size=16).digest()
 
     def read(self, item: PodItem) -> Pod:
         """The ``Pod`` view of ``item``: its template's parts from the caches, its own fields read here."""
@@ -244,16 +334,16 @@ class PodReader:
             elif c.type == "Ready":
                 ready = c.status == "True"
                 ready_at = c.lastTransitionTime
-        # Positional arguments in field order, template values already in place: half the cost of keywords.
+        # Positional arguments in field order (half the cost of keywords); the strings pods repeat are interned.
         args = proto.copy()
         args[_I_NAME] = name
         args[_I_UID] = m.uid or ""
-        args[_I_NODE_NAME] = s.nodeName or ""
-        args[_I_PHASE] = st.phase or "Pending"
+        args[_I_NODE_NAME] = sys.intern(s.nodeName) if s.nodeName else ""
+        args[_I_PHASE] = sys.intern(st.phase) if st.phase else "Pending"
         args[_I_ANNOTATIONS] = self._map(bytes(m.annotations), ns, name, "metadata.annotations")
         args[_I_OWNERS] = self._owner_refs(owners_b, ns, name)
         args[_I_PRIORITY] = int(s.priority) if s.priority is not None else 0
-        args[_I_SCHEDULER_NAME] = s.schedulerName or "default-scheduler"
+        args[_I_SCHEDULER_NAME] = sys.intern(s.schedulerName) if s.schedulerName else "default-scheduler"
         args[_I_DELETION_TIMESTAMP] = m.deletionTimestamp
         args[_I_CREATION_TIMESTAMP] = m.creationTimestamp or ""
         args[_I_VOLUMES] = self._volume_list(s.volumes, f"pod {ns}/{name}") if s.volumes else ()
@@ -275,9 +365,11 @@ class PodReader:
         """The prototype of the template whose parts are ``raws``: found by their bytes, else built; kept as
         the owner's hint for its next pod."""
         parts = tuple(map(bytes, raws))
+        if self.compact:
+            return self._prototype(None, parts, ns, name)
         key = (ns, *parts)
         found = self.templates.get(key)
-        proto = found if found is not None else self._prototype(key, ns, name)
+        proto = found if found is not None else self._prototype(key, parts, ns, name)
         if len(self._by_owner) >= _CACHE_LIMIT:
             self._by_owner.clear()
         self._by_owner[(ns, owners_b)] = (tuple(Raw(b) for b in parts), proto)
@@ -296,7 +388,7 @@ class PodReader:
         resize = next((c for c in st.conditions or () if c.type == "PodResizePending"), None)
         infeasible = resize is not None and resize.reason == "Infeasible"
         requests = proto[_I_REQUESTS]
-        key = (id(requests), reported, pod_level, infeasible)
+        key = self._fold((id(requests), reported, pod_level, infeasible))
         hit = self._on_node.get(key)
         if hit is None:
             parts = {"containers": s.containers, "initContainers": s.initContainers, "overhead": s.overhead}
@@ -323,37 +415,40 @@ class PodReader:
             self._on_node[key] = hit
         return hit[1]
 
-    def _prototype(self, key: tuple[Any, ...], ns: str, name: str) -> list[Any]:
-        """The positional arguments shared by every pod of a template: its parts, namespace and labels.
+    def _prototype(self, key: tuple[Any, ...] | None, parts: tuple[bytes, ...], ns: str, name: str) -> list[Any]:
+        """The positional arguments shared by every pod of a template: its parts, namespace and labels; kept
+        under ``key`` (``None``: not kept, the compact way).
 
         Built from the template without its affinity (cached on its own: a DaemonSet's pods differ only in
         the node their affinity names, so each is a template of its own that shares everything else) plus
         the affinity part."""
-        base_key = key[:8] + key[9:]
-        base = self._bases.get(base_key)
+        base_key = None if key is None else key[:8] + key[9:]
+        base = self._bases.get(base_key) if base_key is not None else None
         if base is None:
-            labels = self._map(key[1], ns, name, "metadata.labels")
+            labels = self._map(parts[0], ns, name, "metadata.labels")
             base = list(_POD_DEFAULTS)
-            for field_name, value in self._template(key, ns, name).items():
+            for field_name, value in self._template(parts, ns, name):
                 base[_POD_INDEX[field_name]] = value
-            base[_I_NAMESPACE] = ns
+            base[_I_NAMESPACE] = sys.intern(ns)
             base[_I_LABELS] = labels
-            if len(self._bases) >= _CACHE_LIMIT:
-                self._bases.clear()
-            self._bases[base_key] = base
+            if base_key is not None:
+                if len(self._bases) >= _CACHE_LIMIT:
+                    self._bases.clear()
+                self._bases[base_key] = base
         args = base.copy()
-        for field_name, value in self._affinity_part(key, ns, name).items():
+        for field_name, value in zip(_AFFINITY_FIELDS, self._affinity_part(parts, ns, name), strict=True):
             args[_POD_INDEX[field_name]] = value
-        if len(self.templates) >= _CACHE_LIMIT:
-            self.templates.clear()
-        self.templates[key] = args
+        if key is not None:
+            if len(self.templates) >= _CACHE_LIMIT:
+                self.templates.clear()
+            self.templates[key] = args
         return args
 
-    def _affinity_part(self, key: tuple[Any, ...], ns: str, name: str) -> dict[str, Any]:
+    def _affinity_part(self, parts: tuple[bytes, ...], ns: str, name: str) -> tuple[Any, ...]:
         """The affinity fields of a template, cached on the affinity's bytes (plus the namespace, the default
         of pod affinity terms)."""
-        labels_b, affinity = key[1], key[8]
-        aff_key = (affinity, ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else "")
+        labels_b, affinity = parts[0], parts[7]
+        aff_key = self._fold((affinity, ns if b"podAffinity" in affinity or b"podAntiAffinity" in affinity else ""))
         part = self._affinity.get(aff_key)
         if part is None:
             raw = _spec({"affinity": affinity}).get("affinity")
@@ -366,45 +461,46 @@ class PodReader:
             self._affinity[aff_key] = part
         return part
 
-    def _template(self, key: tuple[Any, ...], ns: str, name: str) -> dict[str, Any]:
+    def _template(self, parts: tuple[bytes, ...], ns: str, name: str) -> list[tuple[str, Any]]:
         """Parse a template's parts but its affinity, each cached on the bytes it depends on (plus the labels
-        where the model reads them: ``matchLabelKeys``)."""
-        _, labels_b, containers, init, overhead, resources, tolerations, selector, _, spread = key
+        where the model reads them: ``matchLabelKeys``): ``(field, value)`` pairs."""
+        labels_b, containers, init, overhead, resources, tolerations, selector, _, spread = parts
         labels = self._map(labels_b, ns, name, "metadata.labels")
-        out: dict[str, Any] = {}
         try:
             reduced = (_reduce(containers), _reduce(init), overhead, resources)
         except (msgspec.ValidationError, msgspec.DecodeError):
             reduced = (containers, init, overhead, resources)  # let the model report what is wrong
-        part = self._containers.get(reduced)
-        if part is None:
-            spec = _spec(
-                {"containers": reduced[0], "initContainers": reduced[1], "overhead": overhead, "resources": resources}
-            )
-            part = self._containers[reduced] = _parse_part(ns, name, labels, spec, _CONTAINER_FIELDS)
-        out.update(part)
-        part = self._tolerations.get(tolerations)
-        if part is None:
-            spec = _spec({"tolerations": tolerations})
-            part = self._tolerations[tolerations] = _parse_part(ns, name, labels, spec, _TOLERATION_FIELDS)
-        out.update(part)
-        part = self._selectors.get(selector)
-        if part is None:
-            spec = _spec({"nodeSelector": selector})
-            part = self._selectors[selector] = _parse_part(ns, name, labels, spec, _SELECTOR_FIELDS)
-        out.update(part)
+        where = (ns, name, labels)
+        spec = {"containers": reduced[0], "initContainers": reduced[1], "overhead": overhead, "resources": resources}
+        out = self._part(self._containers, reduced, spec, _CONTAINER_FIELDS, where)
+        out += self._part(self._tolerations, tolerations, {"tolerations": tolerations}, _TOLERATION_FIELDS, where)
+        out += self._part(self._selectors, selector, {"nodeSelector": selector}, _SELECTOR_FIELDS, where)
         spread_key = (spread, labels_b if b"LabelKeys" in spread else b"")
-        part = self._spread.get(spread_key)
-        if part is None:
-            spec = _spec({"topologySpreadConstraints": spread})
-            part = self._spread[spread_key] = _parse_part(ns, name, labels, spec, _SPREAD_FIELDS)
-        out.update(part)
+        out += self._part(self._spread, spread_key, {"topologySpreadConstraints": spread}, _SPREAD_FIELDS, where)
         return out
+
+    def _part(
+        self,
+        cache: dict[Hashable, tuple[Any, ...]],
+        raw_key: Hashable,
+        spec: Mapping[str, Any],
+        names: tuple[str, ...],
+        where: tuple[str, str, Mapping[str, str]],
+    ) -> list[tuple[str, Any]]:
+        """One template part but the affinity: the values of the fields ``names``, parsed from the spec keys
+        ``spec`` (their bytes) once per distinct ``raw_key`` and cached as a tuple in ``cache``."""
+        key = self._fold(raw_key)
+        part = cache.get(key)
+        if part is None:
+            ns, name, labels = where
+            part = cache[key] = _parse_part(ns, name, labels, _spec(spec), names)
+        return list(zip(names, part, strict=True))
 
     def _map(self, b: bytes, ns: str, name: str, field_name: str) -> Mapping[str, str]:
         if not b or b == b"null":
             return EMPTY
-        hit = self._maps.get(b)
+        key = self._fold(b)
+        hit = self._maps.get(key)
         if hit is not None:
             return hit
         value = orjson.loads(b)
@@ -414,13 +510,14 @@ class PodReader:
             raise ParseError(f"pod {ns}/{name}: {field_name}: expected an object of strings")
         if len(self._maps) >= _CACHE_LIMIT:
             self._maps.clear()
-        self._maps[b] = value
+        self._maps[key] = value
         return value
 
     def _owner_refs(self, b: bytes, ns: str, name: str) -> Any:
         if not b or b == b"null":
             return ()
-        hit = self._owners.get(b)
+        key = self._fold(b)
+        hit = self._owners.get(key)
         if hit is None:
             try:
                 refs = _OWNER_REFS.decode(b) or ()
@@ -431,7 +528,7 @@ class PodReader:
             )
             if len(self._owners) >= _CACHE_LIMIT:
                 self._owners.clear()
-            self._owners[b] = hit
+            self._owners[key] = hit
         return hit
 
     def _volume_list(self, volumes: list[dict[str, Raw]] | None, where: str) -> tuple[Volume, ...]:
@@ -531,7 +628,7 @@ def _container(name: str | None, resources: bytes, ports: bytes, restart_policy:
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def _node_affinity_only(affinity: Any) -> dict[str, Any] | None:
+def _node_affinity_only(affinity: Any) -> tuple[Any, ...] | None:
     """The affinity part when it is only a required node affinity, as every DaemonSet pod has (a
     ``matchFields`` term naming its node, so no two are alike): ``parse_node_selector`` directly, which is
     what ``Pod.from_api`` does for it, without the rest of a pod's parsing. ``None`` for anything else."""
@@ -545,12 +642,10 @@ def _node_affinity_only(affinity: Any) -> dict[str, Any] | None:
     except Exception:
         return None
     empty: tuple[Any, ...] = ()
-    part: dict[str, Any] = dict.fromkeys(_AFFINITY_FIELDS, empty)
-    part["required_affinity"] = required
-    return part
+    return tuple(required if f == "required_affinity" else empty for f in _AFFINITY_FIELDS)
 
 
-def _affinity(raw: Any, ns: str, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+def _affinity(raw: Any, ns: str, name: str, labels: Mapping[str, str]) -> tuple[Any, ...]:
     """The affinity fields, parsed by the function ``Pod.from_api`` parses them with; a shape it does not
     expect goes through ``Pod.from_api`` itself, which words the error."""
     if raw is None:
@@ -558,7 +653,7 @@ def _affinity(raw: Any, ns: str, name: str, labels: Mapping[str, str]) -> dict[s
     if isinstance(raw, dict):
         where = f"pod {ns}/{name}"
         try:
-            return dict(zip(_AFFINITY_FIELDS, parse_affinity(raw, ns, where), strict=True))
+            return tuple(parse_affinity(raw, ns, where))
         except Exception:
             pass
     return _parse_part(ns, name, labels, {"affinity": raw}, _AFFINITY_FIELDS)
@@ -566,9 +661,10 @@ def _affinity(raw: Any, ns: str, name: str, labels: Mapping[str, str]) -> dict[s
 
 def _parse_part(
     ns: str, name: str, labels: Mapping[str, str], spec: dict[str, Any], names: Iterable[str]
-) -> dict[str, Any]:
+) -> tuple[Any, ...]:
+    """The values of the fields ``names`` (in that order) of the pod ``Pod.from_api`` reads from ``spec``."""
     pod = Pod.from_api({"metadata": {"namespace": ns, "name": name, "labels": dict(labels)}, "spec": spec})
-    return {n: getattr(pod, n) for n in names}
+    return tuple(getattr(pod, n) for n in names)
 
 
 def validation_problem(e: msgspec.ValidationError, kinds: tuple[str, ...] = ()) -> str:

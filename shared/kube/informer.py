@@ -5,11 +5,15 @@ per request (extender) or per housekeeping interval (rescheduler) would load the
 far more than the work itself. The protocol is client-go's reflector (``tools/cache/reflector.go``):
 
 1. **List** with pagination (``limit``/``continue``, :func:`list_pages`); each page is decoded and its items
-   handed to the handler's ``convert`` as the page arrives, so raw pages are not kept. If the ``continue``
-   token expires mid-list (``410 Gone``), the list starts over.
+   handed to the handler's ``convert`` as the page arrives, so raw pages are not kept. The pages of one list
+   come one after the other (each ``continue`` token is in the previous page), but the next page is fetched
+   in a second thread while this one is decoded, so the API server's time and the decoding overlap. If the
+   ``continue`` token expires mid-list (``410 Gone``), the list starts over.
 2. **Watch** from the list's ``resourceVersion`` with ``allowWatchBookmarks``: ``ADDED``, ``MODIFIED`` and
-   ``DELETED`` go to the handler's ``apply``; every event, bookmarks included, advances the version. A watch
-   that ends normally (the server's ``timeoutSeconds``) is opened again from the last version.
+   ``DELETED`` go to the handler's ``apply``, each line decoded by the informer's event decoder (orjson into
+   an API dict unless the handler's owner gives a faster one); every event, bookmarks included, advances the
+   version. A watch that ends normally (the server's ``timeoutSeconds``) is opened again from the last
+   version.
 3. ``410 Gone`` from the watch (an ``ERROR`` event or the HTTP status: the version was compacted away) means
    **list again**. Any other failure means wait (exponential backoff, doubling up to 30 s, reset by a good
    list or watch) and watch again from the last version seen, or list again if there was none yet.
@@ -26,9 +30,11 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+import msgspec
 import orjson
 
 from shared.kube.api import LineStream
@@ -37,9 +43,12 @@ __all__ = [
     "ListWatch",
     "EventHandler",
     "Page",
+    "WatchEvent",
     "Informer",
     "list_pages",
     "json_page",
+    "json_event",
+    "continue_token",
     "is_gone",
 ]
 
@@ -74,8 +83,9 @@ class EventHandler(Protocol[T]):
         """The complete content of the collection, after a (re)list."""
         ...
 
-    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
-        """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``."""
+    def apply(self, event_type: str, obj: Any) -> None:
+        """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``; ``obj`` in the form of the informer's event
+        decoder (the API dict of :func:`json_event` unless it was given another)."""
         ...
 
 
@@ -93,6 +103,16 @@ class Page(Generic[T]):
     resource_version: str
 
 
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One line of a watch, decoded: its type, its object in the decoder's form (an ``ERROR``'s Status always
+    as the API dict) and the object's resourceVersion (``""`` if none)."""
+
+    type: str
+    obj: Any
+    resource_version: str
+
+
 def json_page(body: bytes) -> Page[list[dict[str, Any]]]:
     """A list page decoded with orjson into API dicts."""
     doc = orjson.loads(body)
@@ -100,24 +120,84 @@ def json_page(body: bytes) -> Page[list[dict[str, Any]]]:
     return Page(doc.get("items") or [], meta.get("continue") or "", meta.get("resourceVersion") or "")
 
 
+def json_event(line: bytes) -> WatchEvent:
+    """A watch line decoded with orjson, its object an API dict."""
+    event = orjson.loads(line)
+    obj = event.get("object") or {}
+    return WatchEvent(event.get("type") or "", obj, (obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class _ListMeta(msgspec.Struct):
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class _ListHead(msgspec.Struct):
+    metadata: _ListMeta | None = None
+
+
+_LIST_HEAD = msgspec.json.Decoder(_ListHead)
+
+
+def continue_token(body: bytes) -> str:
+    """The ``continue`` token of a list page, read without building its items (a fraction of decoding them)."""
+    meta = _LIST_HEAD.decode(body).metadata
+    return (meta.continue_ or "") if meta is not None else ""
+
+
 def list_pages(
-    fetch: Callable[[Query], bytes], decode: Callable[[bytes], Page[T]], *, page_size: int, query: Query = ()
+    fetch: Callable[[Query], bytes],
+    decode: Callable[[bytes], Page[T]],
+    *,
+    page_size: int,
+    query: Query = (),
+    ahead: bool = False,
 ) -> Iterator[Page[T]]:
     """The pages of one list, following ``continue`` tokens; ``query`` (selectors) goes with every request.
 
     A page is fetched only when the previous one has been consumed, so a caller that converts each page
-    before asking for the next never holds more than one raw page.
+    before asking for the next never holds more than one raw page. With ``ahead``, the next page is fetched
+    in a second thread while ``decode`` reads this one (its token read first, :func:`continue_token`): the
+    caller holds at most two raw pages, and waits for the API server only where it is slower than the decoding.
+    An error of the page fetched ahead is raised when that page is due.
     """
-    token = ""
-    while True:
+
+    def request(token: str) -> bytes:
         q: list[tuple[str, Any]] = [("limit", page_size), *query]
         if token:
             q.append(("continue", token))
-        page = decode(fetch(q))
-        yield page
-        token = page.continue_token
-        if not token:
+        return fetch(q)
+
+    if not ahead:
+        token = ""
+        while True:
+            page = decode(request(token))
+            yield page
+            token = page.continue_token
+            if not token:
+                return
+    body = request("")
+    while True:
+        token = continue_token(body)
+        following = _in_background(request, token) if token else None
+        yield decode(body)
+        if following is None:
             return
+        body = following.result()
+
+
+def _in_background(call: Callable[[str], bytes], arg: str) -> Future[bytes]:
+    """``call(arg)`` in a daemon thread: a list abandoned (its informer closed) leaves a fetch under way to end on
+    its own, and never holds up the process's exit as a pool's worker would."""
+    future: Future[bytes] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call(arg))
+        except BaseException as e:  # handed to the reader of the page, whatever it is
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="list-ahead", daemon=True).start()
+    return future
 
 
 class _WatchError(Exception):
@@ -147,11 +227,14 @@ class Informer(threading.Thread, Generic[T]):
         watch_timeout: float = 300.0,
         backoff: float = 1.0,
         decode_page: Callable[[bytes], Page[list[T]]] | None = None,
+        decode_event: Callable[[bytes], WatchEvent] = json_event,
     ) -> None:
         super().__init__(name=f"informer-{name}", daemon=True)
         self.decode_page = decode_page
         """Reads a list page straight into the handler's form (a faster decoder than ``json_page`` and
         ``convert`` per object), if the handler has one."""
+        self.decode_event = decode_event
+        """Reads a watch line; its objects go to the handler's ``apply`` as it gives them."""
         self.kind_name = name
         self.source = source
         self.handler = handler
@@ -210,10 +293,10 @@ class Informer(threading.Thread, Generic[T]):
         """The pages of one list, in the handler's form."""
         fetch, size, query = self.source.list, self.page_size, self.query
         if self.decode_page is not None:
-            yield from list_pages(fetch, self.decode_page, page_size=size, query=query)
+            yield from list_pages(fetch, self.decode_page, page_size=size, query=query, ahead=True)
             return
         convert = self.handler.convert
-        for raw in list_pages(fetch, json_page, page_size=size, query=query):
+        for raw in list_pages(fetch, json_page, page_size=size, query=query, ahead=True):
             yield Page([convert(obj) for obj in raw.items], raw.continue_token, raw.resource_version)
 
     def _list(self) -> str:
@@ -254,22 +337,20 @@ class Informer(threading.Thread, Generic[T]):
             self._stream = stream
         if self.stop_event.is_set():  # closed while the watch was being opened
             stream.close()
+        decode = self.decode_event
         try:
             for line in stream:
                 if self.stop_event.is_set():
                     break
-                event = orjson.loads(line)
-                kind = event.get("type")
-                obj = event.get("object") or {}
-                if kind == "ERROR":
-                    code = obj.get("code") or 0
+                event = decode(line)
+                if event.type == "ERROR":
+                    obj, code = event.obj, event.obj.get("code") or 0
                     raise _WatchError(str(obj.get("message") or obj), int(code) if isinstance(code, int) else 0)
-                new_version = (obj.get("metadata") or {}).get("resourceVersion")
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.handler.apply(kind, obj)
+                if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                    self.handler.apply(event.type, event.obj)
                     self.events += 1
-                if new_version:
-                    self.version = new_version
+                if event.resource_version:
+                    self.version = event.resource_version
         finally:
             with self._lock:
                 self._stream = None

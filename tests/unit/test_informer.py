@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
+import pytest
 
 from shared.kube.informer import Informer, json_page, list_pages
 
@@ -174,3 +175,48 @@ def test_other_errors_back_off_and_watch_again_from_the_last_version() -> None:
     assert informer.lists == 1, "a failed watch does not cost a relist"
     assert [q["resourceVersion"] for q in script.watch_queries] == ["10", "12", "12"]
     assert handler.applied == [("MODIFIED", "a")]
+
+
+def test_pages_read_ahead_are_the_pages_read_one_by_one() -> None:
+    bodies = [page([obj("a", "1")], token="t1"), page([obj("b", "2")], token="t2"), page([obj("c", "3")], rv="9")]
+
+    def pages(ahead: bool) -> list[Any]:
+        answers = list(bodies)
+        return list(list_pages(lambda q: answers.pop(0), json_page, page_size=1, ahead=ahead))
+
+    assert pages(ahead=True) == pages(ahead=False)
+
+
+def test_the_next_page_is_fetched_while_this_one_is_decoded() -> None:
+    answers = [page([obj("a", "1")], token="t1"), page([obj("b", "2")], rv="9")]
+    second_asked = threading.Event()
+    seen_while_decoding: list[bool] = []
+
+    def fetch(q: Sequence[tuple[str, Any]]) -> bytes:
+        if dict(q).get("continue") == "t1":
+            second_asked.set()
+        return answers.pop(0)
+
+    def decode(body: bytes) -> Any:
+        if not seen_while_decoding:  # the first page: its decoding waits for the second page's request
+            seen_while_decoding.append(second_asked.wait(10))
+        return json_page(body)
+
+    pages = list(list_pages(fetch, decode, page_size=1, ahead=True))
+    assert seen_while_decoding == [True]
+    assert [p.items[0]["metadata"]["name"] for p in pages] == ["a", "b"]
+
+
+def test_a_failure_of_the_page_fetched_ahead_is_raised_when_that_page_is_due() -> None:
+    answers: list[Any] = [page([obj("a", "1")], token="t1"), Refused("down")]
+
+    def fetch(q: Sequence[tuple[str, Any]]) -> bytes:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    pages = list_pages(fetch, json_page, page_size=1, ahead=True)
+    assert next(pages).items == [obj("a", "1")]
+    with pytest.raises(Refused):
+        next(pages)

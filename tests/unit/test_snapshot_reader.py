@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -185,18 +186,17 @@ def test_fast_path_decodes_every_spec_key_the_model_reads() -> None:
     assert read <= SPEC_KEYS, f"Pod.from_api reads spec keys the loader skips: {read - SPEC_KEYS}"
 
 
-@pytest.mark.parametrize(
-    "raw",
-    EXTRA_PODS,
-    ids=[
-        "sidecars-overhead-pod-level-volumes",
-        "affinity-spread-owners-pending",
-        "gated",
-        "dra",
-        "resizing",
-        "start-up",
-    ],
-)
+EXTRA_IDS = [
+    "sidecars-overhead-pod-level-volumes",
+    "affinity-spread-owners-pending",
+    "gated",
+    "dra",
+    "resizing",
+    "start-up",
+]
+
+
+@pytest.mark.parametrize("raw", EXTRA_PODS, ids=EXTRA_IDS)
 def test_fast_path_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
     assert _decode_pod(raw) == Pod.from_api(raw)
 
@@ -527,3 +527,63 @@ def test_live_cluster_errors_are_one_line() -> None:
 
     with pytest.raises(SnapshotError, match=r"^cluster: unexpected response"):
         load_cluster(fetch=broken)
+
+
+def _compact_read(reader: PodReader, raw: dict[str, Any]) -> Pod:
+    return reader.read(msgspec.json.decode(orjson.dumps(raw), type=PodItem))
+
+
+@pytest.mark.parametrize("raw", EXTRA_PODS, ids=EXTRA_IDS)
+def test_the_compact_reader_equals_from_api_on_unusual_pods(raw: dict[str, Any]) -> None:
+    assert _compact_read(PodReader(compact=True), raw) == Pod.from_api(raw)
+
+
+def test_the_compact_reader_equals_from_api_on_a_generated_cluster_and_shares_the_parts() -> None:
+    reader = PodReader(compact=True)
+    pods = [(raw, _compact_read(reader, raw)) for raw in generate(3, 30, 900, FULL) if raw["kind"] == "Pod"]
+    for raw, pod in pods:
+        assert pod == Pod.from_api(raw), raw["metadata"]["name"]
+    assert not reader.templates, "a compact reader keeps no whole templates"
+    owned = [p for _, p in pods if p.controller is not None and p.controller.kind == "ReplicaSet"]
+    first, second = next((a, b) for a, b in itertools.pairwise(owned) if a.controller == b.controller)
+    assert first.requests is second.requests and first.tolerations is second.tolerations
+    assert first.labels is second.labels
+
+
+def _replica(template: int, i: int) -> dict[str, Any]:
+    """Pod ``i`` of a Deployment's ``template``-th revision: each revision asks for a different CPU."""
+    rs = f"web-{template}"
+    return {
+        "metadata": {
+            "name": f"{rs}-{i}",
+            "namespace": "shop",
+            "labels": {"app": "web", "pod-template-hash": str(template)},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": rs, "uid": rs, "controller": True}],
+        },
+        "spec": {
+            "nodeName": f"n{i}",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{100 + template}m"}}}],
+            "tolerations": [{"key": f"t{template}", "operator": "Exists"}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_pruning_drops_the_parts_no_pod_holds_and_keeps_the_others() -> None:
+    reader = PodReader(compact=True)
+    old = [_compact_read(reader, _replica(1, i)) for i in range(3)]
+    kept = [_compact_read(reader, _replica(2, i)) for i in range(3)]
+    reader.prune(kept)
+    assert _compact_read(reader, _replica(2, 9)).requests is kept[0].requests, "a part in use stays shared"
+    assert _compact_read(reader, _replica(1, 9)).requests is not old[0].requests, "a part no pod held went"
+
+
+def test_a_reader_pruned_as_its_pods_are_replaced_keeps_no_more_than_for_the_last_pods() -> None:
+    reader = PodReader(compact=True)
+    for revision in range(40):  # forty rollouts, each replacing every pod
+        pods = [_compact_read(reader, _replica(revision, i)) for i in range(5)]
+        reader.prune(pods)
+    fresh = PodReader(compact=True)
+    for i in range(5):
+        _compact_read(fresh, _replica(39, i))
+    assert reader.size() == fresh.size()

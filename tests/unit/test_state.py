@@ -8,8 +8,19 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from rescheduler.cluster.watch_cache import NODES, PDBS, POD_FIELD_SELECTOR, PODS, ClusterState, PodPages, StateInformer
-from shared.kube.api import Kube
+from rescheduler.cluster.watch_cache import (
+    NODES,
+    PDBS,
+    POD_FIELD_SELECTOR,
+    PODS,
+    WATCHES,
+    ClusterState,
+    PodPages,
+    StateInformer,
+)
+from rescheduler.decode.pods import POD_ITEM, PodReader
+from shared.kube.api import Kube, error_for
+from shared.model import Pod
 from tests.support import cluster_gen
 from tests.support.fake_api import FakeApiServer, node, pdb, pod
 
@@ -203,3 +214,173 @@ def test_a_pod_page_the_decoder_refuses_is_read_pod_by_pod_and_the_bad_pod_is_br
     ]
     state.replace_parsed(PODS, page.items)
     assert set(state.pods) == {"default/web-0", "default/web-1"} and set(state.broken) == {"default/bad"}
+
+
+def _event(event_type: str, obj: dict[str, object]) -> bytes:
+    return orjson.dumps({"type": event_type, "object": obj})
+
+
+def test_a_pod_watch_event_is_read_by_the_typed_decoder_into_the_pod_from_api_gives() -> None:
+    raws = [i for i in cluster_gen.generate(3, 12, 300) if i["kind"] == "Pod"]
+    state = ClusterState()
+    pages = PodPages(state)
+    for n, raw in enumerate(raws):
+        raw["metadata"]["resourceVersion"] = str(1000 + n)
+        event = pages.event(_event("MODIFIED" if n % 2 else "ADDED", raw))
+        assert event.obj == state.parse(PODS, raw), raw["metadata"]["name"]
+        assert event.resource_version == str(1000 + n)
+    assert not pages.reader.templates, "events go through the watch reader, not the list's"
+    assert pages.watch_reader.size() > 0
+    gone = pages.event(_event("DELETED", raws[0]))
+    assert gone.obj == (state.parse(PODS, raws[0])[0], None, "")
+
+
+def test_an_event_the_typed_decoder_refuses_is_read_the_dict_way() -> None:
+    odd = pod("web-0", "od-1", priority="5")  # a string where the typed decoder wants an integer
+    state = ClusterState()
+    event = PodPages(state).event(_event("ADDED", odd))
+    assert event.obj == state.parse(PODS, odd)
+    assert event.obj[1] is not None and event.obj[1].priority == 5
+
+
+def test_watch_events_that_are_not_about_a_pod_keep_their_dict() -> None:
+    state = ClusterState()
+    pages = PodPages(state)
+    bookmark = pages.event(_event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "77"}}))
+    assert (bookmark.type, bookmark.resource_version) == ("BOOKMARK", "77")
+    error = pages.event(_event("ERROR", {"kind": "Status", "code": 410, "message": "too old"}))
+    assert error.obj["code"] == 410
+
+
+def _informer_events(server: FakeApiServer, state: ClusterState) -> StateInformer:
+    server.put("nodes", node("od-1"))  # the fake's first write has the version of its empty lists: not a pod's
+    informer = start(server, state, PODS, "/api/v1/pods", query=(("fieldSelector", POD_FIELD_SELECTOR),))
+    assert state.wait_until(lambda: "pods" in state.synced, 5)
+    return informer
+
+
+def test_pods_changed_by_watch_events_equal_from_api_and_a_bad_one_marks_its_node(server: FakeApiServer) -> None:
+    raws = [i for i in cluster_gen.generate(3, 12, 120) if i["kind"] == "Pod"]
+    state = ClusterState()
+    informer = _informer_events(server, state)
+    try:
+        for raw in raws:
+            server.put("pods", raw)
+        server.put("pods", pod("bad", "od-1", cpu="lots"))
+        assert state.wait_until(lambda: informer.events == len(raws) + 1, 5)
+        for key, stored in server.store["pods"].items():
+            if key != "default/bad" and stored["status"].get("phase") not in ("Succeeded", "Failed"):
+                assert state.pods[key] == Pod.from_api(stored), key
+        assert "default/bad" not in state.pods and state.broken_nodes() == {"od-1"}
+        server.remove("pods", "default/bad")
+        assert state.wait_until(lambda: not state.broken_nodes(), 5)
+    finally:
+        informer.close()
+        informer.join(5)
+
+
+def test_the_watch_reader_keeps_only_the_parts_of_the_pods_the_state_holds(server: FakeApiServer) -> None:
+    raws = [i for i in cluster_gen.generate(3, 12, 120) if i["kind"] == "Pod" and i["status"]["phase"] == "Running"]
+    state = ClusterState()
+    informer = _informer_events(server, state)
+    pages = informer.handler.pages
+    try:
+        for revision in ("1", "2", "3"):  # three rollouts: every pod replaced by one of a new template
+            for raw in raws:
+                raw["metadata"]["labels"]["pod-template-hash"] = revision
+                server.put("pods", raw)
+            want = len(raws) * int(revision)
+            assert state.wait_until(lambda want=want: informer.events == want, 5)
+            pages.prune()
+        fresh = PodReader(compact=True)  # what a reader keeps for the last revision's pods alone
+        fresh.prune([fresh.read(POD_ITEM.decode(orjson.dumps(stored))) for stored in server.store["pods"].values()])
+        assert pages.watch_reader.size() == fresh.size()
+    finally:
+        informer.close()
+        informer.join(5)
+
+
+_STORES = {
+    "Node": "nodes",
+    "Pod": "pods",
+    "PodDisruptionBudget": "pdbs",
+    "Namespace": "namespaces",
+    "PersistentVolume": "persistentvolumes",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+}
+_ALL = ((PDBS, "/apis/policy/v1/poddisruptionbudgets", ()), *WATCHES)
+
+
+def _generated(server: FakeApiServer) -> None:
+    for item in cluster_gen.generate(5, 12, 300):
+        server.put(_STORES[item["kind"]], item)
+
+
+def _views(state: ClusterState) -> tuple[object, ...]:
+    with state.cond:
+        stores = (state.nodes, state.pods, state.pdbs, state.namespaces, state.pvs, state.pvcs, state.storage_classes)
+        return (*(dict(s) for s in stores), dict(state.broken), _fingerprint(state.snapshot()))
+
+
+def test_kinds_listed_together_make_the_state_listed_one_after_the_other_makes(server: FakeApiServer) -> None:
+    _generated(server)
+    together, in_turn = ClusterState(), ClusterState()
+    informers = [start(server, together, kind, path, query=query, page_size=7) for kind, path, query in _ALL]
+    try:
+        assert together.wait_synced(10)
+        for kind, path, query in _ALL:
+            informers.append(start(server, in_turn, kind, path, query=query, page_size=500))
+            assert in_turn.wait_until(lambda kind=kind: kind.name in in_turn.synced, 10)
+        assert in_turn.is_synced()
+        assert _views(together) == _views(in_turn)
+        assert len(together.pods) > 200
+    finally:
+        for informer in informers:
+            informer.close()
+        for informer in informers:
+            informer.join(5)
+
+
+class _SecondPodPageFails:
+    """The API server, but every second page of a pod list fails (HTTP 500) until ``release`` is set."""
+
+    def __init__(self, server: FakeApiServer) -> None:
+        self.server = server
+        self.failed = threading.Event()
+        self.release = threading.Event()
+
+    def request(self, method: str, path: str, *, query=(), **kwargs):
+        if path == "/api/v1/pods" and dict(query).get("continue") and not self.release.is_set():
+            self.failed.set()
+            raise error_for(500, None, method=method, path=path)
+        return self.server.request(method, path, query=query, **kwargs)
+
+    def stream(self, path: str, **kwargs):
+        return self.server.stream(path, **kwargs)
+
+
+def test_a_kind_whose_list_fails_midway_leaves_the_state_unsynced_and_empty_of_it(server: FakeApiServer) -> None:
+    _generated(server)
+    api = _SecondPodPageFails(server)
+    state = ClusterState()
+    informers = []
+    for kind, path, query in _ALL:
+        informer = StateInformer(
+            Kube(api), state, kind, path, threading.Event(), query=query, page_size=50, backoff=0.01
+        )
+        informer.start()
+        informers.append(informer)
+    try:
+        others = {kind.name for kind, _, _ in _ALL} - {PODS.name}
+        assert state.wait_until(lambda: api.failed.is_set() and others <= state.synced, 10)
+        assert not state.is_synced() and not state.pods, "no half-listed pods, not ready"
+        api.release.set()
+        assert state.wait_synced(10)
+        assert len(state.pods) == sum(
+            1 for p in server.store["pods"].values() if p["status"].get("phase") not in ("Succeeded", "Failed")
+        )
+    finally:
+        for informer in informers:
+            informer.close()
+        for informer in informers:
+            informer.join(5)
