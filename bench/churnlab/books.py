@@ -27,6 +27,9 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 TYPE_LABEL = "node.kubernetes.io/instance-type"
 STORE = {"poddisruptionbudgets": "pdbs"}
 
+AUTOSCALER = "autoscaler"
+""":attr:`Books.evictor` while the provisioner drains a node (cluster-autoscaler's scale-down)."""
+
 PRIORITY_CLASSES = {"spotshift-placeholder": -5}
 """The PriorityClasses deploy/ ships (the placeholders' class: value -5, ``preemptionPolicy: Never``)."""
 
@@ -78,6 +81,9 @@ class Tally:
     pending_pod_seconds: float = 0.0
     pod_count_seconds: float = 0.0
     evictions: int = 0
+    """Pods the policy evicted."""
+    autoscaler_evictions: int = 0
+    """Pods the autoscaler evicted to remove an under-used node."""
     reclaimed_pods: int = 0
     moved_then_reclaimed: int = 0
     """Pods reclaimed with their spot node after a move: replacements of pods a policy evicted (reclaims are not
@@ -141,6 +147,8 @@ class Books:
         self.serial = 0
         """The last number given to a node or a controller's object name."""
         self.tally = Tally()
+        self.evictor = ""
+        """Who evicts now: ``""`` the policy, :data:`AUTOSCALER` the provisioner."""
         self.server.on_evict = self.evicted
         for ns in ("default", "spotshift"):
             self.server.put("namespaces", namespace(ns))
@@ -185,7 +193,10 @@ class Books:
         owner = book.job or book.workload
         self.moving[owner] = self.moving.get(owner, 0) + 1
         if self.counting():
-            self.tally.evictions += 1
+            if self.evictor == AUTOSCALER:
+                self.tally.autoscaler_evictions += 1
+            else:
+                self.tally.evictions += 1
             if book.job:
                 self.tally.job_work_lost_seconds += book.worked
 

@@ -1,23 +1,42 @@
 """The provisioner: cluster-autoscaler's behaviour as this benchmark models it (see :class:`Provisioner`), and the
 cloud giving it the nodes it asks for. The nodes whose provisioning delay is over join before kube-scheduler's turn
 in the tick (so the pods they were added for are bound to them before the provisioner looks for pending pods
-again); its scan comes last."""
+again); its scan for pending pods comes last, its scale-down of under-used nodes (an option) before the
+controllers."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from bench.churnlab.books import SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, Books, NodeBook, Obj
+from bench.churnlab.books import AUTOSCALER, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, Books, NodeBook, Obj
 from bench.churnlab.scenario import ALLOCATABLE_SHARE, ZONES, NodeType
 from shared.fit import fits
 from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS
+from shared.kube.api import ApiError
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot, NodeInfo
 
 REMOVAL_DELAY = 600.0
 """Seconds a node stays empty before the provisioner removes it (the default of ``World(removal_delay=...)``)."""
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+LOCAL_STORAGE = ("emptyDir", "hostPath")
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDown:
+    """cluster-autoscaler's scale-down of under-used nodes, with its defaults: a node whose pods request less than
+    ``utilization_threshold`` of its allocatable CPU and of its memory (``--scale-down-utilization-threshold``) for
+    ``unneeded_time`` seconds (``--scale-down-unneeded-time``) is drained and removed when every pod on it may move
+    by cluster-autoscaler's rules and fits another node; none is removed within ``delay_after_add`` seconds of a
+    scale-up (``--scale-down-delay-after-add``)."""
+
+    utilization_threshold: float = 0.5
+    unneeded_time: float = 600.0
+    delay_after_add: float = 600.0
 
 
 class Provisioner:
@@ -41,13 +60,22 @@ class Provisioner:
         delay: float,
         removal_delay: float = REMOVAL_DELAY,
         refill: dict[tuple[str, str], int] | None = None,
+        scale_down: ScaleDown | None = None,
     ) -> None:
         self.books = books
         self.delay = delay
         self.removal_delay = removal_delay
         self.refill = dict(refill or {})
+        self.scale_down = scale_down
         self.coming: list[tuple[float, NodeType, str, bool]] = []
         self.scanned = -math.inf
+        self.scanned_down = -math.inf
+        self.scaled_up = -math.inf
+        """When the provisioner last asked for nodes."""
+        self.unneeded: dict[str, float] = {}
+        """Node → since when its pods have been under the scale-down threshold (``scale_down`` only)."""
+        self.blocked: dict[str, int] = {}
+        """Node → the cluster's change count when it last could not be drained (tried again once that changes)."""
         self.allowed: dict[tuple[str, str, bool], bool] = {}
         """(workload, or a pod's key for a Job pod or a placeholder; zone; spot) → :meth:`allows`."""
 
@@ -83,11 +111,20 @@ class Provisioner:
         return name
 
     def next_removal(self) -> float:
-        """When the first empty node is removed if it stays empty (infinity: no node is empty)."""
-        return min(
+        """When the first empty node is removed if it stays empty, or the first under-used one may be (infinity:
+        none)."""
+        at = min(
             (b.empty_since + self.removal_delay for b in self.books.nodes.values() if b.empty_since is not None),
             default=math.inf,
         )
+        rules = self.scale_down
+        if rules is not None and self.unneeded:
+            now = self.books.now
+            due = [since + rules.unneeded_time for since in self.unneeded.values()]
+            at = min([at, *(t for t in due if t > now)])
+            if any(t <= now for t in due) and self.scaled_up + rules.delay_after_add > now:
+                at = min(at, self.scaled_up + rules.delay_after_add)
+        return at
 
     def allows(self, p: Pod, zone: str, spot: bool) -> bool:
         """Whether a new node of this zone and capacity type could take ``p`` (its selector, affinity and volumes;
@@ -197,9 +234,131 @@ class Provisioner:
         )
         if choice is None:
             return
+        self.scaled_up = w.now
         nt, zone, n, spot = choice
         for _ in range(n):
             self.coming.append((w.now + self.delay, nt, zone, spot))
+
+    # ---- cluster-autoscaler's scale-down of under-used nodes ----------------------------------------------------
+
+    def remove_underused(self) -> None:
+        """The scale-down of under-used nodes (with ``scale_down``), every 10 s, early in the tick: the
+        controllers replace the evicted pods and kube-scheduler places them in the same tick."""
+        if self.scale_down is None or self.books.now - self.scanned_down < 10.0:
+            return
+        self.scanned_down = self.books.now
+        self._remove_underused(self.scale_down)
+
+    def _remove_underused(self, rules: ScaleDown) -> None:
+        """Every node's unneeded time kept; then, outside the delay after a scale-up, the least used node unneeded
+        long enough that can be drained is drained and removed: one a scan (cluster-autoscaler drains one non-empty
+        node at a time)."""
+        w = self.books
+        for name, book in w.nodes.items():
+            pods = w.view.by_node.get(name)
+            node = w.view.nodes.get(name)
+            if not pods or node is None or book.ends_at is not None or (book.spot and self.refill):
+                self.unneeded.pop(name, None)  # empty nodes are removed after ``removal_delay``
+            elif utilization(node, pods.values()) < rules.utilization_threshold:
+                self.unneeded.setdefault(name, w.now)
+            else:
+                self.unneeded.pop(name, None)
+        for name in [n for n in self.unneeded if n not in w.nodes]:
+            del self.unneeded[name]
+        if w.now - self.scaled_up < rules.delay_after_add:
+            return
+        changes = sum(len(w.server.log[k]) for k in ("nodes", "pods", "pdbs"))
+        ripe = sorted(
+            (utilization(w.view.nodes[name], w.view.by_node[name].values()), name)
+            for name, since in self.unneeded.items()
+            if w.now - since >= rules.unneeded_time and self.blocked.get(name) != changes
+        )
+        snap = w.view.snapshot() if ripe else None
+        for _, name in ripe:
+            assert snap is not None
+            if self._drain(name, snap):
+                return
+            self.blocked[name] = changes
+
+    def _drain(self, name: str, snap: ClusterSnapshot) -> bool:
+        """Drain ``name`` through the Eviction API and remove it, if its pods may all move and fit elsewhere
+        (``snap`` is left as it was when they do not)."""
+        w = self.books
+        pods = sorted(snap.nodes[name].pods, key=lambda p: (-p.node_requests.get("cpu", 0), p.key))
+        if any(not movable_by_autoscaler(p) for p in pods) or not self._budgets_allow(pods):
+            return False
+        if not fit_elsewhere(name, pods, snap):
+            return False
+        w.evictor = AUTOSCALER
+        try:
+            for p in pods:
+                try:
+                    w.server.request(
+                        "POST",
+                        f"/api/v1/namespaces/{p.namespace}/pods/{p.name}/eviction",
+                        body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": p.name}},
+                    )
+                except ApiError:
+                    return False  # the drain fails; the node stays and is tried again after a change
+        finally:
+            w.evictor = ""
+        w.server.remove("nodes", name)
+        w.nodes.pop(name, None)
+        self.unneeded.pop(name, None)
+        return True
+
+    def _budgets_allow(self, pods: list[Pod]) -> bool:
+        """cluster-autoscaler's budget check: every budget allows as many disruptions as it selects pods here."""
+        for pdb in self.books.view.pdbs.values():
+            n = sum(1 for p in pods if pdb.selects(p))
+            if n and pdb.disruptions_allowed < n:
+                return False
+        return True
+
+
+def utilization(node: Node, pods: Iterable[Pod]) -> float:
+    """cluster-autoscaler's utilization of a node: the larger of its pods' CPU and memory requests as a share of
+    its allocatable."""
+    cpu = mem = 0
+    for p in pods:
+        cpu += p.node_requests.get("cpu", 0)
+        mem += p.node_requests.get("memory", 0)
+    return max(cpu / (node.allocatable.get("cpu", 0) or 1), mem / (node.allocatable.get("memory", 0) or 1))
+
+
+def movable_by_autoscaler(p: Pod) -> bool:
+    """cluster-autoscaler's drain rules for one pod: it has a controller, no local storage, and is not marked
+    ``safe-to-evict: "false"``."""
+    if p.controller is None or p.annotations.get(SAFE_TO_EVICT) == "false":
+        return False
+    return not any(v.kind in LOCAL_STORAGE for v in p.volumes)
+
+
+def fit_elsewhere(name: str, pods: list[Pod], snap: ClusterSnapshot) -> bool:
+    """Whether ``pods`` (all of node ``name``'s) fit the other nodes, each by kube-scheduler's filters
+    (:func:`shared.fit.fits`) after the earlier ones, first fit; ``snap`` is left as it was."""
+    moved: list[Pod] = []
+    ok = True
+    for p in pods:
+        cpu = p.node_requests.get("cpu", 0)
+        snap.remove_pod(p)
+        target = next(
+            (
+                other
+                for other, info in snap.nodes.items()
+                if other != name and info.free("cpu") >= cpu and not fits(p, info, snap, first_only=True)
+            ),
+            None,
+        )
+        if target is None:
+            snap.add_pod(p)
+            ok = False
+            break
+        moved.append(snap.add_pod(p, target))
+    for m, p in zip(moved, pods, strict=False):
+        snap.remove_pod(m)
+        snap.add_pod(p)
+    return ok
 
 
 def cheapest_nodes(

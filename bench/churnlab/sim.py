@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 from bench.churnlab.books import Tally
 from bench.churnlab.policies import POLICIES, Actor, Policy, attach, config_of
+from bench.churnlab.provisioner import ScaleDown
 from bench.churnlab.scenario import (
     ALLOCATABLE_SHARE,
     DAY,
@@ -68,7 +69,7 @@ class Figures:
     moved_then_reclaimed: int
     """Pods reclaimed with their spot node after a move (:attr:`bench.churnlab.books.Tally.moved_then_reclaimed`)."""
     disruptions_per_pod_day: float
-    """(Evictions + pods reclaimed after a move) per pod-day."""
+    """(Evictions, the policy's and the autoscaler's, + pods reclaimed after a move) per pod-day."""
     back_on_spot_p50: float
     back_on_spot_p95: float
     """Minutes from spot capacity returning until the spot-eligible pods on on-demand nodes are back to their number
@@ -81,6 +82,9 @@ class Figures:
     job_minutes_lost: float
     capacity_breaches: int
     on_demand_series: list[tuple[float, int]]
+    autoscaler_evictions: int = 0
+    """Pods the autoscaler evicted to remove under-used nodes (not in ``evictions``, which are the policy's)."""
+    autoscaler_evictions_per_pod_day: float = 0.0
 
 
 def scaled(w: Workload, scale: float) -> Workload:
@@ -102,6 +106,7 @@ def world_of(scenario: Scenario, policy: Policy, spot_fraction: float, *, check:
         config=config_of(policy.overrides),
         spot_fraction=spot_fraction,
         start=-WARM_UP,
+        scale_down=ScaleDown(),
     )
 
 
@@ -165,7 +170,7 @@ def figures(name: str, t: Tally, tr: Trace, until: float = DAY) -> Figures:
         evictions=t.evictions,
         evictions_per_pod_day=t.evictions / pods_per_day,
         moved_then_reclaimed=t.moved_then_reclaimed,
-        disruptions_per_pod_day=(t.evictions + t.moved_then_reclaimed) / pods_per_day,
+        disruptions_per_pod_day=(t.evictions + t.autoscaler_evictions + t.moved_then_reclaimed) / pods_per_day,
         back_on_spot_p50=_quantile(back, 0.5),
         back_on_spot_p95=_quantile(back, 0.95),
         never_back=never,
@@ -176,6 +181,8 @@ def figures(name: str, t: Tally, tr: Trace, until: float = DAY) -> Figures:
         job_minutes_lost=t.job_work_lost_seconds / 60.0,
         capacity_breaches=t.capacity_breaches,
         on_demand_series=t.on_demand_series,
+        autoscaler_evictions=t.autoscaler_evictions,
+        autoscaler_evictions_per_pod_day=t.autoscaler_evictions / pods_per_day,
     )
 
 

@@ -42,7 +42,7 @@ from bench.churnlab.controllers import Controllers
 from bench.churnlab.disruption_controller import DisruptionController
 from bench.churnlab.kubelets import Kubelets
 from bench.churnlab.market import NOTICE, SpotMarket
-from bench.churnlab.provisioner import REMOVAL_DELAY, Provisioner
+from bench.churnlab.provisioner import REMOVAL_DELAY, Provisioner, ScaleDown
 from bench.churnlab.scenario import NODE_TYPES, NodeType, Trace, Workload
 from bench.churnlab.scheduler import Scheduler
 from extender.admission import MutationPolicy
@@ -72,6 +72,7 @@ class World:
         start: float = 0.0,
         check: bool = False,
         refill: dict[tuple[str, str], int] | None = None,
+        scale_down: ScaleDown | None = None,
     ) -> None:
         self.check = check
         """Check every tick that no node holds more than its allocatable (the property tests; costs time)."""
@@ -96,7 +97,7 @@ class World:
         self.scheduler = Scheduler(b, ExtenderPolicy.from_config(config) if setup.extender else None)
         self.kubelets = Kubelets(b, ready_after)
         self.disruption = DisruptionController(b)
-        self.provisioner = Provisioner(b, provision_delay, removal_delay, refill)
+        self.provisioner = Provisioner(b, provision_delay, removal_delay, refill, scale_down)
         self.provisioner.fill()
         self.server.breaks_budget = self.disruption.breaks_budget
         self.next_job = self.controllers.next_job
@@ -143,6 +144,7 @@ class World:
     def tick(self, dt: float) -> None:
         """Everything but the policy, for the ``dt`` seconds ending now."""
         self.market.step()
+        self.provisioner.remove_underused()
         self.controllers.step()
         self.controllers.count_lost()
         self.provisioner.join()
