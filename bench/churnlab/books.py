@@ -118,6 +118,7 @@ class Books:
         spot_fraction: float,
         node_types: tuple[NodeType, ...],
         start: float,
+        spot_prices: dict[tuple[str, str], float] | None = None,
     ) -> None:
         self.server = ApiServer(self)
         self.rng = random.Random(seed * 7_919 + 17)
@@ -126,6 +127,8 @@ class Books:
         self.trace = trace
         self.setup = setup
         self.spot_fraction = spot_fraction
+        self.spot_prices = dict(spot_prices or {})
+        """Spot pool (zone, node type) → its price as a share of on-demand (a pool not named: ``spot_fraction``)."""
         self.node_types = node_types
         self.now = start
         self.view = ClusterState()
@@ -152,6 +155,10 @@ class Books:
         self.server.on_evict = self.evicted
         for ns in ("default", "spotshift"):
             self.server.put("namespaces", namespace(ns))
+
+    def price_share(self, zone: str, node_type: str) -> float:
+        """A spot node's price in pool (``zone``, ``node_type``) as a share of its on-demand price."""
+        return self.spot_prices.get((zone, node_type), self.spot_fraction)
 
     def counting(self) -> bool:
         """Whether the figures count now (the day, not the warm-up before it)."""

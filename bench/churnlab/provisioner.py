@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.churnlab.books import AUTOSCALER, SPOT_LABEL, TYPE_LABEL, ZONE_LABEL, Books, NodeBook, Obj
 from bench.churnlab.scenario import ALLOCATABLE_SHARE, ZONES, NodeType
@@ -22,8 +22,38 @@ from shared.snapshot import ClusterSnapshot, NodeInfo
 REMOVAL_DELAY = 600.0
 """Seconds a node stays empty before the provisioner removes it (the default of ``World(removal_delay=...)``)."""
 
+ASK = 1_000
+"""The most nodes the provisioner asks of one pool at once when it does not know the pool's room."""
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 LOCAL_STORAGE = ("emptyDir", "hostPath")
+
+
+class Coming(NamedTuple):
+    """A node asked for: it joins at ``at`` (a spot node only while its pool has room, with ``ScaleUpTimeout``),
+    and is given up at ``give_up`` if it has not joined by then."""
+
+    at: float
+    node_type: NodeType
+    zone: str
+    spot: bool
+    give_up: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpTimeout:
+    """cluster-autoscaler's handling of a node group that does not give the nodes asked for, with its defaults: a
+    node not there ``max_node_provision_time`` seconds after it was asked for (``--max-node-provision-time``) is
+    given up and its node group backed off, ``initial_backoff`` seconds, doubling with each failure in a row up to
+    ``max_backoff`` (``--initial-node-group-backoff-duration``, ``--max-node-group-backoff-duration``); a node
+    that joins ends the group's backoff."""
+
+    max_node_provision_time: float = 900.0
+    initial_backoff: float = 300.0
+    max_backoff: float = 1_800.0
+
+    def backoff(self, failures: int) -> float:
+        """The backoff after ``failures`` failures in a row (at least one)."""
+        return min(self.max_backoff, self.initial_backoff * 2.0 ** (failures - 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +75,16 @@ class Provisioner:
     the nodes already coming are packed (first fit, largest first) onto new nodes of the type that costs least for
     them, spot where a pool with room allows the pods (their zone, their capacity-type selector), else on-demand;
     the nodes join ``delay`` seconds later (:func:`cheapest_nodes` decides). A node with no pod for
-    ``removal_delay`` seconds (10 minutes by default) is removed. The provisioner knows at
-    once whether a spot pool has room (no failed attempt, no fallback delay) and never removes a node that still
-    has pods (no consolidation of its own).
+    ``removal_delay`` seconds (10 minutes by default) is removed.
+
+    Two options make it cluster-autoscaler's own way (the churn day has both; the replay worlds neither). Without
+    them the provisioner knows at once whether a spot pool has room (no failed attempt, no fallback delay) and
+    never removes a node that still has pods. With ``scale_up_timeout`` (:class:`ScaleUpTimeout`) it does not know
+    a spot pool's room: it asks any pool not backed off, the nodes beyond the trace's limit do not come, the pods
+    wait for them, and after ``max_node_provision_time`` they are given up and the pool backed off, so that the next
+    scan chooses the next cheapest option. With ``scale_down`` (:class:`ScaleDown`) a node whose pods use less than
+    the threshold for long enough is drained through the Eviction API and removed, when its pods may all move and
+    fit elsewhere (:meth:`remove_underused`).
 
     With ``refill`` (spot pool → desired node count: the *refill* world), the spot pools are node groups of a fixed
     size instead: the cluster starts with their nodes, a group below its count (a node reclaimed) gets new empty
@@ -61,13 +98,19 @@ class Provisioner:
         removal_delay: float = REMOVAL_DELAY,
         refill: dict[tuple[str, str], int] | None = None,
         scale_down: ScaleDown | None = None,
+        scale_up_timeout: ScaleUpTimeout | None = None,
     ) -> None:
         self.books = books
         self.delay = delay
         self.removal_delay = removal_delay
         self.refill = dict(refill or {})
         self.scale_down = scale_down
-        self.coming: list[tuple[float, NodeType, str, bool]] = []
+        self.scale_up_timeout = scale_up_timeout
+        self.coming: list[Coming] = []
+        self.failures: dict[tuple[str, str], int] = {}
+        """Spot pool → its scale-ups given up in a row (``scale_up_timeout`` only)."""
+        self.backed_off: dict[tuple[str, str], float] = {}
+        """Spot pool → until when it is not asked for nodes."""
         self.scanned = -math.inf
         self.scanned_down = -math.inf
         self.scaled_up = -math.inf
@@ -149,11 +192,34 @@ class Provisioner:
 
     def join(self) -> None:
         """The nodes whose delay is over join the cluster (before kube-scheduler's turn in the tick: a pod waiting
-        for a node is bound to it before the next scan looks for pods that need one)."""
+        for a node is bound to it before the next scan looks for pods that need one). With ``scale_up_timeout`` a
+        spot node joins only while its pool has room under the trace's limit, and is given up at its deadline, its
+        pool backed off."""
         w = self.books
-        for item in [c for c in self.coming if c[0] <= w.now]:
+        rules = self.scale_up_timeout
+        limits = w.trace.limits_at(w.now) if rules is not None else {}
+        failed: set[tuple[str, str]] = set()
+        for item in [c for c in self.coming if c.at <= w.now]:
+            pool = (item.zone, item.node_type.name)
+            if rules is not None and item.spot and self._live(pool) >= limits[pool]:
+                if w.now >= item.give_up:
+                    self.coming.remove(item)
+                    failed.add(pool)
+                continue
             self.coming.remove(item)
-            self.add_node(item[1], item[2], item[3])
+            self.add_node(item.node_type, item.zone, item.spot)
+            if item.spot:
+                self.failures.pop(pool, None)
+                self.backed_off.pop(pool, None)
+        for pool in sorted(failed):
+            assert rules is not None
+            self.failures[pool] = self.failures.get(pool, 0) + 1
+            self.backed_off[pool] = w.now + rules.backoff(self.failures[pool])
+
+    def _live(self, pool: tuple[str, str]) -> int:
+        return sum(
+            1 for b in self.books.nodes.values() if b.spot and b.ends_at is None and (b.zone, b.node_type.name) == pool
+        )
 
     def fill(self) -> None:
         """The refill world's start: every spot group at its desired count."""
@@ -172,9 +238,9 @@ class Provisioner:
                 for b in w.nodes.values()
                 if b.spot and b.ends_at is None and b.zone == zone and b.node_type.name == type_name
             )
-            have += sum(1 for _, nt, z, spot in self.coming if spot and z == zone and nt.name == type_name)
+            have += sum(1 for c in self.coming if c.spot and c.zone == zone and c.node_type.name == type_name)
             for _ in range(max(0, min(desired, limits[(zone, type_name)]) - have)):
-                self.coming.append((w.now + self.delay, types[type_name], zone, True))
+                self.coming.append(Coming(w.now + self.delay, types[type_name], zone, True))
 
     def step(self) -> None:
         w = self.books
@@ -207,7 +273,8 @@ class Provisioner:
 
     def _scale_up(self, waiting: list[Pod]) -> None:
         room = [
-            [nt.cpu_m * ALLOCATABLE_SHARE, nt.memory_mi * ALLOCATABLE_SHARE, z, spot] for _, nt, z, spot in self.coming
+            [c.node_type.cpu_m * ALLOCATABLE_SHARE, c.node_type.memory_mi * ALLOCATABLE_SHARE, c.zone, c.spot]
+            for c in self.coming
         ]
         for group in groups_to_add(waiting, room, self.allows):
             self._add_for(group)
@@ -219,25 +286,39 @@ class Provisioner:
         for book in w.nodes.values():
             if book.spot and book.ends_at is None:
                 counts[(book.zone, book.node_type.name)] = counts.get((book.zone, book.node_type.name), 0) + 1
-        for _, nt, z, spot in self.coming:
-            if spot:
-                counts[(z, nt.name)] = counts.get((z, nt.name), 0) + 1
+        for c in self.coming:
+            if c.spot:
+                counts[(c.zone, c.node_type.name)] = counts.get((c.zone, c.node_type.name), 0) + 1
         sample = pods[0]
         zone_nodes = {z: sum(1 for b in w.nodes.values() if b.zone == z) for z in ZONES}
         choice = cheapest_nodes(
             [_req(p) for p in pods],
             w.node_types,
-            spot_room={pool: 0 if self.refill else limits[pool] - counts.get(pool, 0) for pool in limits},
+            spot_room=self._spot_room(limits, counts),
             zones={spot: [z for z in ZONES if self.allows(sample, z, spot)] for spot in (True, False)},
             zone_nodes=zone_nodes,
-            spot_fraction=w.spot_fraction,
+            prices={pool: w.price_share(*pool) for pool in limits},
         )
         if choice is None:
             return
         self.scaled_up = w.now
         nt, zone, n, spot = choice
+        give_up = w.now + self.scale_up_timeout.max_node_provision_time if self.scale_up_timeout else math.inf
         for _ in range(n):
-            self.coming.append((w.now + self.delay, nt, zone, spot))
+            self.coming.append(Coming(w.now + self.delay, nt, zone, spot, give_up))
+
+    def _spot_room(
+        self, limits: dict[tuple[str, str], int], counts: dict[tuple[str, str], int]
+    ) -> dict[tuple[str, str], int]:
+        """The nodes the provisioner may ask of each spot pool: none in the refill world; with
+        ``scale_up_timeout`` as many as it likes of every pool not backed off (it cannot know the cloud's room, a
+        pool the trace cut to zero included); else the room the trace leaves."""
+        if self.refill:
+            return dict.fromkeys(limits, 0)
+        if self.scale_up_timeout is not None:
+            now = self.books.now
+            return {pool: 0 if self.backed_off.get(pool, -math.inf) > now else ASK for pool in limits}
+        return {pool: limits[pool] - counts.get(pool, 0) for pool in limits}
 
     # ---- cluster-autoscaler's scale-down of under-used nodes ----------------------------------------------------
 
@@ -368,30 +449,30 @@ def cheapest_nodes(
     spot_room: dict[tuple[str, str], int],
     zones: dict[bool, list[str]],
     zone_nodes: dict[str, int],
-    spot_fraction: float,
+    prices: dict[tuple[str, str], float],
 ) -> tuple[NodeType, str, int, bool] | None:
     """The provisioner's choice for one group of pending pods (``requests``: CPU millicores and MiB each, pods
     that may go to the same nodes): ``(node type, zone, how many nodes, spot)`` at the least price. The pods are
     packed first fit onto nodes of each type; spot where a pool of an allowed zone has room (``spot_room``), as
-    many nodes as it has left (the pods it cannot take wait for the next scan), else on-demand; the zone with the
-    most room, then the fewest nodes (``zone_nodes``), among those allowed (``zones[spot]``); on a tie in price the
-    larger type, then spot. ``None`` when nothing fits."""
+    many nodes as it has left (the pods it cannot take wait for the next scan), at the pool's price (``prices``: a
+    share of on-demand), else on-demand; among the options of one price, the larger type, then spot, then the zone
+    with the most room, then the fewest nodes (``zone_nodes``), among those allowed (``zones[spot]``). ``None`` when
+    nothing fits."""
     options = []
     for nt in node_types:
         n = _pack(requests, nt)
         if n is None:
             continue
         for spot in (True, False):
-            room = {z: min(n, spot_room.get((z, nt.name), 0)) if spot else n for z in zones[spot]}
-            allowed = [z for z, r in room.items() if r >= 1]
-            if not allowed:
-                continue
-            zone = min(allowed, key=lambda z: (-room[z], zone_nodes.get(z, 0), z))
-            price = nt.price * n * (spot_fraction if spot else 1.0)
-            options.append((price, -nt.cpu_m, nt.name, not spot, zone, nt, room[zone], spot))
+            for z in zones[spot]:
+                room = min(n, spot_room.get((z, nt.name), 0)) if spot else n
+                if room < 1:
+                    continue
+                price = nt.price * n * (prices.get((z, nt.name), 1.0) if spot else 1.0)
+                options.append((price, -nt.cpu_m, nt.name, not spot, -room, zone_nodes.get(z, 0), z, nt, room, spot))
     if not options:
         return None
-    _, _, _, _, zone, nt, n, spot = min(options)
+    *_, zone, nt, n, spot = min(options)
     return nt, zone, n, spot
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 from bench.churnlab.books import Tally
 from bench.churnlab.policies import POLICIES, Actor, Policy, attach, config_of
-from bench.churnlab.provisioner import ScaleDown
+from bench.churnlab.provisioner import ScaleDown, ScaleUpTimeout
 from bench.churnlab.scenario import (
     ALLOCATABLE_SHARE,
     DAY,
@@ -20,6 +20,7 @@ from bench.churnlab.scenario import (
     PROFILES,
     SCALE_EVERY,
     WARM_UP,
+    ZONES,
     NodeType,
     Trace,
     Workload,
@@ -48,12 +49,41 @@ class Scenario:
             return drawn
         return [scaled(w, self.scale) for w in drawn]
 
-    def spot_prices(self, spot_fraction: float) -> dict[tuple[str, str], float]:
-        """Each spot pool's price as a share of on-demand (the same for every pool here)."""
-        return {pool: spot_fraction for pool in base_limits(self.workloads())}
-
     def trace_of(self) -> Trace:
         return trace(self.trace, random.Random(f"{self.seed}/{self.trace}"), base_limits(self.workloads()))
+
+    def spot_prices(self, spot_fraction: float) -> dict[tuple[str, str], float]:
+        """Each spot pool's price as a share of on-demand: ``spot_fraction`` times a factor drawn per pool in
+        ``PRICE_SPREAD`` (at most ``MAX_PRICE_SHARE``), the same for every policy of the scenario."""
+        rng = random.Random(f"{self.seed}/{self.profile}/{self.trace}/prices")
+        low, high = PRICE_SPREAD
+        return {pool: min(MAX_PRICE_SHARE, spot_fraction * rng.uniform(low, high)) for pool in sorted(_pools())}
+
+    def reclaim_rates(self) -> dict[tuple[str, str], float]:
+        """Each spot pool's background reclaims per node-hour: ``VOLATILE_SHARE`` of the pools volatile (a rate
+        drawn in ``VOLATILE_RATE``), the others steady (``STEADY_RATE``), the same for every policy."""
+        rng = random.Random(f"{self.seed}/{self.profile}/{self.trace}/reclaims")
+        out = {}
+        for pool in sorted(_pools()):
+            low, high = VOLATILE_RATE if rng.random() < VOLATILE_SHARE else STEADY_RATE
+            out[pool] = rng.uniform(low, high)
+        return out
+
+
+PRICE_SPREAD = (0.7, 1.3)
+"""A spot pool's price is ``--spot-fraction`` times a factor drawn in this range (about +-30%)."""
+MAX_PRICE_SHARE = 0.95
+"""No spot pool costs more than this share of on-demand."""
+VOLATILE_SHARE = 1 / 3
+"""The share of spot pools that are volatile."""
+STEADY_RATE = (0.0, 0.002)
+"""Background reclaims per node-hour of a steady pool (at most about one node in 500 an hour)."""
+VOLATILE_RATE = (0.01, 0.03)
+"""Background reclaims per node-hour of a volatile pool (one node in 33 to 100 an hour)."""
+
+
+def _pools() -> list[tuple[str, str]]:
+    return [(z, nt.name) for z in ZONES for nt in NODE_TYPES]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +137,9 @@ def world_of(scenario: Scenario, policy: Policy, spot_fraction: float, *, check:
         spot_fraction=spot_fraction,
         start=-WARM_UP,
         scale_down=ScaleDown(),
+        scale_up_timeout=ScaleUpTimeout(),
+        spot_prices=scenario.spot_prices(spot_fraction),
+        reclaim_rates=scenario.reclaim_rates(),
     )
 
 

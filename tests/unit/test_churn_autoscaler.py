@@ -10,8 +10,15 @@ import pytest
 
 from bench.churnlab.books import Setup
 from bench.churnlab.policies import Actor, config_of
-from bench.churnlab.provisioner import ScaleDown, fit_elsewhere, movable_by_autoscaler, utilization
-from bench.churnlab.scenario import NODE_TYPES, Trace, Workload
+from bench.churnlab.provisioner import (
+    ScaleDown,
+    ScaleUpTimeout,
+    cheapest_nodes,
+    fit_elsewhere,
+    movable_by_autoscaler,
+    utilization,
+)
+from bench.churnlab.scenario import NODE_TYPES, ZONES, Trace, Workload
 from bench.churnlab.sim import play
 from bench.churnlab.world import World
 from tests.builders import node, owner, pod, snapshot
@@ -97,3 +104,121 @@ def test_pods_must_all_fit_elsewhere_and_the_snapshot_is_left_as_it_was() -> Non
     assert fit_elsewhere("a", list(snap2.nodes["a"].pods), snap2)
     assert sorted(p.key for p in snap2.nodes["a"].pods) == ["default/p0", "default/p1"]
     assert not snap2.nodes["b"].pods
+
+
+# --- spot scale-ups that fail, per-pool prices and reclaims ------------------------------------------------------
+
+DRY = Trace("dry", "no spot room anywhere", [], {(z, nt.name): 0 for z in ZONES for nt in NODE_TYPES})
+
+
+def _dry_world(timeout: ScaleUpTimeout | None, kind: str = "Deployment") -> World:
+    """Six 1-CPU pods (a StatefulSet's: their volumes in zone-a) and no spot room anywhere."""
+    return World(
+        seed=1,
+        workloads=[Workload("web", kind, 1_000, 2_048, 6, floor=6, zone=ZONES[0] if kind == "StatefulSet" else "")],
+        trace=DRY,
+        setup=Setup(),
+        config=config_of({}),
+        spot_fraction=0.3,
+        node_types=(SMALL,),
+        scale_up_timeout=timeout,
+    )
+
+
+def test_a_spot_pool_without_room_is_asked_anyway_given_up_and_backed_off() -> None:
+    world = _dry_world(ScaleUpTimeout())
+    p = world.provisioner
+    play(world, Actor(), 880.0)
+    assert not world.nodes and all(c.spot for c in p.coming)  # asked, never came: the pods wait
+    first = {(c.zone, c.node_type.name) for c in p.coming}
+    assert len(first) == 1
+    play(world, Actor(), 950.0)
+    assert set(p.backed_off) == first and p.backed_off[next(iter(first))] == pytest.approx(900.0 + 300.0, abs=10.0)
+    assert {(c.zone, c.node_type.name) for c in p.coming if c.spot} - first  # the next cheapest pool, spot again
+    # Each try takes 15 minutes and a backoff at most 30: the three zones' pools are never all backed off at
+    # once, so the autoscaler keeps trying spot and the pods keep waiting (it cannot know the pools are dry).
+    play(world, Actor(), 3 * 3_600.0)
+    assert set(p.failures) == {(z, SMALL.name) for z in ZONES} and max(p.failures.values()) >= 3
+    assert not world.nodes and not any(b.node for b in world.pods.values())
+
+
+def test_with_its_only_spot_pool_backed_off_the_provisioner_takes_on_demand() -> None:
+    world = _dry_world(ScaleUpTimeout(), "StatefulSet")
+    play(world, Actor(), 1_200.0)
+    assert world.provisioner.failures == {(ZONES[0], SMALL.name): 1}
+    assert all(b.node for b in world.pods.values())
+    assert [(b.zone, b.spot) for b in world.nodes.values()] == [(ZONES[0], False)] * 2
+    assert world.tally.pending_pod_seconds >= 6 * 900.0
+
+
+def test_without_the_timeout_the_provisioner_knows_the_pools_are_dry() -> None:
+    world = _dry_world(None)
+    play(world, Actor(), 300.0)
+    assert all(b.node for b in world.pods.values()) and not any(b.spot for b in world.nodes.values())
+    assert world.tally.pending_pod_seconds < 6 * 200.0
+
+
+def test_the_backoff_doubles_up_to_its_maximum() -> None:
+    rules = ScaleUpTimeout()
+    assert [rules.backoff(n) for n in (1, 2, 3, 4, 5)] == [300.0, 600.0, 1_200.0, 1_800.0, 1_800.0]
+
+
+def test_the_provisioner_takes_the_cheapest_spot_pool() -> None:
+    pools = {(z, SMALL.name): 10 for z in ZONES}
+    prices = {pool: 0.3 for pool in pools}
+    prices[(ZONES[2], SMALL.name)] = 0.25
+    zones = {True: list(ZONES), False: list(ZONES)}
+    choice = cheapest_nodes([(1_000, 2_048)] * 3, (SMALL,), spot_room=pools, zones=zones, zone_nodes={}, prices=prices)
+    assert choice == (SMALL, ZONES[2], 1, True)
+    prices[(ZONES[2], SMALL.name)] = 0.3  # a tie: the zone with the fewest nodes
+    choice = cheapest_nodes(
+        [(1_000, 2_048)] * 3, (SMALL,), spot_room=pools, zones=zones, zone_nodes={ZONES[0]: 2}, prices=prices
+    )
+    assert choice == (SMALL, ZONES[1], 1, True)
+
+
+def _volatile_world(seed: int) -> World:
+    rates = {(z, SMALL.name): 0.0 for z in ZONES}
+    rates[(ZONES[0], SMALL.name)] = 2.0  # two reclaims per node-hour
+    return World(
+        seed=seed,
+        workloads=[Workload("web", "Deployment", 1_000, 2_048, 18, floor=18)],
+        trace=Trace("none", "no cut"),
+        setup=Setup(),
+        config=config_of({}),
+        spot_fraction=0.3,
+        node_types=(SMALL,),
+        reclaim_rates=rates,
+        spot_prices={(z, SMALL.name): 0.3 for z in ZONES},
+    )
+
+
+def test_background_reclaims_hit_the_volatile_pool_only_and_follow_the_seed() -> None:
+    runs = []
+    for seed in (1, 1, 2):
+        world = _volatile_world(seed)
+        notices: list[tuple[float, str]] = []
+        play(world, Actor(), 4 * 3_600.0, lambda w, out=notices: _noticed(w, out))
+        assert notices and {zone for _, zone in notices} == {ZONES[0]}
+        assert world.tally.reclaimed_pods > 0 and world.tally.lost_pods == 0
+        runs.append(notices)
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
+def _noticed(world: World, out: list[tuple[float, str]]) -> None:
+    out.extend((world.now, b.zone) for b in world.nodes.values() if b.ends_at == world.now + 120.0)
+
+
+def test_a_spot_node_costs_its_pools_price() -> None:
+    world = _volatile_world(1)
+    play(world, Actor(), 600.0)
+    spot = next(b for b in world.nodes.values() if b.spot)
+    world.books.spot_prices[(spot.zone, spot.node_type.name)] = 0.5
+    world.tally.cost_seconds = 0.0
+    world.account(3_600.0)
+    expected = sum(
+        SMALL.price * (world.books.price_share(b.zone, b.node_type.name) if b.spot else 1.0)
+        for b in world.nodes.values()
+    )
+    assert 0.5 in {world.books.price_share(b.zone, b.node_type.name) for b in world.nodes.values() if b.spot}
+    assert world.tally.cost_seconds == pytest.approx(expected * 3_600.0)
