@@ -234,6 +234,22 @@ class ApiServer(FakeApiServer):
         """Pods without a node (kube-scheduler's queue)."""
         self.pods_changed = True
         """A pod was written or deleted since the disruption controller last looked."""
+        self.budgets_of: dict[tuple[str, frozenset[tuple[str, str]]], list[str]] = {}
+        """(namespace, labels) → the keys of the budgets selecting such a pod; emptied when a budget is added,
+        removed or its spec replaced."""
+
+    def _copy(self, obj: Any) -> Any:
+        """The object itself: the simulation replaces objects and never changes one in place."""
+        return obj
+
+    def _pdbs_for(self, pod: Obj) -> list[Obj]:
+        """As the in-memory server's, the selectors matched once per namespace and set of labels."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace") or "default", frozenset((meta.get("labels") or {}).items()))
+        keys = self.budgets_of.get(key)
+        if keys is None:
+            keys = self.budgets_of[key] = [self._key(b, "pdbs") for b in super()._pdbs_for(pod)]
+        return [self.store["pdbs"][k] for k in keys]
 
     def put(self, kind: str, obj: Obj, event: str | None = None) -> Obj:
         """As the in-memory server's, without its deep copies: the simulation replaces objects and never changes
@@ -252,7 +268,10 @@ class ApiServer(FakeApiServer):
             self.last_rv = rv
             meta["resourceVersion"] = str(rv)
             key = self._key(obj, kind)
-            etype = event or ("MODIFIED" if key in self.store[kind] else "ADDED")
+            old = self.store[kind].get(key)
+            etype = event or ("MODIFIED" if old is not None else "ADDED")
+            if kind == "pdbs" and (old is None or old.get("spec") is not obj.get("spec")):
+                self.budgets_of.clear()
             self.store[kind][key] = obj
             self.log[kind].append((rv, etype, obj))
             if kind == "pods":
@@ -268,6 +287,8 @@ class ApiServer(FakeApiServer):
             obj = self.store[kind].pop(key, None)
             if obj is None:
                 return
+            if kind == "pdbs":
+                self.budgets_of.clear()
             rv = next(self.rv)
             self.last_rv = rv
             obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}

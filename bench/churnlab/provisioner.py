@@ -117,6 +117,8 @@ class Provisioner:
         """When the provisioner last asked for nodes."""
         self.unneeded: dict[str, float] = {}
         """Node → since when its pods have been under the scale-down threshold (``scale_down`` only)."""
+        self.seen_version = -1
+        """The view's version when the unneeded times were last brought up to date."""
         self.blocked: dict[str, int] = {}
         """Node → the cluster's change count when it last could not be drained (tried again once that changes)."""
         self.allowed: dict[tuple[str, str, bool], bool] = {}
@@ -250,10 +252,16 @@ class Provisioner:
         if w.now - self.scanned < 10.0:
             return
         self.scanned = w.now
+        # The view was brought up to date just before: its pods without a node are the API server's unbound ones
+        # (their order does not matter: the scale-up sorts them).
+        store = w.server.store["pods"]
         waiting = [
             p
-            for p in w.view.pods.values()
-            if not p.node_name and not p.terminal and _unschedulable_marked(w.server.store["pods"].get(p.key))
+            for key in w.server.unbound
+            if (p := w.view.pods.get(key)) is not None
+            and not p.node_name
+            and not p.terminal
+            and _unschedulable_marked(store.get(key))
         ]
         if waiting:
             self._scale_up(waiting)
@@ -335,24 +343,19 @@ class Provisioner:
         long enough that can be drained is drained and removed: one a scan (cluster-autoscaler drains one non-empty
         node at a time)."""
         w = self.books
-        for name, book in w.nodes.items():
-            pods = w.view.by_node.get(name)
-            node = w.view.nodes.get(name)
-            if not pods or node is None or book.ends_at is not None or (book.spot and self.refill):
-                self.unneeded.pop(name, None)  # empty nodes are removed after ``removal_delay``
-            elif utilization(node, pods.values()) < rules.utilization_threshold:
-                self.unneeded.setdefault(name, w.now)
-            else:
-                self.unneeded.pop(name, None)
-        for name in [n for n in self.unneeded if n not in w.nodes]:
-            del self.unneeded[name]
+        if w.view.version != self.seen_version:  # else no node or pod changed: every node is as needed as it was
+            self.seen_version = w.view.version
+            self._unneeded_now(rules)
         if w.now - self.scaled_up < rules.delay_after_add:
             return
         changes = sum(len(w.server.log[k]) for k in ("nodes", "pods", "pdbs"))
         ripe = sorted(
             (utilization(w.view.nodes[name], w.view.by_node[name].values()), name)
             for name, since in self.unneeded.items()
-            if w.now - since >= rules.unneeded_time and self.blocked.get(name) != changes
+            if w.now - since >= rules.unneeded_time
+            and self.blocked.get(name) != changes
+            and name in w.nodes
+            and w.nodes[name].ends_at is None  # under a notice or gone since the view was last brought up to date
         )
         snap = w.view.snapshot() if ripe else None
         for _, name in ripe:
@@ -360,6 +363,22 @@ class Provisioner:
             if self._drain(name, snap):
                 return
             self.blocked[name] = changes
+
+    def _unneeded_now(self, rules: ScaleDown) -> None:
+        """Every node's unneeded time: since when its pods have been under the threshold (empty nodes and nodes
+        under a reclaim notice are not counted: the former are removed after ``removal_delay``)."""
+        w = self.books
+        for name, book in w.nodes.items():
+            pods = w.view.by_node.get(name)
+            node = w.view.nodes.get(name)
+            if not pods or node is None or book.ends_at is not None or (book.spot and self.refill):
+                self.unneeded.pop(name, None)
+            elif utilization(node, pods.values()) < rules.utilization_threshold:
+                self.unneeded.setdefault(name, w.now)
+            else:
+                self.unneeded.pop(name, None)
+        for name in [n for n in self.unneeded if n not in w.nodes]:
+            del self.unneeded[name]
 
     def _drain(self, name: str, snap: ClusterSnapshot) -> bool:
         """Drain ``name`` through the Eviction API and remove it, if its pods may all move and fit elsewhere
