@@ -30,7 +30,10 @@ LOCAL_STORAGE = ("emptyDir", "hostPath")
 
 class Coming(NamedTuple):
     """A node asked for: it joins at ``at`` (a spot node only while its pool has room, with ``ScaleUpTimeout``),
-    and is given up at ``give_up`` if it has not joined by then."""
+    and is given up at ``give_up`` if it has not joined by then, with every node of its pool still missing (the
+    group's request is given up at once). Unlike cluster-autoscaler, a new ask of the group does not move the
+    deadline of the nodes already asked for: with no group maximum modelled, a pool asked again and again would
+    otherwise keep its pods waiting for ever."""
 
     at: float
     node_type: NodeType
@@ -42,10 +45,11 @@ class Coming(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ScaleUpTimeout:
     """cluster-autoscaler's handling of a node group that does not give the nodes asked for, with its defaults: a
-    node not there ``max_node_provision_time`` seconds after it was asked for (``--max-node-provision-time``) is
-    given up and its node group backed off, ``initial_backoff`` seconds, doubling with each failure in a row up to
-    ``max_backoff`` (``--initial-node-group-backoff-duration``, ``--max-node-group-backoff-duration``); a node
-    that joins ends the group's backoff."""
+    group's request not fulfilled ``max_node_provision_time`` seconds after the ask
+    (``--max-node-provision-time``) is given up, all its missing nodes at once, and the group backed off
+    ``initial_backoff`` seconds, doubling with each failure in a row up to ``max_backoff``
+    (``--initial-node-group-backoff-duration``, ``--max-node-group-backoff-duration``); a node that joins ends the
+    group's backoff."""
 
     max_node_provision_time: float = 900.0
     initial_backoff: float = 300.0
@@ -205,7 +209,6 @@ class Provisioner:
             pool = (item.zone, item.node_type.name)
             if rules is not None and item.spot and self._live(pool) >= limits[pool]:
                 if w.now >= item.give_up:
-                    self.coming.remove(item)
                     failed.add(pool)
                 continue
             self.coming.remove(item)
@@ -215,6 +218,8 @@ class Provisioner:
                 self.backed_off.pop(pool, None)
         for pool in sorted(failed):
             assert rules is not None
+            # The pool's whole request is given up (its missing nodes all go): one failure.
+            self.coming = [c for c in self.coming if not (c.spot and (c.zone, c.node_type.name) == pool)]
             self.failures[pool] = self.failures.get(pool, 0) + 1
             self.backed_off[pool] = w.now + rules.backoff(self.failures[pool])
 
