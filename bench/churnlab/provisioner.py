@@ -7,6 +7,7 @@ controllers."""
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -30,10 +31,10 @@ LOCAL_STORAGE = ("emptyDir", "hostPath")
 
 class Coming(NamedTuple):
     """A node asked for: it joins at ``at`` (a spot node only while its pool has room, with ``ScaleUpTimeout``),
-    and is given up at ``give_up`` if it has not joined by then, with every node of its pool still missing (the
-    group's request is given up at once). Unlike cluster-autoscaler, a new ask of the group does not move the
-    deadline of the nodes already asked for: with no group maximum modelled, a pool asked again and again would
-    otherwise keep its pods waiting for ever."""
+    and is given up at ``give_up`` (or at ``at`` when that is later) if it has not joined by then, with every node
+    of its pool still missing (the group's request is given up at once). Unlike cluster-autoscaler, a new ask of
+    the group does not move the deadline of the nodes already asked for: with no group maximum modelled, a pool
+    asked again and again would otherwise keep its pods waiting for ever."""
 
     at: float
     node_type: NodeType
@@ -44,16 +45,40 @@ class Coming(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ScaleUpTimeout:
-    """cluster-autoscaler's handling of a node group that does not give the nodes asked for, with its defaults: a
-    group's request not fulfilled ``max_node_provision_time`` seconds after the ask
-    (``--max-node-provision-time``) is given up, all its missing nodes at once, and the group backed off
-    ``initial_backoff`` seconds, doubling with each failure in a row up to ``max_backoff``
-    (``--initial-node-group-backoff-duration``, ``--max-node-group-backoff-duration``); a node that joins ends the
-    group's backoff."""
+    """cluster-autoscaler's handling of a node group that does not give the nodes asked for, with its defaults.
+
+    The cloud tells it when a spot pool has no room: ``capacity_error_delay`` seconds after the ask, the nodes
+    beyond the pool's room are reported failed, the request's missing nodes all given up at once, and the pool
+    backed off. On AWS the Auto Scaling group's scaling activity fails (``InsufficientInstanceCapacity``); the
+    provider's cache of the groups, refreshed once a minute (``refreshInterval`` in
+    ``cluster-autoscaler/cloudprovider/aws/aws_manager.go``), reads the failed activity
+    (``isNodeGroupAvailable``) and marks the placeholder instances it makes for the missing nodes
+    ``placeholder-cannot-be-fulfilled`` (``createPlaceholdersForDesiredNonStartedInstances`` in
+    ``auto_scaling_groups.go``), which ``Nodes()`` (``aws_cloud_provider.go``) reports as instances with an
+    ``OutOfResourcesErrorClass`` error; ``handleInstanceCreationErrorsForNodeGroup``
+    (``cluster-autoscaler/clusterstate/clusterstate.go``) then takes them off the scale-up and registers a failed
+    scale-up, which backs the group off. The refresh takes up to a minute and the activity's failure is taken as
+    up to another: 120 s by default (bench/README.md's churn section). ``None``: the cloud says nothing, and the
+    nodes beyond the room are given up only after ``max_node_provision_time``.
+
+    A request not fulfilled ``max_node_provision_time`` seconds after the ask (``--max-node-provision-time``,
+    15 minutes) is given up, all its missing nodes at once: the fallback when the cloud reports no error (a spot
+    node asked within its pool's room always joins here, so with ``capacity_error_delay`` set it is never used).
+    A group whose request is given up is backed off ``initial_backoff`` seconds, doubling with each failure in a
+    row up to ``max_backoff`` (``--initial-node-group-backoff-duration`` 5 minutes,
+    ``--max-node-group-backoff-duration`` 30 minutes, in ``cluster-autoscaler/config/flags/flags.go``); a node
+    that joins ends the group's backoff."""
 
     max_node_provision_time: float = 900.0
     initial_backoff: float = 300.0
     max_backoff: float = 1_800.0
+    capacity_error_delay: float | None = 120.0
+
+    def give_up_after(self, spot: bool) -> float:
+        """Seconds after the ask that a node of this capacity type not yet joined is given up."""
+        if spot and self.capacity_error_delay is not None:
+            return self.capacity_error_delay
+        return self.max_node_provision_time
 
     def backoff(self, failures: int) -> float:
         """The backoff after ``failures`` failures in a row (at least one)."""
@@ -77,18 +102,21 @@ class Provisioner:
     """cluster-autoscaler's behaviour as this benchmark models it: every 10 s, the pods kube-scheduler marked
     ``Unschedulable`` (placeholders included: their priority is above the expendable cutoff) that will not fit on
     the nodes already coming are packed (first fit, largest first) onto new nodes of the type that costs least for
-    them, spot where a pool with room allows the pods (their zone, their capacity-type selector), else on-demand;
-    the nodes join ``delay`` seconds later (:func:`cheapest_nodes` decides). A node with no pod for
-    ``removal_delay`` seconds (10 minutes by default) is removed.
+    them (``expander`` below), spot where a pool with room allows the pods (their zone, their capacity-type
+    selector), else on-demand; the nodes join ``delay`` seconds later (:func:`cheapest_nodes` decides). A node
+    with no pod for ``removal_delay`` seconds (10 minutes by default) is removed.
 
-    Two options make it cluster-autoscaler's own way (the churn day has both; the replay worlds neither). Without
-    them the provisioner knows at once whether a spot pool has room (no failed attempt, no fallback delay) and
-    never removes a node that still has pods. With ``scale_up_timeout`` (:class:`ScaleUpTimeout`) it does not know
-    a spot pool's room: it asks any pool not backed off, the nodes beyond the trace's limit do not come, the pods
-    wait for them, and after ``max_node_provision_time`` they are given up and the pool backed off, so that the next
-    scan chooses the next cheapest option. With ``scale_down`` (:class:`ScaleDown`) a node whose pods use less than
-    the threshold for long enough is drained through the Eviction API and removed, when its pods may all move and
-    fit elsewhere (:meth:`remove_underused`).
+    Three options make it cluster-autoscaler's own way (the churn day has all three; the replay worlds none).
+    Without them the provisioner knows at once whether a spot pool has room (no failed attempt, no fallback delay),
+    takes the cheapest option and never removes a node that still has pods. With ``scale_up_timeout``
+    (:class:`ScaleUpTimeout`) it does not know a spot pool's room: it asks any pool not backed off, the nodes beyond
+    the trace's limit do not come, the pods wait for them, and the cloud reports them missing after
+    ``capacity_error_delay`` (or, when it says nothing, they are given up after ``max_node_provision_time``): they
+    are given up and the pool backed off, so that the next scan packs the pods onto the next option. With
+    ``expander`` (a generator seeded per scenario) the option is the one cluster-autoscaler's
+    ``--expander=priority,least-waste`` takes (:func:`least_waste_nodes`) instead of the cheapest. With
+    ``scale_down`` (:class:`ScaleDown`) a node whose pods use less than the threshold for long enough is drained
+    through the Eviction API and removed, when its pods may all move and fit elsewhere (:meth:`remove_underused`).
 
     With ``refill`` (spot pool → desired node count: the *refill* world), the spot pools are node groups of a fixed
     size instead: the cluster starts with their nodes, a group below its count (a node reclaimed) gets new empty
@@ -103,6 +131,7 @@ class Provisioner:
         refill: dict[tuple[str, str], int] | None = None,
         scale_down: ScaleDown | None = None,
         scale_up_timeout: ScaleUpTimeout | None = None,
+        expander: random.Random | None = None,
     ) -> None:
         self.books = books
         self.delay = delay
@@ -110,6 +139,9 @@ class Provisioner:
         self.refill = dict(refill or {})
         self.scale_down = scale_down
         self.scale_up_timeout = scale_up_timeout
+        self.expander = expander
+        """With it, options are chosen by :func:`least_waste_nodes`, its ties drawn from it; else
+        :func:`cheapest_nodes`."""
         self.coming: list[Coming] = []
         self.failures: dict[tuple[str, str], int] = {}
         """Spot pool → its scale-ups given up in a row (``scale_up_timeout`` only)."""
@@ -303,20 +335,25 @@ class Provisioner:
             if c.spot:
                 counts[(c.zone, c.node_type.name)] = counts.get((c.zone, c.node_type.name), 0) + 1
         sample = pods[0]
-        zone_nodes = {z: sum(1 for b in w.nodes.values() if b.zone == z) for z in ZONES}
-        choice = cheapest_nodes(
-            [_req(p) for p in pods],
-            w.node_types,
-            spot_room=self._spot_room(limits, counts),
-            zones={spot: [z for z in ZONES if self.allows(sample, z, spot)] for spot in (True, False)},
-            zone_nodes=zone_nodes,
-            prices={pool: w.price_share(*pool) for pool in limits},
-        )
+        zones = {spot: [z for z in ZONES if self.allows(sample, z, spot)] for spot in (True, False)}
+        spot_room = self._spot_room(limits, counts)
+        if self.expander is not None:
+            choice = least_waste_nodes([_req(p) for p in pods], w.node_types, spot_room, zones, self.expander)
+        else:
+            choice = cheapest_nodes(
+                [_req(p) for p in pods],
+                w.node_types,
+                spot_room=spot_room,
+                zones=zones,
+                zone_nodes={z: sum(1 for b in w.nodes.values() if b.zone == z) for z in ZONES},
+                prices={pool: w.price_share(*pool) for pool in limits},
+            )
         if choice is None:
             return
         self.scaled_up = w.now
         nt, zone, n, spot = choice
-        give_up = w.now + self.scale_up_timeout.max_node_provision_time if self.scale_up_timeout else math.inf
+        rules = self.scale_up_timeout
+        give_up = w.now + rules.give_up_after(spot) if rules is not None else math.inf
         for _ in range(n):
             self.coming.append(Coming(w.now + self.delay, nt, zone, spot, give_up))
 
@@ -483,6 +520,53 @@ def cheapest_nodes(
     with the most room, then the fewest nodes (``zone_nodes``), among those allowed (``zones[spot]``). ``None`` when
     nothing fits."""
     options = []
+    for nt, n, z, room, spot in _options(requests, node_types, spot_room, zones):
+        price = nt.price * n * (prices.get((z, nt.name), 1.0) if spot else 1.0)
+        options.append((price, -nt.cpu_m, nt.name, not spot, -room, zone_nodes.get(z, 0), z, nt, room, spot))
+    if not options:
+        return None
+    *_, zone, nt, n, spot = min(options)
+    return nt, zone, n, spot
+
+
+def least_waste_nodes(
+    requests: list[tuple[int, int]],
+    node_types: Iterable[NodeType],
+    spot_room: dict[tuple[str, str], int],
+    zones: dict[bool, list[str]],
+    rng: random.Random,
+) -> tuple[NodeType, str, int, bool] | None:
+    """The provisioner's choice for one group of pending pods as cluster-autoscaler makes it with
+    ``--expander=priority,least-waste`` and the spot groups at the higher priority: the options are those of
+    :func:`cheapest_nodes` (spot where a pool of an allowed zone has room, else on-demand); the spot options if
+    any, else the on-demand ones (``priority``); among them the least waste (``least-waste``: the idle share of
+    the new nodes' CPU plus that of their memory once the pods are on them, as
+    ``cluster-autoscaler/expander/waste/waste.go`` scores it); the ties (the zones of one type among them)
+    broken by ``rng``, as cluster-autoscaler breaks the expanders' last ties at random. No price is read: the
+    ``price`` expander works on GCE, GKE and Equinix Metal only (``cluster-autoscaler/FAQ.md``). ``None`` when
+    nothing fits."""
+    cpu = sum(c for c, _ in requests)
+    mem = sum(m for _, m in requests)
+    scored = []
+    for nt, n, z, room, spot in _options(requests, node_types, spot_room, zones):
+        cap_c, cap_m = nt.cpu_m * ALLOCATABLE_SHARE * n, nt.memory_mi * ALLOCATABLE_SHARE * n
+        waste = round((cap_c - cpu) / cap_c + (cap_m - mem) / cap_m, 9)
+        scored.append(((not spot, waste), (nt.name, z), (nt, z, room, spot)))
+    if not scored:
+        return None
+    best = min(key for key, _, _ in scored)
+    ties = [option for key, _, option in sorted(scored, key=lambda s: s[1]) if key == best]
+    nt, zone, n, spot = rng.choice(ties)
+    return nt, zone, n, spot
+
+
+def _options(
+    requests: list[tuple[int, int]],
+    node_types: Iterable[NodeType],
+    spot_room: dict[tuple[str, str], int],
+    zones: dict[bool, list[str]],
+) -> Iterable[tuple[NodeType, int, str, int, bool]]:
+    """Every option for the pods: (node type, nodes the pods need, zone, nodes that may be asked, spot)."""
     for nt in node_types:
         n = _pack(requests, nt)
         if n is None:
@@ -490,14 +574,8 @@ def cheapest_nodes(
         for spot in (True, False):
             for z in zones[spot]:
                 room = min(n, spot_room.get((z, nt.name), 0)) if spot else n
-                if room < 1:
-                    continue
-                price = nt.price * n * (prices.get((z, nt.name), 1.0) if spot else 1.0)
-                options.append((price, -nt.cpu_m, nt.name, not spot, -room, zone_nodes.get(z, 0), z, nt, room, spot))
-    if not options:
-        return None
-    *_, zone, nt, n, spot = min(options)
-    return nt, zone, n, spot
+                if room >= 1:
+                    yield nt, n, z, room, spot
 
 
 def groups_to_add(

@@ -138,6 +138,7 @@ def world_of(scenario: Scenario, policy: Policy, spot_fraction: float, *, check:
         start=-WARM_UP,
         scale_down=ScaleDown(),
         scale_up_timeout=ScaleUpTimeout(),
+        least_waste=True,
         spot_prices=scenario.spot_prices(spot_fraction),
         reclaim_rates=scenario.reclaim_rates(),
     )

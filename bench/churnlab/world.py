@@ -36,6 +36,7 @@ Figures are accumulated per tick over the day (:class:`bench.churnlab.books.Tall
 from __future__ import annotations
 
 import math
+import random
 
 from bench.churnlab.books import Books, NodeBook, PodBook, Setup, Tally
 from bench.churnlab.controllers import Controllers
@@ -74,6 +75,7 @@ class World:
         refill: dict[tuple[str, str], int] | None = None,
         scale_down: ScaleDown | None = None,
         scale_up_timeout: ScaleUpTimeout | None = None,
+        least_waste: bool = False,
         spot_prices: dict[tuple[str, str], float] | None = None,
         reclaim_rates: dict[tuple[str, str], float] | None = None,
     ) -> None:
@@ -102,7 +104,13 @@ class World:
         self.kubelets = Kubelets(b, ready_after)
         self.disruption = DisruptionController(b)
         self.provisioner = Provisioner(
-            b, provision_delay, removal_delay, refill, scale_down=scale_down, scale_up_timeout=scale_up_timeout
+            b,
+            provision_delay,
+            removal_delay,
+            refill,
+            scale_down=scale_down,
+            scale_up_timeout=scale_up_timeout,
+            expander=random.Random(f"expander/{seed}") if least_waste else None,
         )
         self.provisioner.fill()
         self.server.breaks_budget = self.disruption.breaks_budget

@@ -3,6 +3,7 @@ nodes, as cluster-autoscaler decides it."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +16,7 @@ from bench.churnlab.provisioner import (
     ScaleUpTimeout,
     cheapest_nodes,
     fit_elsewhere,
+    least_waste_nodes,
     movable_by_autoscaler,
     utilization,
 )
@@ -111,10 +113,14 @@ def test_pods_must_all_fit_elsewhere_and_the_snapshot_is_left_as_it_was() -> Non
 DRY = Trace("dry", "no spot room anywhere", [], {(z, nt.name): 0 for z in ZONES for nt in NODE_TYPES})
 
 
-def _dry_world(timeout: ScaleUpTimeout | None, kind: str = "Deployment") -> World:
+SILENT = ScaleUpTimeout(capacity_error_delay=None)
+"""A cloud that reports no capacity error: the nodes beyond a pool's room are given up after 15 minutes."""
+
+
+def _dry_world(timeout: ScaleUpTimeout | None, kind: str = "Deployment", seed: int = 1, **kw: Any) -> World:
     """Six 1-CPU pods (a StatefulSet's: their volumes in zone-a) and no spot room anywhere."""
     return World(
-        seed=1,
+        seed=seed,
         workloads=[Workload("web", kind, 1_000, 2_048, 6, floor=6, zone=ZONES[0] if kind == "StatefulSet" else "")],
         trace=DRY,
         setup=Setup(),
@@ -122,11 +128,12 @@ def _dry_world(timeout: ScaleUpTimeout | None, kind: str = "Deployment") -> Worl
         spot_fraction=0.3,
         node_types=(SMALL,),
         scale_up_timeout=timeout,
+        **kw,
     )
 
 
 def test_a_spot_pool_without_room_is_asked_anyway_given_up_and_backed_off() -> None:
-    world = _dry_world(ScaleUpTimeout())
+    world = _dry_world(SILENT)
     p = world.provisioner
     play(world, Actor(), 880.0)
     assert not world.nodes and all(c.spot for c in p.coming)  # asked, never came: the pods wait
@@ -143,7 +150,7 @@ def test_a_spot_pool_without_room_is_asked_anyway_given_up_and_backed_off() -> N
 
 
 def test_with_its_only_spot_pool_backed_off_the_provisioner_takes_on_demand() -> None:
-    world = _dry_world(ScaleUpTimeout(), "StatefulSet")
+    world = _dry_world(SILENT, "StatefulSet")
     play(world, Actor(), 1_200.0)
     assert world.provisioner.failures == {(ZONES[0], SMALL.name): 1}
     assert all(b.node for b in world.pods.values())
@@ -156,6 +163,73 @@ def test_without_the_timeout_the_provisioner_knows_the_pools_are_dry() -> None:
     play(world, Actor(), 300.0)
     assert all(b.node for b in world.pods.values()) and not any(b.spot for b in world.nodes.values())
     assert world.tally.pending_pod_seconds < 6 * 200.0
+
+
+def test_the_cloud_reports_a_dry_spot_pool_after_the_capacity_error_delay_not_15_minutes() -> None:
+    rules = ScaleUpTimeout()
+    assert rules.capacity_error_delay == 120.0 and rules.give_up_after(False) == 900.0
+    world = _dry_world(rules)
+    p = world.provisioner
+    play(world, Actor(), 100.0)
+    first = {(c.zone, c.node_type.name) for c in p.coming}
+    assert len(first) == 1 and not p.failures  # asked at the first scan, not yet reported
+    play(world, Actor(), 125.0)
+    pool = next(iter(first))
+    assert p.failures == {pool: 1} and p.backed_off[pool] == pytest.approx(120.0 + 300.0, abs=10.0)
+    play(world, Actor(), 140.0)  # the pods' next scan: another pool, spot again
+    assert {(c.zone, c.node_type.name) for c in p.coming if c.spot} - first
+    assert not any(c.spot and (c.zone, c.node_type.name) == pool for c in p.coming)
+
+
+def test_with_capacity_errors_the_pods_waiting_for_a_dry_zone_get_on_demand_within_minutes() -> None:
+    world = _dry_world(ScaleUpTimeout(), "StatefulSet")
+    play(world, Actor(), 300.0)
+    assert world.provisioner.failures == {(ZONES[0], SMALL.name): 1}
+    assert all(b.node for b in world.pods.values())
+    assert [(b.zone, b.spot) for b in world.nodes.values()] == [(ZONES[0], False)] * 2
+    assert 6 * 120.0 <= world.tally.pending_pod_seconds < 6 * 300.0
+
+
+def _asked(seed: int) -> list[tuple[float, str]]:
+    """The spot pools a dry world's autoscaler asks in its first two hours, with the least-waste expander."""
+    world = _dry_world(ScaleUpTimeout(), seed=seed, least_waste=True)
+    asked: list[tuple[float, str]] = []
+    seen: set[tuple[str, float]] = set()
+
+    def note(w: World) -> None:
+        for c in w.provisioner.coming:
+            if c.spot and (c.zone, c.give_up) not in seen:
+                seen.add((c.zone, c.give_up))
+                asked.append((c.give_up, c.zone))
+
+    play(world, Actor(), 2 * 3_600.0, note)
+    return asked
+
+
+def test_the_least_waste_expanders_ties_follow_the_seed() -> None:
+    runs = {seed: _asked(seed) for seed in (1, 2, 3, 4)}
+    # Each zone's pool asked once, two minutes apart (each reported dry after 120 s), then on-demand for good.
+    assert [t for t, _ in runs[1]] == [120.0, 240.0, 360.0] and sorted(z for _, z in runs[1]) == list(ZONES)
+    assert runs[1] == _asked(1)
+    assert len({tuple(z for _, z in run) for run in runs.values()}) > 1  # the zones drawn differ between seeds
+
+
+def test_the_least_waste_expander_prefers_spot_then_the_least_waste() -> None:
+    types = NODE_TYPES[:2]  # m.xlarge, m.2xlarge
+    zones = {True: list(ZONES), False: list(ZONES)}
+    rng = random.Random(1)
+    pools = {(z, nt.name): 10 for z in ZONES for nt in types}
+    # Three 1-CPU pods fill one m.xlarge; one m.2xlarge would leave more than half of it idle.
+    requests = [(1_000, 2_048)] * 3
+    choice = least_waste_nodes(requests, types, pools, zones, rng)
+    assert choice is not None and choice[0] is SMALL and choice[2] == 1 and choice[3]
+    # Six: two m.xlarge or one m.2xlarge waste the same; the tie is drawn, spot either way.
+    drawn = {least_waste_nodes([(1_000, 2_048)] * 6, types, pools, zones, rng) for _ in range(30)}
+    assert {(c[0].name, c[3]) for c in drawn if c} == {(SMALL.name, True), (types[1].name, True)}
+    dry = dict.fromkeys(pools, 0)
+    choice = least_waste_nodes(requests, types, dry, zones, rng)
+    assert choice is not None and not choice[3]  # no spot room: on-demand
+    assert least_waste_nodes([(99_000, 1)], types, pools, zones, rng) is None
 
 
 def test_the_backoff_doubles_up_to_its_maximum() -> None:
