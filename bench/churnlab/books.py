@@ -27,6 +27,9 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 TYPE_LABEL = "node.kubernetes.io/instance-type"
 STORE = {"poddisruptionbudgets": "pdbs"}
 
+AUTOSCALER = "autoscaler"
+""":attr:`Books.evictor` while the provisioner drains a node (cluster-autoscaler's scale-down)."""
+
 PRIORITY_CLASSES = {"spotshift-placeholder": -5}
 """The PriorityClasses deploy/ ships (the placeholders' class: value -5, ``preemptionPolicy: Never``)."""
 
@@ -78,6 +81,9 @@ class Tally:
     pending_pod_seconds: float = 0.0
     pod_count_seconds: float = 0.0
     evictions: int = 0
+    """Pods the policy evicted."""
+    autoscaler_evictions: int = 0
+    """Pods the autoscaler evicted to remove an under-used node."""
     reclaimed_pods: int = 0
     moved_then_reclaimed: int = 0
     """Pods reclaimed with their spot node after a move: replacements of pods a policy evicted (reclaims are not
@@ -112,6 +118,7 @@ class Books:
         spot_fraction: float,
         node_types: tuple[NodeType, ...],
         start: float,
+        spot_prices: dict[tuple[str, str], float] | None = None,
     ) -> None:
         self.server = ApiServer(self)
         self.rng = random.Random(seed * 7_919 + 17)
@@ -120,6 +127,8 @@ class Books:
         self.trace = trace
         self.setup = setup
         self.spot_fraction = spot_fraction
+        self.spot_prices = dict(spot_prices or {})
+        """Spot pool (zone, node type) → its price as a share of on-demand (a pool not named: ``spot_fraction``)."""
         self.node_types = node_types
         self.now = start
         self.view = ClusterState()
@@ -141,9 +150,15 @@ class Books:
         self.serial = 0
         """The last number given to a node or a controller's object name."""
         self.tally = Tally()
+        self.evictor = ""
+        """Who evicts now: ``""`` the policy, :data:`AUTOSCALER` the provisioner."""
         self.server.on_evict = self.evicted
         for ns in ("default", "spotshift"):
             self.server.put("namespaces", namespace(ns))
+
+    def price_share(self, zone: str, node_type: str) -> float:
+        """A spot node's price in pool (``zone``, ``node_type``) as a share of its on-demand price."""
+        return self.spot_prices.get((zone, node_type), self.spot_fraction)
 
     def counting(self) -> bool:
         """Whether the figures count now (the day, not the warm-up before it)."""
@@ -185,7 +200,10 @@ class Books:
         owner = book.job or book.workload
         self.moving[owner] = self.moving.get(owner, 0) + 1
         if self.counting():
-            self.tally.evictions += 1
+            if self.evictor == AUTOSCALER:
+                self.tally.autoscaler_evictions += 1
+            else:
+                self.tally.evictions += 1
             if book.job:
                 self.tally.job_work_lost_seconds += book.worked
 
@@ -216,6 +234,22 @@ class ApiServer(FakeApiServer):
         """Pods without a node (kube-scheduler's queue)."""
         self.pods_changed = True
         """A pod was written or deleted since the disruption controller last looked."""
+        self.budgets_of: dict[tuple[str, frozenset[tuple[str, str]]], list[str]] = {}
+        """(namespace, labels) → the keys of the budgets selecting such a pod; emptied when a budget is added,
+        removed or its spec replaced."""
+
+    def _copy(self, obj: Any) -> Any:
+        """The object itself: the simulation replaces objects and never changes one in place."""
+        return obj
+
+    def _pdbs_for(self, pod: Obj) -> list[Obj]:
+        """As the in-memory server's, the selectors matched once per namespace and set of labels."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace") or "default", frozenset((meta.get("labels") or {}).items()))
+        keys = self.budgets_of.get(key)
+        if keys is None:
+            keys = self.budgets_of[key] = [self._key(b, "pdbs") for b in super()._pdbs_for(pod)]
+        return [self.store["pdbs"][k] for k in keys]
 
     def put(self, kind: str, obj: Obj, event: str | None = None) -> Obj:
         """As the in-memory server's, without its deep copies: the simulation replaces objects and never changes
@@ -234,7 +268,10 @@ class ApiServer(FakeApiServer):
             self.last_rv = rv
             meta["resourceVersion"] = str(rv)
             key = self._key(obj, kind)
-            etype = event or ("MODIFIED" if key in self.store[kind] else "ADDED")
+            old = self.store[kind].get(key)
+            etype = event or ("MODIFIED" if old is not None else "ADDED")
+            if kind == "pdbs" and (old is None or old.get("spec") is not obj.get("spec")):
+                self.budgets_of.clear()
             self.store[kind][key] = obj
             self.log[kind].append((rv, etype, obj))
             if kind == "pods":
@@ -250,6 +287,8 @@ class ApiServer(FakeApiServer):
             obj = self.store[kind].pop(key, None)
             if obj is None:
                 return
+            if kind == "pdbs":
+                self.budgets_of.clear()
             rv = next(self.rv)
             self.last_rv = rv
             obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}

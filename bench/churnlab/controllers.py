@@ -28,6 +28,8 @@ class Controllers:
         """Per Deployment or StatefulSet, the replicas it lacked at the last count."""
         self.next_job: dict[str, float] = {}
         """CronJob → when it next starts a Job."""
+        self.wanted: dict[str, tuple[Workload, float, int]] = {}
+        """Deployment → (its workload, the scale step, its replicas then)."""
 
     def adopt(self, w: Workload, start: float) -> None:
         """Take ``w`` on at time ``start``: a CronJob's first run is drawn, a StatefulSet's volumes are created."""
@@ -67,7 +69,7 @@ class Controllers:
         lost = len(gone)
         for w in b.workloads.values():
             if w.kind == "Deployment":
-                short = max(0, replicas(w, self.scaled_at) - len(b.owned.get(w.name, ())))
+                short = max(0, self._want(w) - len(b.owned.get(w.name, ())))
             elif w.kind == "StatefulSet":
                 short = max(0, w.peak - len(b.owned.get(w.name, ())))
             else:
@@ -76,13 +78,20 @@ class Controllers:
             self.short[w.name] = short
         b.tally.lost_pods += lost
 
+    def _want(self, w: Workload) -> int:
+        """A Deployment's replicas at the last scale step (computed once per workload and step)."""
+        hit = self.wanted.get(w.name)
+        if hit is None or hit[0] is not w or hit[1] != self.scaled_at:
+            hit = self.wanted[w.name] = (w, self.scaled_at, replicas(w, self.scaled_at))
+        return hit[2]
+
     def next_event(self) -> float:
         """The next scale step or CronJob run."""
         return min([self.scaled_at + SCALE_EVERY, *self.next_job.values()])
 
     def _deployment(self, w: Workload, keys: list[str], scale: bool) -> None:
         b = self.books
-        want = replicas(w, self.scaled_at)
+        want = self._want(w)
         have = len(keys)
         for _ in range(want - have):
             self._new_pod(w, f"{w.name}-{b.next_serial():06d}")

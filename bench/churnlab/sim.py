@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from bench.churnlab.books import Tally
 from bench.churnlab.policies import POLICIES, Actor, Policy, attach, config_of
+from bench.churnlab.provisioner import ScaleDown, ScaleUpTimeout
 from bench.churnlab.scenario import (
     ALLOCATABLE_SHARE,
     DAY,
@@ -18,6 +20,8 @@ from bench.churnlab.scenario import (
     PROFILES,
     SCALE_EVERY,
     WARM_UP,
+    ZONES,
+    NodeType,
     Trace,
     Workload,
     base_limits,
@@ -36,12 +40,50 @@ class Scenario:
     profile: str
     trace: str
     seed: int
+    scale: float = 1.0
+    """The workloads' replicas and Jobs' parallelism times this (at least one each): a smaller cluster, for tests."""
 
     def workloads(self) -> list[Workload]:
-        return workloads(PROFILES[self.profile], random.Random(f"{self.seed}/{self.profile}"))
+        drawn = workloads(PROFILES[self.profile], random.Random(f"{self.seed}/{self.profile}"))
+        if self.scale == 1.0:
+            return drawn
+        return [scaled(w, self.scale) for w in drawn]
 
     def trace_of(self) -> Trace:
         return trace(self.trace, random.Random(f"{self.seed}/{self.trace}"), base_limits(self.workloads()))
+
+    def spot_prices(self, spot_fraction: float) -> dict[tuple[str, str], float]:
+        """Each spot pool's price as a share of on-demand: ``spot_fraction`` times a factor drawn per pool in
+        ``PRICE_SPREAD`` (at most ``MAX_PRICE_SHARE``), the same for every policy of the scenario."""
+        rng = random.Random(f"{self.seed}/{self.profile}/{self.trace}/prices")
+        low, high = PRICE_SPREAD
+        return {pool: min(MAX_PRICE_SHARE, spot_fraction * rng.uniform(low, high)) for pool in sorted(_pools())}
+
+    def reclaim_rates(self) -> dict[tuple[str, str], float]:
+        """Each spot pool's background reclaims per node-hour: ``VOLATILE_SHARE`` of the pools volatile (a rate
+        drawn in ``VOLATILE_RATE``), the others steady (``STEADY_RATE``), the same for every policy."""
+        rng = random.Random(f"{self.seed}/{self.profile}/{self.trace}/reclaims")
+        out = {}
+        for pool in sorted(_pools()):
+            low, high = VOLATILE_RATE if rng.random() < VOLATILE_SHARE else STEADY_RATE
+            out[pool] = rng.uniform(low, high)
+        return out
+
+
+PRICE_SPREAD = (0.7, 1.3)
+"""A spot pool's price is ``--spot-fraction`` times a factor drawn in this range (about +-30%)."""
+MAX_PRICE_SHARE = 0.95
+"""No spot pool costs more than this share of on-demand."""
+VOLATILE_SHARE = 1 / 3
+"""The share of spot pools that are volatile."""
+STEADY_RATE = (0.0, 0.002)
+"""Background reclaims per node-hour of a steady pool (at most about one node in 500 an hour)."""
+VOLATILE_RATE = (0.01, 0.03)
+"""Background reclaims per node-hour of a volatile pool (one node in 33 to 100 an hour)."""
+
+
+def _pools() -> list[tuple[str, str]]:
+    return [(z, nt.name) for z in ZONES for nt in NODE_TYPES]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +99,7 @@ class Figures:
     moved_then_reclaimed: int
     """Pods reclaimed with their spot node after a move (:attr:`bench.churnlab.books.Tally.moved_then_reclaimed`)."""
     disruptions_per_pod_day: float
-    """(Evictions + pods reclaimed after a move) per pod-day."""
+    """(Evictions, the policy's and the autoscaler's, + pods reclaimed after a move) per pod-day."""
     back_on_spot_p50: float
     back_on_spot_p95: float
     """Minutes from spot capacity returning until the spot-eligible pods on on-demand nodes are back to their number
@@ -70,6 +112,18 @@ class Figures:
     job_minutes_lost: float
     capacity_breaches: int
     on_demand_series: list[tuple[float, int]]
+    autoscaler_evictions: int = 0
+    """Pods the autoscaler evicted to remove under-used nodes (not in ``evictions``, which are the policy's)."""
+    autoscaler_evictions_per_pod_day: float = 0.0
+
+
+def scaled(w: Workload, scale: float) -> Workload:
+    """``w`` with its replicas and parallelism times ``scale``, at least one each."""
+
+    def times(n: int) -> int:
+        return max(1, round(n * scale))
+
+    return replace(w, peak=times(w.peak), floor=min(times(w.peak), times(w.floor)), parallelism=times(w.parallelism))
 
 
 def world_of(scenario: Scenario, policy: Policy, spot_fraction: float, *, check: bool = False) -> World:
@@ -82,13 +136,18 @@ def world_of(scenario: Scenario, policy: Policy, spot_fraction: float, *, check:
         config=config_of(policy.overrides),
         spot_fraction=spot_fraction,
         start=-WARM_UP,
+        scale_down=ScaleDown(),
+        scale_up_timeout=ScaleUpTimeout(),
+        least_waste=True,
+        spot_prices=scenario.spot_prices(spot_fraction),
+        reclaim_rates=scenario.reclaim_rates(),
     )
 
 
-def run(scenario: Scenario, policy_name: str, spot_fraction: float = 0.3) -> Figures:
-    """The day of ``policy_name`` on ``scenario``."""
-    world = simulate(scenario, policy_name, spot_fraction)
-    return figures(policy_name, world.tally, scenario.trace_of())
+def run(scenario: Scenario, policy_name: str, spot_fraction: float = 0.3, *, until: float = DAY) -> Figures:
+    """The day of ``policy_name`` on ``scenario`` (``until``: its first ``until`` seconds only)."""
+    world = simulate(scenario, policy_name, spot_fraction, until=until)
+    return figures(policy_name, world.tally, scenario.trace_of(), until)
 
 
 def simulate(
@@ -132,8 +191,9 @@ def play(world: World, actor: Actor, until: float, after_tick: Callable[[World],
     return world
 
 
-def figures(name: str, t: Tally, tr: Trace) -> Figures:
-    back, never = back_on_spot(t, tr)
+def figures(name: str, t: Tally, tr: Trace, until: float = DAY) -> Figures:
+    """The figures of a day counted over ``[0, until)`` (per pod-day: per pod present over that time, in days)."""
+    back, never = back_on_spot(t, tr, until)
     pods_per_day = t.pod_count_seconds / DAY or 1.0
     return Figures(
         policy=name,
@@ -144,7 +204,7 @@ def figures(name: str, t: Tally, tr: Trace) -> Figures:
         evictions=t.evictions,
         evictions_per_pod_day=t.evictions / pods_per_day,
         moved_then_reclaimed=t.moved_then_reclaimed,
-        disruptions_per_pod_day=(t.evictions + t.moved_then_reclaimed) / pods_per_day,
+        disruptions_per_pod_day=(t.evictions + t.autoscaler_evictions + t.moved_then_reclaimed) / pods_per_day,
         back_on_spot_p50=_quantile(back, 0.5),
         back_on_spot_p95=_quantile(back, 0.95),
         never_back=never,
@@ -155,6 +215,8 @@ def figures(name: str, t: Tally, tr: Trace) -> Figures:
         job_minutes_lost=t.job_work_lost_seconds / 60.0,
         capacity_breaches=t.capacity_breaches,
         on_demand_series=t.on_demand_series,
+        autoscaler_evictions=t.autoscaler_evictions,
+        autoscaler_evictions_per_pod_day=t.autoscaler_evictions / pods_per_day,
     )
 
 
@@ -166,14 +228,14 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-def back_on_spot(t: Tally, tr: Trace) -> tuple[list[float], int]:
+def back_on_spot(t: Tally, tr: Trace, until: float = DAY) -> tuple[list[float], int]:
     """Minutes per capacity return (see :attr:`Figures.back_on_spot_p50`), and how many never came back."""
     series = t.eligible_on_demand
     out: list[float] = []
     never = 0
     cuts = tr.cuts()
     for r in tr.returns():
-        if r >= DAY or r < 0:
+        if r >= until or r < 0:
             continue
         before = [c for c in cuts if c < r]
         if not before:
@@ -185,7 +247,7 @@ def back_on_spot(t: Tally, tr: Trace) -> tuple[list[float], int]:
         back = next((at for at, n in series if at >= r and n <= baseline), None)
         if back is None:
             never += 1
-            back = DAY
+            back = until
         out.append((back - r) / 60.0)
     return out, never
 
@@ -193,43 +255,43 @@ def back_on_spot(t: Tally, tr: Trace) -> tuple[list[float], int]:
 # --- the lower bound -----------------------------------------------------------------------------------------
 
 
-def lower_bound(scenario: Scenario, spot_fraction: float = 0.3, slice_seconds: float = SCALE_EVERY) -> Figures:
-    """The cost of the day to a policy that knows it in advance, relaxed to a linear program per slice and solved in
-    closed form: nodes and pods are divisible (no packing), zones and placement rules are ignored, pods move
-    instantly and for free, nodes join at once. Per slice and per resource (CPU, memory), the pods pinned to
-    on-demand are paid at the on-demand rate and the rest at the spot rate up to the spot pools' limits, at the
-    on-demand rate beyond; the bound is the larger of the two resources' costs (every node type costs the same per
-    CPU and per GiB). Job pods run on schedule; Deployments at their replica count of the slice."""
+def lower_bound(scenario: Scenario, spot_fraction: float = 0.3, *, until: float = DAY) -> Figures:
+    """The cost of ``[0, until)`` to a policy that knows it in advance, relaxed to a linear program and solved in
+    closed form on every piece of the day over which demand and spot limits are constant (:func:`pieces`): nodes
+    and pods are divisible (no packing), zones and placement rules are ignored, pods move instantly and for free,
+    nodes join at once and are never reclaimed but by the trace's limits. Job pods run on schedule, from each
+    CronJob run's start for ``runs_for`` seconds; Deployments at the replica count of the scale step.
+
+    Per piece and per resource (CPU, memory) alone, the pods pinned to on-demand and the flexible demand beyond the
+    spot pools' room are paid at the on-demand price of that resource, the rest of the flexible demand at the spot
+    pools' prices, cheapest pool first (:func:`piece_cost`); every node type costs the same per CPU and per GiB, so
+    the price of a resource does not depend on the node type that offers it. Each resource alone is a relaxation of
+    the day, so the larger of the two is still a lower bound on every policy's cost, in the same USD.
+
+    On-demand node-hours are in the policies' units (nodes, of any type): the on-demand capacity of the relaxation,
+    the larger over the two resources, divided by the capacity of the largest node type (the fewest nodes that hold
+    it, divisible). That is at most the on-demand node-hours of any policy that serves the same demand.
+
+    Every pod is paid for all the time the schedule says it exists; in a policy's day a pod waiting for a node costs
+    nothing meanwhile, so a policy can come below the bound only by leaving demand unserved (its pending
+    pod-minutes)."""
     world = world_of(scenario, POLICIES[0], spot_fraction)
-    od_rate = NODE_TYPES[0].price / (NODE_TYPES[0].cpu_m * ALLOCATABLE_SHARE)
-    mem_rate = NODE_TYPES[0].price / (NODE_TYPES[0].memory_mi * ALLOCATABLE_SHARE)
+    tr = scenario.trace_of()
+    prices = scenario.spot_prices(spot_fraction)
+    largest = NODE_TYPES[-1]
     cost = od_hours = 0.0
-    t = 0.0
     series = []
-    while t < DAY:
-        pinned, flexible = _demand(world, t)
-        limits = scenario.trace_of().limits_at(t)
-        spot_cpu = spot_mem = 0.0
-        for (_, type_name), n in limits.items():
-            nt = next(x for x in NODE_TYPES if x.name == type_name)
-            spot_cpu += n * nt.cpu_m * ALLOCATABLE_SHARE
-            spot_mem += n * nt.memory_mi * ALLOCATABLE_SHARE
-        by_resource = []
-        for rate, pin, flex, room, per_node in (
-            (od_rate, pinned[0], flexible[0], spot_cpu, NODE_TYPES[0].cpu_m * ALLOCATABLE_SHARE),
-            (mem_rate, pinned[1], flexible[1], spot_mem, NODE_TYPES[0].memory_mi * ALLOCATABLE_SHARE),
-        ):
-            on_demand = pin + max(0.0, flex - room)
-            by_resource.append((rate * on_demand + rate * spot_fraction * min(flex, room), on_demand / per_node))
-        rate_cost, od_nodes = max(by_resource)
-        cost += rate_cost * slice_seconds / 3_600.0
-        od_hours += od_nodes * slice_seconds / 3_600.0
-        series.append((t, math.ceil(od_nodes * NODE_TYPES[0].cpu_m / NODE_TYPES[-1].cpu_m)))
-        t += slice_seconds
-    big = NODE_TYPES[0].cpu_m / NODE_TYPES[-1].cpu_m
+    cuts = pieces(world, tr, until)
+    for a, b in itertools.pairwise(cuts):
+        pinned, flexible = _demand(world, a)
+        rate, od_capacity = piece_cost(pinned, flexible, tr.limits_at(a), prices)
+        od_nodes = max(od_capacity[0] / _cap(largest)[0], od_capacity[1] / _cap(largest)[1])
+        cost += rate * (b - a) / 3_600.0
+        od_hours += od_nodes * (b - a) / 3_600.0
+        series.append((a, math.ceil(od_nodes - 1e-9)))
     return Figures(
         "lower bound",
-        od_hours * big,
+        od_hours,
         math.nan,
         cost,
         math.nan,
@@ -250,7 +312,53 @@ def lower_bound(scenario: Scenario, spot_fraction: float = 0.3, slice_seconds: f
     )
 
 
+def pieces(world: World, tr: Trace, until: float = DAY) -> list[float]:
+    """The breakpoints of ``[0, until)``, both ends included: every Deployment scale step, every CronJob run's start
+    and end, every change of the trace. Between two of them demand and spot limits are constant."""
+    cuts = {0.0, until}
+    cuts.update(k * SCALE_EVERY for k in range(math.ceil(until / SCALE_EVERY)))
+    cuts.update(c.at for c in tr.changes)
+    for w in world.workloads.values():
+        if w.kind != "CronJob":
+            continue
+        start = world.next_job[w.name]
+        while start < until:
+            cuts.update((start, start + w.runs_for))
+            start += w.every
+    return sorted(t for t in cuts if 0.0 <= t <= until)
+
+
+def _cap(nt: NodeType) -> tuple[float, float]:
+    return nt.cpu_m * ALLOCATABLE_SHARE, nt.memory_mi * ALLOCATABLE_SHARE
+
+
+def piece_cost(
+    pinned: tuple[float, float],
+    flexible: tuple[float, float],
+    limits: dict[tuple[str, str], int],
+    prices: dict[tuple[str, str], float],
+) -> tuple[float, tuple[float, float]]:
+    """The relaxation's cost per hour (USD) for constant demand (``pinned``, ``flexible``: CPU millicores, MiB) and
+    spot limits (``limits``: nodes per pool, priced at ``prices``, a share of on-demand each), and the on-demand
+    capacity it pays for (CPU, MiB); see :func:`lower_bound`."""
+    types = {nt.name: nt for nt in NODE_TYPES}
+    by_resource = []
+    od_capacity = []
+    for r in (0, 1):
+        od_price = NODE_TYPES[0].price / _cap(NODE_TYPES[0])[r]
+        left, spot = flexible[r], 0.0
+        for pool in sorted(limits, key=lambda p: (prices[p], p)):
+            take = min(left, limits[pool] * _cap(types[pool[1]])[r])
+            spot += take * od_price * min(1.0, prices[pool])
+            left -= take
+        on_demand = pinned[r] + left
+        by_resource.append(on_demand * od_price + spot)
+        od_capacity.append(on_demand)
+    return max(by_resource), (od_capacity[0], od_capacity[1])
+
+
 def _demand(world: World, t: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The CPU millicores and MiB the schedule asks for at ``t``: pinned to on-demand, and the rest."""
     pinned = [0.0, 0.0]
     flexible = [0.0, 0.0]
     for w in world.workloads.values():

@@ -36,13 +36,14 @@ Figures are accumulated per tick over the day (:class:`bench.churnlab.books.Tall
 from __future__ import annotations
 
 import math
+import random
 
 from bench.churnlab.books import Books, NodeBook, PodBook, Setup, Tally
 from bench.churnlab.controllers import Controllers
 from bench.churnlab.disruption_controller import DisruptionController
 from bench.churnlab.kubelets import Kubelets
 from bench.churnlab.market import NOTICE, SpotMarket
-from bench.churnlab.provisioner import REMOVAL_DELAY, Provisioner
+from bench.churnlab.provisioner import REMOVAL_DELAY, Provisioner, ScaleDown, ScaleUpTimeout
 from bench.churnlab.scenario import NODE_TYPES, NodeType, Trace, Workload
 from bench.churnlab.scheduler import Scheduler
 from extender.admission import MutationPolicy
@@ -72,6 +73,11 @@ class World:
         start: float = 0.0,
         check: bool = False,
         refill: dict[tuple[str, str], int] | None = None,
+        scale_down: ScaleDown | None = None,
+        scale_up_timeout: ScaleUpTimeout | None = None,
+        least_waste: bool = False,
+        spot_prices: dict[tuple[str, str], float] | None = None,
+        reclaim_rates: dict[tuple[str, str], float] | None = None,
     ) -> None:
         self.check = check
         """Check every tick that no node holds more than its allocatable (the property tests; costs time)."""
@@ -83,6 +89,7 @@ class World:
             spot_fraction=spot_fraction,
             node_types=node_types,
             start=start,
+            spot_prices=spot_prices,
         )
         b = self.books
         self.server = b.server
@@ -91,12 +98,20 @@ class World:
         self.nodes: dict[str, NodeBook] = b.nodes
         self.pods: dict[str, PodBook] = b.pods
         self.tally: Tally = b.tally
-        self.market = SpotMarket(b, notice)
+        self.market = SpotMarket(b, notice, reclaim_rates, seed=seed)
         self.controllers = Controllers(b, MutationPolicy.from_config(config) if setup.webhook else None)
         self.scheduler = Scheduler(b, ExtenderPolicy.from_config(config) if setup.extender else None)
         self.kubelets = Kubelets(b, ready_after)
         self.disruption = DisruptionController(b)
-        self.provisioner = Provisioner(b, provision_delay, removal_delay, refill)
+        self.provisioner = Provisioner(
+            b,
+            provision_delay,
+            removal_delay,
+            refill,
+            scale_down=scale_down,
+            scale_up_timeout=scale_up_timeout,
+            expander=random.Random(f"expander/{seed}") if least_waste else None,
+        )
         self.provisioner.fill()
         self.server.breaks_budget = self.disruption.breaks_budget
         self.next_job = self.controllers.next_job
@@ -143,6 +158,7 @@ class World:
     def tick(self, dt: float) -> None:
         """Everything but the policy, for the ``dt`` seconds ending now."""
         self.market.step()
+        self.provisioner.remove_underused()
         self.controllers.step()
         self.controllers.count_lost()
         self.provisioner.join()
@@ -177,7 +193,8 @@ class World:
         t = self.tally
         od = spot = 0
         for book in self.nodes.values():
-            price = book.node_type.price * (self.books.spot_fraction if book.spot else 1.0)
+            share = self.books.price_share(book.zone, book.node_type.name) if book.spot else 1.0
+            price = book.node_type.price * share
             t.cost_seconds += price * dt
             if book.spot:
                 spot += 1

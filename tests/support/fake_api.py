@@ -250,7 +250,7 @@ class FakeApiServer:
     ) -> bytes:
         q = {k: v for k, v in query}
         with self.cond:
-            self.requests.append((method, path, copy.deepcopy(body)))
+            self.requests.append((method, path, self._copy(body)))
             if self._unreachable is not None and self._unreachable[0].search(path):
                 raise _injected(self._unreachable[1], method, path)
             for i, (m, pattern, statuses) in enumerate(self._failures):
@@ -407,6 +407,11 @@ class FakeApiServer:
                 return self.put(kind, patched)
         raise _Error(405, "MethodNotAllowed", method)
 
+    def _copy(self, obj: Any) -> Any:
+        """A copy of a request body or a stored object that the server keeps or hands to a hook (deep: the
+        caller may change its own afterwards)."""
+        return copy.deepcopy(obj)
+
     def _pdbs_for(self, pod: Obj) -> list[Obj]:
         ns = pod["metadata"].get("namespace") or "default"
         labels = pod["metadata"].get("labels") or {}
@@ -468,11 +473,9 @@ class FakeApiServer:
                         "Cannot evict pod as it would violate the pod's disruption budget.",
                         retry_after=0.01,
                     )
-                pdb = copy.deepcopy(pdb)
-                pdb["status"]["disruptionsAllowed"] = allowed - 1
-                self.put("pdbs", pdb)
-            self.evictions.append((key, copy.deepcopy(body)))
-            evicted = copy.deepcopy(pod)
+                self.put("pdbs", {**pdb, "status": {**status, "disruptionsAllowed": allowed - 1}})
+            self.evictions.append((key, self._copy(body)))
+            evicted = self._copy(pod)
             if self.delete_on_evict:
                 self.remove("pods", key)
             else:

@@ -52,7 +52,7 @@ from tests.builders import (
 from tests.support.fake_api import FakeApiServer
 
 HOURS = 4 * 3_600.0
-SCENARIO = Scenario("pdb-heavy", "spiky", 2)
+SCENARIO = Scenario("pdb-heavy", "spiky", 7)
 ROOM = {"cpu": "2", "memory": "4Gi", "pods": "110"}
 FULL = {"cpu": "1", "memory": "4Gi", "pods": "110"}
 """A node with room for nothing but the 1-CPU pod already there."""

@@ -19,7 +19,7 @@ from bench.churnlab.sim import Scenario, figures, simulate
 from bench.churnlab.world import World
 
 HOURS = 4 * 3_600.0
-SCENARIO = Scenario("pdb-heavy", "spiky", 2)
+SCENARIO = Scenario("pdb-heavy", "spiky", 7)
 
 
 def _owned(world: World) -> dict[str, int]:

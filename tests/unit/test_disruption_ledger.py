@@ -167,7 +167,7 @@ def test_the_refill_world_starts_with_its_spot_groups_and_refills_them_after_the
     play(world, Actor(), run.back - 1.0)
     assert not any(b.spot for b in world.nodes.values())  # reclaimed, not refilled while the pool is cut
     # The pods wait for on-demand nodes: pending pods get no spot node in this world, even once spot is back.
-    assert sorted(spot for _, _, _, spot in world.provisioner.coming) == [False] * 12
+    assert sorted(c.spot for c in world.provisioner.coming) == [False] * 12
     play(world, Actor(), run.back + replay.PROVISION_DELAY + 30.0)
     spot = [b for b in world.nodes.values() if b.spot]
     assert len(spot) == 3 * replay.REFILL
