@@ -279,11 +279,8 @@ def test_after_a_reclaim_every_pod_moves_back_to_spot_once_and_no_move_lands_on_
         # it is in flight: they are what could take the room the drain freed.
         config = capacity_config(world, timeout="10m", max_pods=10)
         # The reclaim below makes the spot pool unsettled for ``spot.stability_window``, compressed like the trial.
-        config.write_text(
-            yaml.safe_dump(
-                {**yaml.safe_load(config.read_text()), "namespace": home, "spot": {"stability_window": "20s"}}
-            )
-        )
+        data = {**yaml.safe_load(config.read_text()), "namespace": home, "spot": {"stability_window": "20s"}}
+        config.write_text(yaml.safe_dump(data))
         r = start(config)
         r.wait_logged("plan: ", timeout=60)
 
