@@ -47,7 +47,7 @@ from bench.churnlab.scenario import PROFILES, TRACES
 from bench.churnlab.sim import Figures, Scenario, lower_bound, run
 from bench.churnlab.stats import Paired, paired
 
-NAME = 24
+NAME = 26
 COLUMNS = (
     ("policy", NAME, "{}"),
     ("od node-h", 9, "{:.0f}"),
