@@ -283,7 +283,7 @@ class Cloud(threading.Thread):
             spot_room={pool: 0 if self.refill else limits[pool] - counts.get(pool, 0) for pool in limits},
             zones={spot: [z for z in ZONES if self._allows(sample, z, spot)] for spot in (True, False)},
             zone_nodes={z: sum(1 for b in self.live() if b.zone == z) for z in ZONES},
-            spot_fraction=replay.SPOT_FRACTION,
+            prices=dict.fromkeys(limits, replay.SPOT_FRACTION),
         )
         if choice is None:
             return
