@@ -74,6 +74,7 @@ from shared.kube.api import ApiError, Kube, NotFound, pod_path
 from shared.model import Pod
 from shared.placeholders import NODE_ANNOTATION, REQUEST_LABEL, is_placeholder
 from shared.snapshot import ClusterSnapshot
+from shared.spot_pools import PoolKey
 
 __all__ = ["CapacityRequester", "Request", "CREATE_FAILED"]
 
@@ -109,6 +110,8 @@ class Request:
     names: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     provisioned_at: float | None = None
+    avoided: frozenset[PoolKey] = frozenset()
+    """The unsettled spot pools its placeholders keep off (:func:`avoiding_terms`)."""
 
 
 class CapacityRequester:
@@ -148,6 +151,7 @@ class CapacityRequester:
         """Placeholders this process deleted that the watch may still show (not orphans: already dealt with)."""
         self._leftovers_collected = False
         self._avoid: list[Any] = []
+        self._unsettled: frozenset[PoolKey] = frozenset()
         """The node-selector terms keeping this cycle's placeholders off unsettled spot pools."""
 
     # ---- bookkeeping ----------------------------------------------------------------------------------------
@@ -329,10 +333,13 @@ class CapacityRequester:
                     )
             return
         self.collect_orphans()
+        unsettled = snapshot.spot_outlook.unsettled
+        self._ask_again_where_settled(unsettled)
         ended = self._judge({n.node for n in self.needs} | set(planned))
         skip = set(self.requests) | ended  # a node whose request just ended is not asked for again at once
         # Not from a spot pool reclaimed a moment ago; with too many such pools to leave out, from none this cycle.
-        avoid = avoiding_terms(snapshot.spot_outlook.unsettled)
+        avoid = avoiding_terms(unsettled)
+        self._unsettled = unsettled
         self._avoid = avoid or []
         asking = not hold and avoid is not None and self.clock() >= self.paused_until
         fresh = (
@@ -342,6 +349,14 @@ class CapacityRequester:
             if not self._ask(need):
                 break
         self._count()
+
+    def _ask_again_where_settled(self, unsettled: frozenset[PoolKey]) -> None:
+        """End the requests not yet provisioned whose placeholders keep off a spot pool that has settled since
+        (``deleted``, no backoff): their placeholders could wait for no other pool, so they are asked for again in
+        this cycle, keeping off only the pools unsettled now."""
+        for node, req in list(self.requests.items()):
+            if req.provisioned_at is None and req.avoided - unsettled:
+                self.release(node, DELETED, "a spot pool its placeholders kept off has settled: asked for again")
 
     def tend(self) -> None:
         """A cycle without a plan (paused): delete orphans, and end the requests that are over by themselves
@@ -397,6 +412,7 @@ class CapacityRequester:
         req = Request(
             uuid.uuid4().hex[:12], need.node, tuple(p.key for p in need.pods), need.cpu, need.memory, self.clock()
         )
+        req.avoided = self._unsettled if self._avoid else frozenset()
         self.requests[need.node] = req
         try:
             owner = self.owner()

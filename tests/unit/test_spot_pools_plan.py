@@ -313,3 +313,35 @@ def test_the_capacity_requests_keep_placeholders_off_unsettled_pools_and_ask_non
     result = planned(snapshot, ON)
     req.step(snapshot, result.reasons, result.drained)
     assert req.needs and not [k for k in server.store["pods"] if k.startswith("spotshift/")]
+
+
+def test_placeholders_that_keep_off_a_pool_are_asked_for_again_once_it_settles() -> None:
+    from tests.unit.test_capacity_run import ON, no_room, requester, sync
+    from tests.unit.test_capacity_run import Clock as CapacityClock
+
+    server = no_room()
+    req, state, _ = requester(server, ON, CapacityClock())
+    sync(server, state)
+    za = PoolKey(GROUP, "g1", "m5", "za")
+
+    def placeholders() -> list[Pod]:
+        return [
+            Pod.from_api({**o, "metadata": {**o["metadata"], "name": "x"}})
+            for k, o in server.store["pods"].items()
+            if k.startswith("spotshift/")
+        ]
+
+    snapshot = state.snapshot()
+    snapshot.spot_outlook = PoolOutlook(frozenset({za}))
+    result = planned(snapshot, ON)
+    req.step(snapshot, result.reasons, result.drained)
+    assert placeholders() and not any(
+        matches_node_selector_and_affinity(p, spot_in("g1", "m5", "za")) for p in placeholders()
+    )
+    snapshot = state.snapshot()  # the pool settled: the placeholders that kept off it are made again without that
+    result = planned(snapshot, ON)
+    req.step(snapshot, result.reasons, result.drained)
+    assert placeholders() and all(
+        matches_node_selector_and_affinity(p, spot_in("g1", "m5", "za")) for p in placeholders()
+    )
+    assert all(r.avoided == frozenset() for r in req.requests.values())
