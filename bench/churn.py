@@ -35,12 +35,13 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.churnlab.daycache import DayCache, code_digest
 from bench.churnlab.page import render
 from bench.churnlab.policies import POLICIES
 from bench.churnlab.scenario import PROFILES, TRACES
@@ -68,9 +69,16 @@ COLUMNS = (
 )
 
 
-def _one(job: tuple[Scenario, str, float]) -> Figures:
+Job = tuple[Scenario, str, float]
+"""A day to simulate: scenario, policy, spot fraction."""
+
+
+def _one(job: Job, cache: DayCache | None) -> Figures:
     scenario, policy, fraction = job
-    return run(scenario, policy, fraction)
+    figures = run(scenario, policy, fraction)
+    if cache is not None:
+        cache.put(scenario, figures, fraction)
+    return figures
 
 
 def _row(f: Figures, bound: Figures) -> list[str]:
@@ -189,6 +197,29 @@ def _cell(p: Paired, width: int, digits: int) -> str:
     return f"{p.mean:>+{width}.{digits}f} {interval:>19} {verdict:>7}"
 
 
+def _submit(
+    pool: ProcessPoolExecutor, jobs: list[Job], per_scenario: int, cache: DayCache | None
+) -> tuple[dict[int, Future[Figures]], int]:
+    """Every job's future, by its index, and how many were read from ``cache`` (already done)."""
+    futures: dict[int, Future[Figures]] = {}
+    for i, (sc, policy, fraction) in enumerate(jobs):
+        kept = cache.get(sc, policy, fraction) if cache is not None else None
+        if kept is not None:
+            futures[i] = Future()
+            futures[i].set_result(kept)
+    reused = len(futures)
+    # The rescheduler's days take several times longer than the others: started first within each scenario, they do
+    # not leave one process working alone at the end, and each scenario's table still prints as soon as its days
+    # are done.
+    order = sorted(
+        (i for i in range(len(jobs)) if i not in futures),
+        key=lambda i: (i // per_scenario, not jobs[i][1].startswith("spotshift"), i),
+    )
+    for i in order:
+        futures[i] = pool.submit(_one, jobs[i], cache)
+    return futures, reused
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="all", choices=["all", *PROFILES])
@@ -201,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--html", type=Path, help="write the page with the on-demand node count over time here")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="keep each simulated day's figures here and reuse those computed by the same code (a long run can stop "
+        "and go on)",
+    )
     args = ap.parse_args(argv)
     if not 0 < args.spot_fraction <= 1:
         ap.error("--spot-fraction must be in (0, 1]")
@@ -216,14 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     report = []
     per_scenario: list[tuple[list[Figures], Figures]] = []
+    cache = DayCache(args.cache, code_digest()) if args.cache else None
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        # The rescheduler's days take several times longer than the others: started first within each scenario,
-        # they do not leave one process working alone at the end, and each scenario's table still prints as soon
-        # as its days are done.
-        order = sorted(
-            range(len(jobs)), key=lambda i: (i // len(args.policy), not jobs[i][1].startswith("spotshift"), i)
-        )
-        futures = dict(zip(order, [pool.submit(_one, jobs[i]) for i in order], strict=True))
+        futures, reused = _submit(pool, jobs, len(args.policy), cache)
         results = (futures[i].result() for i in range(len(jobs)))
         for sc in scenarios:
             mine = [next(results) for _ in args.policy]
@@ -235,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(scenarios) > 1:
         print(summary(per_scenario), end="\n\n")
         print(comparisons(scenarios, per_scenario), end="\n\n")
-    print(f"{len(jobs)} simulated days in {time.monotonic() - started:.0f} s on {args.jobs} processes")
+    kept = f" ({reused} read from {cache.directory})" if cache is not None else ""
+    print(f"{len(jobs)} simulated days{kept} in {time.monotonic() - started:.0f} s on {args.jobs} processes")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     if args.html:
