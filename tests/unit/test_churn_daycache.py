@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 
 from bench import churn
-from bench.churnlab.daycache import CODE, DayCache, code_digest
+from bench.churnlab.daycache import APART, CODE, ROOT, DayCache, code_digest
 from bench.churnlab.sim import Figures, Scenario
 
 
@@ -39,12 +42,13 @@ def test_a_file_that_is_not_a_day_counts_as_none(tmp_path: Path) -> None:
         assert cache.get(sc, "none", 0.3) is None
 
 
-def test_the_digest_follows_every_source_of_the_code_and_nothing_else(tmp_path: Path) -> None:
+def test_the_digest_follows_every_source_the_days_run_and_nothing_else(tmp_path: Path) -> None:
     for part in CODE:
         (tmp_path / part).mkdir(parents=True)
         (tmp_path / part / "a.py").write_text(f"# {part}\n")
     first = code_digest(tmp_path)
     (tmp_path / "shared" / "notes.md").write_text("not code")
+    (tmp_path / "bench" / "churnlab" / "page.py").write_text("# the page, not the days\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "t.py").write_text("x = 1\n")
     assert code_digest(tmp_path) == first
@@ -66,3 +70,13 @@ def test_the_command_prints_a_kept_day_instead_of_simulating_it(
     out = capsys.readouterr().out
     assert "9876.5" in out
     assert f"1 simulated days (1 read from {tmp_path / code_digest()})" in out
+
+
+def test_the_modules_left_out_of_the_digest_are_not_imported_by_a_simulated_day() -> None:
+    code = (
+        "import sys; import bench.churnlab.sim; "
+        "print(sorted(m.rsplit('.', 1)[1] + '.py' for m in sys.modules if m.startswith('bench.churnlab.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    loaded = set(ast.literal_eval(out))
+    assert "world.py" in loaded and not loaded & APART
