@@ -49,6 +49,7 @@ __all__ = [
     "json_page",
     "json_event",
     "continue_token",
+    "page_head",
     "is_gone",
 ]
 
@@ -129,6 +130,7 @@ def json_event(line: bytes) -> WatchEvent:
 
 class _ListMeta(msgspec.Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
+    resourceVersion: str | None = None
 
 
 class _ListHead(msgspec.Struct):
@@ -144,6 +146,12 @@ def continue_token(body: bytes) -> str:
     return (meta.continue_ or "") if meta is not None else ""
 
 
+def page_head(body: bytes) -> tuple[str, str]:
+    """The ``continue`` token and ``resourceVersion`` of a list page, its items left unread."""
+    meta = _LIST_HEAD.decode(body).metadata
+    return ((meta.continue_ or ""), (meta.resourceVersion or "")) if meta is not None else ("", "")
+
+
 def list_pages(
     fetch: Callable[[Query], bytes],
     decode: Callable[[bytes], Page[T]],
@@ -151,8 +159,11 @@ def list_pages(
     page_size: int,
     query: Query = (),
     ahead: bool = False,
+    start: Query = (),
 ) -> Iterator[Page[T]]:
-    """The pages of one list, following ``continue`` tokens; ``query`` (selectors) goes with every request.
+    """The pages of one list, following ``continue`` tokens; ``query`` (selectors) goes with every request,
+    ``start`` with the first only (``resourceVersion``: the API server refuses it beside a ``continue`` token,
+    which carries the version of the list's first page).
 
     A page is fetched only when the previous one has been consumed, so a caller that converts each page
     before asking for the next never holds more than one raw page. With ``ahead``, the next page is fetched
@@ -165,6 +176,8 @@ def list_pages(
         q: list[tuple[str, Any]] = [("limit", page_size), *query]
         if token:
             q.append(("continue", token))
+        else:
+            q.extend(start)
         return fetch(q)
 
     if not ahead:
@@ -228,11 +241,20 @@ class Informer(threading.Thread, Generic[T]):
         backoff: float = 1.0,
         decode_page: Callable[[bytes], Page[list[T]]] | None = None,
         decode_event: Callable[[bytes], WatchEvent] = json_event,
+        split: Callable[[str], Sequence[ListWatch]] | None = None,
+        shard_decoder: Callable[[], Callable[[bytes], Page[list[T]]]] | None = None,
+        list_workers: int = 4,
     ) -> None:
         super().__init__(name=f"informer-{name}", daemon=True)
         self.decode_page = decode_page
         """Reads a list page straight into the handler's form (a faster decoder than ``json_page`` and
         ``convert`` per object), if the handler has one."""
+        self.split = split
+        """Names the shards of the collection at a resourceVersion: a collection bigger than one page is then
+        listed in shards, ``list_workers`` at once (:mod:`shared.kube.shards`)."""
+        self.shard_decoder = shard_decoder
+        """Makes the page decoder of one shard (``decode_page`` keeps state across one list's pages)."""
+        self.list_workers = list_workers
         self.decode_event = decode_event
         """Reads a watch line; its objects go to the handler's ``apply`` as it gives them."""
         self.kind_name = name
@@ -248,6 +270,8 @@ class Informer(threading.Thread, Generic[T]):
         """How many times the collection was listed completely (1 + relists)."""
         self.events = 0
         """How many watch events were applied."""
+        self.shards = 0
+        """How many shards the last list was fetched in (0: one list, page after page)."""
         self.version: str | None = None
         """The last resourceVersion seen (``None``: list first)."""
         self._stream: LineStream | None = None
@@ -300,6 +324,27 @@ class Informer(threading.Thread, Generic[T]):
             yield Page([convert(obj) for obj in raw.items], raw.continue_token, raw.resource_version)
 
     def _list(self) -> str:
+        items, version = self._list_plain() if self.split is None else self._list_split(self.split)
+        self.handler.replace(items)
+        self.lists += 1
+        self.synced.set()
+        log.info(
+            "listed %d %s",
+            len(items),
+            self.kind_name,
+            extra={
+                "fields": {
+                    "kind": self.kind_name,
+                    "count": len(items),
+                    "resourceVersion": version,
+                    "shards": self.shards,
+                }
+            },
+        )
+        return version
+
+    def _list_plain(self) -> tuple[list[T], str]:
+        self.shards = 0
         while True:
             items: list[T] = []
             version = ""
@@ -311,17 +356,52 @@ class Informer(threading.Thread, Generic[T]):
                 if is_gone(e) and items:
                     continue  # the continue token expired mid-list: start over, as client-go does
                 raise
-            break
-        self.handler.replace(items)
-        self.lists += 1
-        self.synced.set()
-        log.info(
-            "listed %d %s",
-            len(items),
-            self.kind_name,
-            extra={"fields": {"kind": self.kind_name, "count": len(items), "resourceVersion": version}},
-        )
-        return version
+            return items, version
+
+    def _decode(self, body: bytes) -> Page[list[T]]:
+        if self.decode_page is not None:
+            return self.decode_page(body)
+        raw = json_page(body)
+        convert = self.handler.convert
+        return Page([convert(obj) for obj in raw.items], raw.continue_token, raw.resource_version)
+
+    def _list_split(self, split: Callable[[str], Sequence[ListWatch]]) -> tuple[list[T], str]:
+        """The first page of the collection; if there are more, the rest in shards at its version
+        (:mod:`shared.kube.shards`), or page after page where the server cannot serve the shards."""
+        from shared.kube.shards import list_shards, no_shards
+
+        first = self.source.list([("limit", self.page_size), *self.query])
+        token, version = page_head(first)
+        if not token:
+            self.shards = 0
+            page = self._decode(first)
+            return page.items, page.resource_version
+        del first
+        try:
+            shards = split(version)
+            decoder = self.shard_decoder or (lambda: self._decode)
+            items = list_shards(
+                shards,
+                version,
+                decoder,
+                page_size=self.page_size,
+                query=self.query,
+                workers=self.list_workers,
+                stop=self.stop_event,
+            )
+        except Exception as e:
+            if not no_shards(e):
+                raise
+            log.warning(
+                "cannot list %s in shards at resourceVersion %s (%s): listing them page after page",
+                self.kind_name,
+                version,
+                e,
+                extra={"fields": {"kind": self.kind_name, "resourceVersion": version}},
+            )
+            return self._list_plain()
+        self.shards = len(shards)
+        return items, version
 
     def _watch(self) -> None:
         """Watch from :attr:`version` until the stream ends, advancing it with every event (even if one fails)."""
