@@ -82,6 +82,7 @@ from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, p
 from rescheduler.plan.gate import reads_clock
 from rescheduler.plan.records import Plan
 from rescheduler.plan.stay_reasons import CONTROLS, Kind
+from shared import heap
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.snapshot import ClusterSnapshot
@@ -275,6 +276,7 @@ class Rescheduler:
         """Discover the PodDisruptionBudget version, then list and watch every kind the planner reads (those
         ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
         kube = self.parts.kube
+        heap.map_large_buffers()  # the pages of the lists are given back when read (shared.heap)
         self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
         watch = self.options.watch_timeout
         pools = ((NODEPOOLS, NODEPOOLS_PATH, ()),) if watch_node_pools(kube, self.state, self.config) else ()
@@ -310,6 +312,7 @@ class Rescheduler:
                 return 0
             with self.state.cond:
                 counts = {k: len(v) for k, v in (("nodes", self.state.nodes), ("pods", self.state.pods))}
+            heap.trim()
             log.info("cluster state listed", extra=fields(**counts))
             if self.parts.elector is not None:
                 self.parts.elector.start()
