@@ -8,7 +8,9 @@ far more than the work itself. The protocol is client-go's reflector (``tools/ca
    handed to the handler's ``convert`` as the page arrives, so raw pages are not kept. The pages of one list
    come one after the other (each ``continue`` token is in the previous page), but the next page is fetched
    in a second thread while this one is decoded, so the API server's time and the decoding overlap. If the
-   ``continue`` token expires mid-list (``410 Gone``), the list starts over.
+   ``continue`` token expires mid-list (``410 Gone``), the list starts over. An informer given a ``split``
+   lists a collection bigger than one page in shards instead, several at once, all at the version of its first
+   page (:mod:`shared.kube.shards`): the pods of a big cluster.
 2. **Watch** from the list's ``resourceVersion`` with ``allowWatchBookmarks``: ``ADDED``, ``MODIFIED`` and
    ``DELETED`` go to the handler's ``apply``, each line decoded by the informer's event decoder (orjson into
    an API dict unless the handler's owner gives a faster one); every event, bookmarks included, advances the
@@ -74,7 +76,8 @@ class ListWatch(Protocol):
 
 
 class EventHandler(Protocol[T]):
-    """Where the informer puts what it read. Called from the informer's thread only."""
+    """Where the informer puts what it read. Called from the informer's thread only, but ``convert``: from the
+    threads of a list fetched in shards too (:mod:`shared.kube.shards`), several at once."""
 
     def convert(self, obj: dict[str, Any]) -> T:
         """A listed object, as its page arrives (keep only what is needed: the raw page is dropped)."""
@@ -377,6 +380,8 @@ class Informer(threading.Thread, Generic[T]):
             page = self._decode(first)
             return page.items, page.resource_version
         del first
+        if not version:  # nothing to list the shards at: a server that gives lists no version
+            return self._list_plain()
         try:
             shards = split(version)
             decoder = self.shard_decoder or (lambda: self._decode)

@@ -195,3 +195,13 @@ def test_namespaces_answered_at_another_version_are_no_shards() -> None:
 
     with pytest.raises(NoShards):
         namespaced(fetch, "pods")("10")
+
+
+def test_a_first_page_without_a_version_is_followed_by_the_plain_list() -> None:
+    plain = [page([obj("a1", "1")], rv="5", token="p1"), page([obj("b1", "2")], rv="5")]
+    script = Script(lists=[page([obj("a1", "1")], token="t1"), *plain], watches=[])
+    informer, handler, asked = informer_of(script, [])
+    run(informer, script)
+    assert asked == [], "no version to list the shards at"
+    assert handler.replaced == [["a1", "b1"]]
+    assert script.watch_queries[0]["resourceVersion"] == "5"
