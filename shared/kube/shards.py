@@ -149,6 +149,8 @@ def list_shards(
     ``decoder()`` makes the page decoder of one shard. Raises :class:`NoShards` where the server cannot serve a
     shard at ``version``, the first other failure of a shard as it is, and :class:`InterruptedError` if ``stop``
     is set before every shard is listed."""
+    if not shards:
+        raise NoShards("the collection has no shards at this version")
     results: list[list[T]] = [[] for _ in shards]
     failures: list[BaseException] = []
     todo = list(range(len(shards)))

@@ -205,3 +205,8 @@ def test_a_first_page_without_a_version_is_followed_by_the_plain_list() -> None:
     assert asked == [], "no version to list the shards at"
     assert handler.replaced == [["a1", "b1"]]
     assert script.watch_queries[0]["resourceVersion"] == "5"
+
+
+def test_no_shards_at_all_is_no_list() -> None:
+    with pytest.raises(NoShards):
+        list_shards([], "9", lambda: _names, page_size=1)
