@@ -204,6 +204,15 @@ def test_a_listed_pod_page_is_read_by_the_snapshot_decoder_into_the_pods_a_watch
     assert len(page.items) == len(raws) and all(view is not None for _, view, _ in page.items)
 
 
+def test_each_shards_decoder_reads_pages_as_the_lists_own_decoder_does() -> None:
+    raws = [i for i in cluster_gen.generate(3, 12, 300) if i["kind"] == "Pod"]
+    state = ClusterState()
+    pages = PodPages(state)
+    first, second = pages.list_decoder(), pages.list_decoder()
+    bodies = [_page(raws[:150], "more"), _page(raws[150:])]
+    assert [first(b) for b in bodies] == [PodPages(state)(b) for b in bodies] == [second(b) for b in bodies]
+
+
 def test_a_pod_page_the_decoder_refuses_is_read_pod_by_pod_and_the_bad_pod_is_broken() -> None:
     raws = [pod("web-0", "od-1"), pod("bad", "od-1", cpu="lots"), pod("web-1", "od-1")]
     state = ClusterState()
