@@ -144,9 +144,9 @@ def written_cluster(
 def settle(plane: ControlPlane, *, quiet: float = 10.0, limit: float = 300.0) -> float:
     """Wait until no pod changes for ``quiet`` seconds (at most ``limit``); the seconds waited.
 
-    A control plane started on a kept cluster has a kube-scheduler that has tried none of its pending pods yet:
-    it tries them all again, each attempt writing the pod's status, for a while after the start. A cluster
-    written through the API had them tried while it was written, so the measurements start from the same calm.
+    A control plane just started on a kept cluster may still write pods for a while (its kube-scheduler tries
+    the pending pods it finds, each attempt writing the pod's status); a cluster written through the API had that
+    done while it was written, so the measurements start from the same calm.
     """
     began = time.monotonic()
     while time.monotonic() - began < limit:
