@@ -273,10 +273,8 @@ class Rescheduler:
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
     def start_informers(self) -> None:
-        """Discover the PodDisruptionBudget version, then list and watch every kind the planner reads (those
-        ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
+        """Discover the PDB version, list and watch every kind the planner reads (as ``plan`` lists them)."""
         kube = self.parts.kube
-        heap.map_large_buffers()  # the pages of the lists are given back when read (shared.heap)
         self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
         watch = self.options.watch_timeout
         pools = ((NODEPOOLS, NODEPOOLS_PATH, ()),) if watch_node_pools(kube, self.state, self.config) else ()
@@ -710,6 +708,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
     except KubeconfigError as e:
         print(f"spot-rescheduler: {e}", file=sys.stderr)
         return 2
+    heap.map_large_buffers()  # the start-up lists' pages are given back to the system when read (shared.heap)
     stop = threading.Event()
     rescheduler = Rescheduler(transport, config, options, stop=stop)
 

@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from shared.kube.informer import ListWatch, Page, Query, list_pages
+from shared.kube.pages import ListWatch, Page, Query, list_pages
 
 __all__ = ["NoShards", "exact", "list_shards", "namespaced", "Split", "no_shards"]
 
