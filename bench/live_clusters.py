@@ -33,7 +33,7 @@ from typing import Any
 from livelab import control_plane_options
 
 from tests.support.cluster_load import load
-from tests.support.controlplane.cluster import ControlPlane
+from tests.support.controlplane.cluster import ControlPlane, running_control_plane
 from tests.support.controlplane.process import Binaries, cache_dir, k8s_version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,17 +158,5 @@ def settle(plane: ControlPlane, *, quiet: float = 10.0, limit: float = 300.0) ->
     return time.monotonic() - began
 
 
-@contextlib.contextmanager
-def _running(restore: Path | None) -> Iterator[ControlPlane]:
-    plane = KeptControlPlane(Binaries.locate(), restore=restore, **control_plane_options())
-    plane.start(timeout=600)
-    failed = True
-    try:
-        yield plane
-        failed = False
-    finally:
-        plane.stop()
-        if failed:
-            print(f"spotshift e2e: control plane logs kept in {plane.logs_dir}")
-        else:
-            plane.remove_run_dir()
+def _running(restore: Path | None) -> contextlib.AbstractContextManager[ControlPlane]:
+    return running_control_plane(kind=KeptControlPlane, start_timeout=600, restore=restore, **control_plane_options())

@@ -640,10 +640,13 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running_control_plane(**kwargs: Any) -> Iterator[ControlPlane]:
-    """`with running_control_plane() as cp:` for scripts; keeps the run dir only if the body raised."""
-    plane = ControlPlane(Binaries.locate(), **kwargs)
-    plane.start()
+def running_control_plane(
+    *, kind: type[ControlPlane] | None = None, start_timeout: float = 120.0, **kwargs: Any
+) -> Iterator[ControlPlane]:
+    """`with running_control_plane() as cp:` for scripts; keeps the run dir only if the body raised. ``kind``: a
+    subclass of ControlPlane to run instead (its own keyword arguments in ``kwargs``)."""
+    plane = (kind or ControlPlane)(Binaries.locate(), **kwargs)
+    plane.start(timeout=start_timeout)
     failed = True
     try:
         yield plane
