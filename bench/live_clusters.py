@@ -75,13 +75,7 @@ class KeptControlPlane(ControlPlane):
     def stop_and_keep(self, dest: Path, meta: dict[str, Any]) -> None:
         """Stop every component (etcd last), then copy etcd's data and ``meta`` (``written.json``) to ``dest``:
         complete, or not at all."""
-        if self.kubelet is not None:
-            self.kubelet.stop()
-            self.kubelet = None
-        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
-            component = self.components.get(name)
-            if component is not None:
-                component.stop(timeout=60)
+        self.stop_components(timeout=60)
         partial = dest.with_name(dest.name + f".partial-{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(self._etcd_dir / "data", partial / "data")

@@ -158,18 +158,23 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop everything, in reverse start order, waiting for each process group."""
+        self.stop_components()
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        self._health.close()
+        shutil.rmtree(self._etcd_dir, ignore_errors=True)
+
+    def stop_components(self, timeout: float = 10.0) -> None:
+        """Stop the kubelet stand-in and every component, in reverse start order (etcd last), each given ``timeout``
+        seconds to exit."""
         if self.kubelet is not None:
             self.kubelet.stop()
             self.kubelet = None
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             component = self.components.get(name)
             if component is not None:
-                component.stop()
-        if self._api is not None:
-            self._api.close()
-            self._api = None
-        self._health.close()
-        shutil.rmtree(self._etcd_dir, ignore_errors=True)
+                component.stop(timeout=timeout)
 
     def remove_run_dir(self) -> None:
         shutil.rmtree(self.run_dir, ignore_errors=True)
