@@ -48,7 +48,7 @@ from bench.churnlab.scenario import PROFILES, TRACES
 from bench.churnlab.sim import Figures, Scenario, lower_bound, run
 from bench.churnlab.stats import Paired, paired
 
-NAME = 26
+NAME = 28
 COLUMNS = (
     ("policy", NAME, "{}"),
     ("od node-h", 9, "{:.0f}"),

@@ -171,6 +171,12 @@ POLICIES = (
     Policy("spotshift worth:off", SPOTSHIFT, "spotshift", {"worth": {"enabled": False}}),
     Policy("spotshift eviction-cost:2", SPOTSHIFT, "spotshift", {"worth": {"eviction_cost": 2.0}}),
     Policy("spotshift window:0", SPOTSHIFT, "spotshift", {"spot": {"stability_window": 0}}),
+    Policy(
+        "spotshift no-capacity cost:2",
+        SPOTSHIFT,
+        "spotshift",
+        {"capacity": {"enabled": False}, "worth": {"eviction_cost": 2.0}},
+    ),
     Policy("pusher-like", Setup(prefer_no_schedule_on_demand=True), "pusher"),
     Policy("descheduler (chart)", Setup(webhook=True), "descheduler", descheduler=DESCHEDULER_CHART),
     Policy("descheduler (spot-tuned)", Setup(webhook=True), "descheduler", descheduler=DESCHEDULER_SPOT),
