@@ -2,6 +2,8 @@
 
     python3 bench/run_cycle.py                     # 5,000 nodes, 150,000 pods, 3 timed cycles
     python3 bench/run_cycle.py --nodes 500 --pods 15000 --runs 5
+    python3 bench/run_cycle.py --change pod --runs 5     # a pod replaced by its controller before each cycle
+    python3 bench/run_cycle.py --change none --runs 5    # the idle cycle: nothing changed since the last one
 
 Why this measures what it does: in production the state is already in memory (the informers listed it once
 and the watches keep it current), so a housekeeping cycle costs what the loop does with it: assemble a
@@ -14,7 +16,10 @@ first packing strategy of the portfolio and pusher's order run (small clusters g
 ``spot-rescheduler plan`` always does), and with one :class:`~rescheduler.plan.planner.PlanCache` kept from cycle to
 cycle, as :func:`rescheduler.run.default_planner` keeps it: what was derived from a node's pods is reused while the
 node holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
-starts with an empty cache; ``--no-cache`` plans every cycle from scratch. The state's snapshot is a copy of
+starts with an empty cache; ``--no-cache`` plans every cycle from scratch. With ``--change``, one untimed cycle
+fills the cache first and a change goes through the watch path before each timed cycle (``pod``: one pod replaced
+by its controller on its node; ``node``: one node's annotations changed; ``none``: nothing, the idle cycle).
+``--profile FILE`` writes a cProfile of the timed cycles. The state's snapshot is a copy of
 NodeInfos maintained event by event, not a rebuild.
 
 The figure is ``time.process_time()`` (CPU seconds of this process, all threads) per cycle, the median of
@@ -26,11 +31,14 @@ not timed.
 from __future__ import annotations
 
 import argparse
+import copy
+import cProfile
 import gc
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -53,9 +61,18 @@ _KINDS = {
 }
 
 
-def build_state(nodes: int, pods: int, seed: int) -> ClusterState:
-    """The informers' view of a generated cluster (finished pods left out, as the pod field selector does)."""
+SAMPLE_EVERY = 997
+"""Every this many bound pods with a controller, the generated object is kept: the pods ``--change pod`` replaces."""
+
+
+def build_state(
+    nodes: int, pods: int, seed: int, sample: dict[str, list[dict[str, Any]]] | None = None
+) -> ClusterState:
+    """The informers' view of a generated cluster (finished pods left out, as the pod field selector does).
+    ``sample["Pod"]`` receives every :data:`SAMPLE_EVERY`-th bound pod that has a controller, ``sample["Node"]`` every
+    node, as generated."""
     state = ClusterState()
+    bound = 0
     for item in cluster_gen.iter_items(seed, nodes, pods):
         kind = _KINDS.get(item.get("kind", ""))
         if kind is None:
@@ -63,8 +80,50 @@ def build_state(nodes: int, pods: int, seed: int) -> ClusterState:
         if kind is PODS and (item.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
         state.apply(kind, "ADDED", item)
+        if sample is None:
+            continue
+        if kind is NODES:
+            sample.setdefault("Node", []).append(item)
+        elif kind is PODS and item["spec"].get("nodeName") and _controller(item):
+            bound += 1
+            if bound % SAMPLE_EVERY == 0:
+                sample.setdefault("Pod", []).append(item)
     state.synced.update(k.name for k in _KINDS.values())
     return state
+
+
+def _controller(item: dict[str, Any]) -> bool:
+    return any(ref.get("controller") for ref in item["metadata"].get("ownerReferences") or ())
+
+
+class Changes:
+    """The change ``--change`` applies between two timed cycles, through :meth:`ClusterState.apply` (the watch path).
+
+    ``pod``: one pod replaced by its controller on the same node (``DELETED``, then ``ADDED`` under a fresh name
+    and UID), a different node each time. ``node``: one on-demand node's labels changed (``MODIFIED``: one node's
+    fields, its pods the same). ``none``: nothing changes (the idle cycle)."""
+
+    def __init__(self, state: ClusterState, kind: str, sample: dict[str, list[dict[str, Any]]]) -> None:
+        self.state, self.kind, self.done = state, kind, 0
+        self.items = sample.get("Pod" if kind == "pod" else "Node", [])
+
+    def apply(self) -> None:
+        """One change (none for ``none``)."""
+        if self.kind == "none":
+            return
+        self.done += 1
+        at = (self.done * 7919) % len(self.items)
+        old = self.items[at]
+        new = self.items[at] = copy.deepcopy(old)
+        meta = new["metadata"]
+        if self.kind == "pod":
+            meta["name"] = f"{meta['name']}-r{self.done}"
+            meta["uid"] = f"{meta.get('uid', '')}-r{self.done}"
+            self.state.apply(PODS, "DELETED", old)
+            self.state.apply(PODS, "ADDED", new)
+        else:
+            meta.setdefault("annotations", {})["bench.spotshift.io/touched"] = str(self.done)
+            self.state.apply(NODES, "MODIFIED", new)
 
 
 def one_cycle(
@@ -104,10 +163,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="plan every cycle from scratch (no PlanCache kept between cycles, unlike the run loop)",
     )
+    ap.add_argument(
+        "--change",
+        choices=("pod", "node", "none"),
+        help="after one untimed cycle, apply this change before each timed one: a pod replaced by its controller "
+        "(pod), a node's annotations changed (node), nothing (none: the idle cycle); default: no untimed cycle, "
+        "nothing changed",
+    )
+    ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the timed cycles to FILE")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    state = build_state(args.nodes, args.pods, args.seed)
+    sample: dict[str, list[dict[str, Any]]] = {}
+    state = build_state(args.nodes, args.pods, args.seed, sample)
     print(
         f"state: {len(state.nodes):,} nodes, {len(state.pods):,} pods, {len(state.pdbs):,} PDBs "
         f"(built in {time.perf_counter() - t0:.1f} s, not timed)",
@@ -115,15 +183,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     config = Config()
     cache = PlanCache() if args.cache else None
+    budget = args.plan_time_budget if args.plan_time_budget >= 0 else None
+    changes = Changes(state, args.change or "none", sample)
+    if args.change is not None:
+        one_cycle(state, config, budget, cache)
     gc.collect()
+    profile = cProfile.Profile() if args.profile else None
     cpu: list[float] = []
     wall: list[float] = []
     result = (0, 0, 0)
     for _ in range(args.runs):
+        changes.apply()
         c0, w0 = time.process_time(), time.perf_counter()
-        result = one_cycle(state, config, args.plan_time_budget if args.plan_time_budget >= 0 else None, cache)
+        if profile is not None:
+            profile.enable()
+        result = one_cycle(state, config, budget, cache)
+        if profile is not None:
+            profile.disable()
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
+    if profile is not None:
+        profile.dump_stats(args.profile)
     median = statistics.median(cpu)
     print(
         f"unschedulable pods: {result[0]} (planned first); "
