@@ -23,6 +23,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.gate import RULE_KINDS, hold_candidates
+from rescheduler.plan.last_plan import LastPlan
 from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
@@ -161,6 +162,8 @@ class PlanCache:
         self.pdb_index: PdbIndex | None = None
         self.emptied = EmptiedCache()
         """The on-demand nodes as they would be emptied, for the pods waiting for a node (:mod:`.waiting`)."""
+        self.last = LastPlan()
+        """The last plan made with this cache, while nothing it is made from changed (:mod:`.last_plan`)."""
         self._aside: PlanCache | None = None
 
     def aside(self) -> PlanCache:

@@ -40,6 +40,7 @@ from dataclasses import replace
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.gate import budget_cut, window_text
+from rescheduler.plan.last_plan import inputs_of
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.records import DisruptionBudget, Move, Plan, Summary, top_reasons
 from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL
@@ -114,7 +115,8 @@ def plan(
     ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
     ``summary.verify_rejections`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
     kept by the caller from one call to the next (the run loop's cycles), spares re-deriving what depends only on
-    pods that did not change; the plan is the same with or without.
+    pods that did not change, and hands out its last plan again when nothing the plan is made from changed
+    (:mod:`rescheduler.plan.last_plan`; not with a ``stay_of``); the plan is the same with or without.
     ``switches`` are the rules of the cluster's kube-scheduler release (:mod:`shared.switches`; default: the
     current scheduler's). ``exclude`` maps on-demand nodes the caller will not drain now (backing off,
     marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
@@ -132,6 +134,30 @@ def plan(
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
     search = _Search(strategies, verify, time_budget, clock, improve, cache, switches, now, passes, stay_of)
+    if cache is None or stay_of is not None:
+        return _planned(snapshot, config, search, exclude)
+    return _last_or_planned(snapshot, config, search, cache, exclude)
+
+
+def _last_or_planned(
+    snapshot: ClusterSnapshot, config: Config, search: _Search, cache: PlanCache, exclude: Mapping[str, str] | None
+) -> Plan:
+    """The cache's last plan if nothing it was made from changed (:mod:`rescheduler.plan.last_plan`), else
+    :func:`_planned`, kept as the last plan."""
+    settings = (search.strategies, search.verify, search.time_budget, search.improve, search.switches)
+    inputs = inputs_of(snapshot, config, settings, exclude, search.now)
+    kept = cache.last.get(inputs)
+    if kept is not None:
+        return kept
+    cache.last.forget()
+    result = _planned(snapshot, config, search, exclude)
+    cache.last.put(inputs, result)
+    return result
+
+
+def _planned(snapshot: ClusterSnapshot, config: Config, search: _Search, exclude: Mapping[str, str] | None) -> Plan:
+    """:func:`plan`'s work, every time."""
+    switches = search.switches
     waiting = reserve(snapshot, config, exclude=exclude, switches=switches, cache=search.cache.emptied)
     held: dict[str, str | StayReason] = {**(exclude or {}), **waiting.holds}
     try:
