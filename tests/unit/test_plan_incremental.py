@@ -1,0 +1,235 @@
+"""Incremental planning: the plan made with a :class:`PlanCache` kept from cycle to cycle is, byte for byte, the plan
+made from scratch on the same state, whatever changed between the cycles.
+
+The state is the run loop's (:class:`ClusterState`, fed watch events); between two plans a random sequence of
+changes goes through it: pods added, removed and replaced by their controller, nodes added, removed, cordoned,
+made NotReady, relabelled and resized, pods starting to wait for a node and going away, PodDisruptionBudgets'
+status and selector changed and budgets deleted, and cycles where nothing changed. Each cycle's plan, planned
+as the loop plans it (the gate's exclusions, a time), is rendered as JSON and compared with a plan from scratch.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, ClusterState
+from rescheduler.plan.cycle import gate
+from rescheduler.plan.planner import PlanCache, plan
+from rescheduler.plan.waiting import EmptiedCache
+from shared.config import Config
+from shared.snapshot import ClusterSnapshot
+from shared.switches import CURRENT
+from tests.support.cluster_gen import generate
+
+_KINDS = {
+    "Node": NODES,
+    "Pod": PODS,
+    "PodDisruptionBudget": PDBS,
+    "Namespace": NAMESPACES,
+    "PersistentVolume": PVS,
+    "PersistentVolumeClaim": PVCS,
+}
+NOW = 1_715_680_000.0
+"""2024-05-14, a day after the generated objects were made."""
+
+OPS = (
+    "replace-pod",
+    "remove-pod",
+    "add-pod",
+    "add-node",
+    "remove-node",
+    "cordon",
+    "not-ready",
+    "relabel-node",
+    "resize-node",
+    "pending-pod",
+    "pending-gone",
+    "pdb-status",
+    "pdb-selector",
+    "pdb-delete",
+    "nothing",
+)
+
+
+def _key(item: dict[str, Any]) -> str:
+    meta = item["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+class _Cluster:
+    """A ClusterState fed watch events, with the raw objects kept to derive the next events from."""
+
+    def __init__(self, seed: int, nodes: int, pods: int) -> None:
+        self.state = ClusterState()
+        self.raw: dict[str, dict[str, dict[str, Any]]] = {k.name: {} for k in _KINDS.values()}
+        self.made = 0
+        for item in generate(seed, nodes, pods):
+            kind = _KINDS.get(item.get("kind", ""))
+            if kind is None or (kind is PODS and item["status"].get("phase") in ("Succeeded", "Failed")):
+                continue
+            self.raw[kind.name][_key(item)] = item
+            self.state.apply(kind, "ADDED", item)
+        self.state.synced.update(k.name for k in _KINDS.values())
+
+    def _pick(self, kind: Any, at: int, bound: bool | None = None) -> dict[str, Any] | None:
+        items = self.raw[kind.name]
+        keys = sorted(k for k, v in items.items() if bound is None or bool(v["spec"].get("nodeName")) == bound)
+        return items[keys[at % len(keys)]] if keys else None
+
+    def _put(self, kind: Any, item: dict[str, Any], event: str = "MODIFIED") -> None:
+        self.raw[kind.name][_key(item)] = item
+        self.state.apply(kind, event, item)
+
+    def _delete(self, kind: Any, item: dict[str, Any]) -> None:
+        del self.raw[kind.name][_key(item)]
+        self.state.apply(kind, "DELETED", item)
+
+    def _copy(self, item: dict[str, Any]) -> dict[str, Any]:
+        self.made += 1
+        new = copy.deepcopy(item)
+        new["metadata"]["name"] += f"-c{self.made}"
+        new["metadata"]["uid"] = f"uid-copy-{self.made}"
+        return new
+
+    def change(self, op: str, at: int) -> None:
+        """One change of kind ``op`` (:data:`OPS`) to the ``at``-th object it can apply to (modulo their number)."""
+        if op in ("replace-pod", "remove-pod", "add-pod", "pending-pod"):
+            self._pod_change(op, at)
+        elif op in ("add-node", "remove-node", "cordon", "not-ready", "relabel-node", "resize-node"):
+            self._node_change(op, at)
+        elif op == "pending-gone":
+            pod = self._pick(PODS, at, bound=False)
+            if pod is not None:
+                self._delete(PODS, pod)
+        elif op.startswith("pdb-"):
+            self._pdb_change(op, at)
+
+    def _pod_change(self, op: str, at: int) -> None:
+        pod = self._pick(PODS, at, bound=True)
+        if pod is None:
+            return
+        if op == "remove-pod":
+            self._delete(PODS, pod)
+            return
+        new = self._copy(pod)
+        if op == "replace-pod":  # its controller's replacement, on the same node
+            self._delete(PODS, pod)
+        elif op == "add-pod":
+            new["spec"]["nodeName"] = _key(self._pick(NODES, at * 7 + 3) or {"metadata": {"name": ""}})
+        else:  # waiting for a node
+            del new["spec"]["nodeName"]
+            new["status"] = {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            }
+        self._put(PODS, new, "ADDED")
+
+    def _node_change(self, op: str, at: int) -> None:
+        node = self._pick(NODES, at)
+        if node is None:
+            return
+        if op == "add-node":
+            new = self._copy(node)
+            new["metadata"]["labels"]["kubernetes.io/hostname"] = new["metadata"]["name"]
+            self._put(NODES, new, "ADDED")
+            return
+        if op == "remove-node":
+            self._delete(NODES, node)
+            return
+        new = copy.deepcopy(node)
+        if op == "cordon":
+            new["spec"]["unschedulable"] = not new["spec"].get("unschedulable")
+        elif op == "not-ready":
+            for c in new["status"].get("conditions") or ():
+                if c["type"] == "Ready":
+                    c["status"] = "False" if c["status"] == "True" else "True"
+        elif op == "relabel-node":
+            new["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"eu-west-1{'abc'[at % 3]}"
+        else:  # resized: a different allocatable
+            alloc = new["status"]["allocatable"]
+            alloc["cpu"] = str(1 + at % 16)
+            alloc["pods"] = str(5 + at % 40)
+        self._put(NODES, new)
+
+    def _pdb_change(self, op: str, at: int) -> None:
+        pdb = self._pick(PDBS, at)
+        if pdb is None:
+            return
+        if op == "pdb-delete":
+            self._delete(PDBS, pdb)
+            return
+        new = copy.deepcopy(pdb)
+        if op == "pdb-status":
+            new.setdefault("status", {})["disruptionsAllowed"] = at % 3
+        else:
+            new["spec"]["selector"] = {"matchLabels": {"app": f"x{at % 3}"}}
+        self._put(PDBS, new)
+
+
+def _planned(snapshot: ClusterSnapshot, config: Config, cache: PlanCache | None) -> str:
+    g = gate(snapshot, config, now=NOW)
+    return json.dumps(plan(snapshot, config, cache=cache, exclude=g.excluded, now=NOW).to_json())
+
+
+def _agree(cluster: _Cluster, config: Config, cache: PlanCache) -> str:
+    cached = _planned(cluster.state.snapshot(), config, cache)
+    fresh = _planned(cluster.state.snapshot(), config, None)
+    assert cached == fresh
+    return cached
+
+
+_STEPS = st.lists(
+    st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 10_000)), min_size=1, max_size=3),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from([3, 7, 11]), steps=_STEPS)
+def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
+    cluster = _Cluster(seed, 24, 480)
+    config = Config()
+    cache = PlanCache()
+    _agree(cluster, config, cache)
+    for changes in steps:
+        for op, at in changes:
+            cluster.change(op, at)
+        _agree(cluster, config, cache)
+
+
+def test_an_unchanged_state_gets_the_last_plan_again_and_a_change_a_new_one() -> None:
+    cluster = _Cluster(3, 40, 800)
+    config = Config()
+    cache = PlanCache()
+    first = plan(cluster.state.snapshot(), config, cache=cache, now=NOW)
+    assert plan(cluster.state.snapshot(), config, cache=cache, now=NOW) is first
+    assert plan(cluster.state.snapshot(), config, cache=cache, now=NOW + 60) is first  # no control reads the time
+    assert plan(cluster.state.snapshot(), Config(), cache=cache, now=NOW) is first  # an equal configuration
+    cluster.change("resize-node", 5)
+    again = plan(cluster.state.snapshot(), config, cache=cache, now=NOW)
+    assert again is not first
+    assert again.to_json() == plan(cluster.state.snapshot(), config, now=NOW).to_json()
+
+
+def test_the_waiting_pods_answers_follow_the_node_object() -> None:
+    """A node whose pods are the same objects but whose own fields changed (resized) is emptied anew."""
+    cluster = _Cluster(3, 40, 800)
+    cache = EmptiedCache()
+    snapshot = cluster.state.snapshot()
+    config = Config()
+    info = next(iter(snapshot))
+    cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
+    before = cache.emptied(info, config, snapshot.pdbs)
+    cluster.change("resize-node", sorted(cluster.raw[NODES.name]).index(info.name))
+    resized = cluster.state.snapshot()[info.name]
+    assert resized.pods == info.pods and resized.node is not info.node
+    cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
+    after = cache.emptied(resized, config, snapshot.pdbs)
+    assert after is None or after.node is resized.node
+    assert before is None or before.node is info.node
