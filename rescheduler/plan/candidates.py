@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from rescheduler.plan.gate import RULE_KINDS, hold_candidates
 from rescheduler.plan.last_plan import LastPlan
+from rescheduler.plan.replay import Replays
 from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
@@ -163,6 +164,8 @@ class PlanCache:
         self.emptied = EmptiedCache()
         """The on-demand nodes as they would be emptied, for the pods waiting for a node (:mod:`.waiting`)."""
         self.last = LastPlan()
+        self.replays = Replays()
+        """The last plan's packing passes, replayed where nothing they read changed (:mod:`.replay`)."""
         """The last plan made with this cache, while nothing it is made from changed (:mod:`.last_plan`)."""
         self._aside: PlanCache | None = None
 

@@ -225,6 +225,9 @@ class _Search:
             cands = Candidates(sim, self.cache, exclude, now)
             not_worth = _hold_not_worth(sim, cands, stay_of)
             planner = Planner(sim, cands, search_steps=SEARCH_TOTAL)
+            if not self.verify:
+                planner.replays = self.cache.replays
+                planner.replays.begin(sim, config, self.switches)
             strategies = self.strategies
             if strategies is None:
                 large = planner.cands.open_count() > IMPROVE_MAX_CANDIDATES
