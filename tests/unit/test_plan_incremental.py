@@ -2,7 +2,8 @@
 made from scratch on the same state, whatever changed between the cycles.
 
 The state is the run loop's (:class:`ClusterState`, fed watch events); between two plans a random sequence of
-changes goes through it: pods added, removed and replaced by their controller, nodes added, removed, cordoned,
+changes goes through it: pods added, removed and replaced by their controller (among them the pods the last plan
+moves, whose steps a replayed pass must search anew), nodes added, removed, cordoned,
 made NotReady, relabelled and resized, pods starting to wait for a node and going away, PodDisruptionBudgets'
 status and selector changed and budgets deleted, and cycles where nothing changed. Each cycle's plan, planned
 as the loop plans it (the gate's exclusions, a time), is rendered as JSON and compared with a plan from scratch.
@@ -39,7 +40,9 @@ NOW = 1_715_680_000.0
 
 OPS = (
     "replace-pod",
+    "replace-moved",
     "remove-pod",
+    "remove-moved",
     "add-pod",
     "add-node",
     "remove-node",
@@ -68,6 +71,8 @@ class _Cluster:
         self.state = ClusterState()
         self.raw: dict[str, dict[str, dict[str, Any]]] = {k.name: {} for k in _KINDS.values()}
         self.made = 0
+        self.moved: list[str] = []
+        """The pods the last plan moves (the changes that reach a pass's steps most)."""
         for item in generate(seed, nodes, pods):
             kind = _KINDS.get(item.get("kind", ""))
             if kind is None or (kind is PODS and item["status"].get("phase") in ("Succeeded", "Failed")):
@@ -98,7 +103,7 @@ class _Cluster:
 
     def change(self, op: str, at: int) -> None:
         """One change of kind ``op`` (:data:`OPS`) to the ``at``-th object it can apply to (modulo their number)."""
-        if op in ("replace-pod", "remove-pod", "add-pod", "pending-pod"):
+        if op.endswith(("-pod", "-moved")):
             self._pod_change(op, at)
         elif op in ("add-node", "remove-node", "cordon", "not-ready", "relabel-node", "resize-node"):
             self._node_change(op, at)
@@ -110,7 +115,12 @@ class _Cluster:
             self._pdb_change(op, at)
 
     def _pod_change(self, op: str, at: int) -> None:
-        pod = self._pick(PODS, at, bound=True)
+        moved = [key for key in self.moved if key in self.raw[PODS.name]]
+        if op.endswith("-moved") and moved:
+            pod: dict[str, Any] | None = self.raw[PODS.name][moved[at % len(moved)]]
+            op = op.replace("-moved", "-pod")
+        else:
+            pod = self._pick(PODS, at, bound=True)
         if pod is None:
             return
         if op == "remove-pod":
@@ -180,6 +190,7 @@ def _agree(cluster: _Cluster, config: Config, cache: PlanCache) -> str:
     cached = _planned(cluster.state.snapshot(), config, cache)
     fresh = _planned(cluster.state.snapshot(), config, None)
     assert cached == fresh
+    cluster.moved = [m["pod"] for m in json.loads(cached)["moves"]]
     return cached
 
 
@@ -223,13 +234,13 @@ def test_the_waiting_pods_answers_follow_the_node_object() -> None:
     cache = EmptiedCache()
     snapshot = cluster.state.snapshot()
     config = Config()
-    info = next(iter(snapshot))
     cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
+    info = next(info for info in snapshot if cache.emptied(info, config, snapshot.pdbs) is not None)
     before = cache.emptied(info, config, snapshot.pdbs)
     cluster.change("resize-node", sorted(cluster.raw[NODES.name]).index(info.name))
     resized = cluster.state.snapshot()[info.name]
     assert resized.pods == info.pods and resized.node is not info.node
     cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
     after = cache.emptied(resized, config, snapshot.pdbs)
-    assert after is None or after.node is resized.node
-    assert before is None or before.node is info.node
+    assert before is not None and before.node is info.node
+    assert after is not None and after.node is resized.node
