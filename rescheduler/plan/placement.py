@@ -79,8 +79,9 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
     result = Result(strategy, held=held)
     ledger = planner.ledger()
     applied: list[Placed] = []  # of committed nodes
-    replays = planner.replays if restore and not held and not sim.verify else None
-    steps = replays.replay(strategy.name, sim, planner.cands, strategy.target is TargetRule.TIERED) if replays else None
+    replays = planner.replays if restore and not sim.verify else None
+    tiered = strategy.target is TargetRule.TIERED
+    steps = replays.replay(strategy.name, held, sim, planner.cands, tiered) if replays is not None else None
     try:
         for w in _node_order(planner, strategy.node_order, ledger, held):
             name = w.name

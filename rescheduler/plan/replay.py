@@ -23,8 +23,10 @@ after it are all searched anew. The budgets and ceilings, the fail-fast capacity
 are worked out as ever. When something is not alike, nothing is replayed and the passes are recorded afresh.
 The plan is the plan made from scratch (``tests/unit/test_plan_incremental.py``).
 
-Not replayed: the improvement search's passes (nodes held back on purpose), a plan that checks every move with
-:func:`shared.fit.fits` (``verify``: it counts the rejections), and passes run in a forked process.
+A pass of the improvement search (:mod:`rescheduler.plan.search`: some drained nodes held back on purpose) is
+recorded and replayed as one with its own held-back nodes; the search's other steps are searched every time. Not
+replayed: a plan that checks every move with :func:`shared.fit.fits` (``verify``: it counts the rejections), and
+passes run in a forked process.
 """
 
 from __future__ import annotations
@@ -120,8 +122,11 @@ class Replays:
     """The passes of the last plan, and the start they were made from (module docstring). Kept in the plan cache."""
 
     def __init__(self) -> None:
-        self.passes: dict[str, tuple[list[Step], tuple[int, ...] | None]] = {}
-        """Pass name -> its steps, and the contention the tiered rule read (``None``: another rule)."""
+        self.passes: dict[tuple[str, frozenset[str]], tuple[list[Step], tuple[int, ...] | None]] = {}
+        """(Pass name, the nodes it held back) -> its steps, and the contention the tiered rule read (``None``:
+        another rule)."""
+        self._used: set[tuple[str, frozenset[str]]] = set()
+        """The passes recorded since the last :meth:`begin`: the others are dropped there."""
         self.alike = False
         """Whether the current simulation starts alike the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
@@ -154,17 +159,20 @@ class Replays:
                     alike = False
                     break
         self.alike = alike
-        if not alike:
-            self.passes = {}
+        used, self._used = self._used, set()
+        self.passes = {key: steps for key, steps in self.passes.items() if key in used} if alike else {}
         self._nodes, self._settings = nodes, settings
 
-    def replay(self, name: str, sim: Simulation, cands: Candidates, tiered: bool) -> PassReplay:
-        """The replay of pass ``name`` (its recorded steps when the start is alike), recording the pass anew.
-        ``tiered``: the pass reads the candidates' contention for groups of targets, which must then be alike too."""
+    def replay(self, name: str, held: frozenset[str], sim: Simulation, cands: Candidates, tiered: bool) -> PassReplay:
+        """The replay of pass ``name`` holding ``held`` back (its recorded steps when the start is alike), recording
+        the pass anew. ``tiered``: the pass reads the candidates' contention for groups of targets, which must then
+        be alike too."""
         contention = tuple(cands.contention()) if tiered else None
-        recorded = self.passes.get(name) if self.alike else None
+        key = (name, held)
+        recorded = self.passes.get(key) if self.alike else None
         steps: list[Step] = []
-        self.passes[name] = (steps, contention)
+        self.passes[key] = (steps, contention)
+        self._used.add(key)
         if recorded is None or recorded[1] != contention:
             return PassReplay(sim, [], steps)
         return PassReplay(sim, recorded[0], steps)
