@@ -80,8 +80,7 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
     ledger = planner.ledger()
     applied: list[Placed] = []  # of committed nodes
     replays = planner.replays if restore and not sim.verify else None
-    tiered = strategy.target is TargetRule.TIERED
-    steps = replays.replay(strategy.name, held, sim, planner.cands, tiered) if replays is not None else None
+    steps = replays.replay(strategy, held, sim, planner.cands) if replays is not None else None
     try:
         for w in _node_order(planner, strategy.node_order, ledger, held):
             name = w.name
@@ -94,7 +93,7 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
                 why = capacity(sim, w)
             if why is None:
                 search = partial(_place_all, planner, w, strategy)
-                moved, why = steps.search(w, search) if steps is not None else search()
+                moved, why = steps.search(w, search) if steps is not None else search()[:2]
                 if why is None:
                     applied.extend(moved)
                     for original, _, idx in moved:
@@ -113,16 +112,17 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
     return result
 
 
-def _place_all(planner: Planner, w: Candidate, strategy: Strategy) -> tuple[list[Placed], StayReason | None]:
-    """:func:`place` by the strategy's rule, then by the rules of :data:`RETRIES` while the node's pods do not fit."""
+def _place_all(planner: Planner, w: Candidate, strategy: Strategy) -> tuple[list[Placed], StayReason | None, bool]:
+    """:func:`place` by the strategy's rule, then by the rules of :data:`RETRIES` while the node's pods do not fit;
+    and whether the strategy's own rule placed them."""
     moved, why = place(planner, w, strategy.target, strategy.pod_order)
     if why is not None and strategy.retry:
         # The usual rule left the room too fragmented for this node: other rules may not.
         for target, pod_order in RETRIES:
             again, still = place(planner, w, target, pod_order)
             if still is None:
-                return again, None
-    return moved, why
+                return again, None, False
+    return moved, why, True
 
 
 def _size(w: Candidate) -> float:

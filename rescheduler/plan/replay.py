@@ -12,16 +12,23 @@ keeps the node) depends on nothing else than:
 * the settings: the configuration, the kube-scheduler rules, the namespaces, volumes, claims and StorageClasses,
   the targets and their tiers, and the pods' contention for groups of targets (the tiered rule reads it).
 
-:class:`Replays`, kept in the plan cache, compares the start of each plan's simulation with the last one's: nodes
-holding the very same objects are alike, and a node whose objects changed is alike when it reads the same to every
-filter (a pod replaced by its controller with the same spec on the same node; a waiting pod placed on the same
-spot node again). When every node and setting is alike, each pass of the last plan is replayed step by step in
-the pass's own order: a step over the same candidate, with the same analysis, takes its recorded moves (applied to
-the simulation, without a search) or its recorded misfit; any other step is searched anew, and once one ends
-otherwise than recorded (a node drained or not, moves to other targets or of pods that read otherwise) the steps
-after it are all searched anew. The budgets and ceilings, the fail-fast capacity check and the candidates' order
-are worked out as ever. When something is not alike, nothing is replayed and the passes are recorded afresh.
-The plan is the plan made from scratch (``tests/unit/test_plan_incremental.py``).
+:class:`Replays`, kept in the plan cache, compares the start of each plan's simulation with the last one's. Nodes
+holding the very same objects are alike; a node whose objects changed is looked at closer. Its node must read alike
+(a target: its labels, taints, cordon, readiness and allocatable; another node: its labels and taints), and no pod
+that differs may carry anti-affinity terms (every placement reads those), or nothing is replayed: the passes are
+recorded afresh, as when a setting differs. Otherwise a target whose pods differ is *dirty* (its room differs), and
+the pods that differ in what inter-pod affinity and topology spread read (gone, come, relabelled) are *changed*.
+
+Each pass of the last plan is then replayed step by step in the pass's own order. A step over the same candidate,
+with the same analysis, takes its recorded moves (applied to the simulation, without a search) or its recorded
+misfit, unless its search could read what differs: one of its pods has a term or constraint whose selector matches
+a changed pod, or a dirty target comes, by the strategy's rule, before the target a recorded move chose (for a
+misfit, or moves the retry rules found: any dirty target the pods may use). Any other step is searched, and where
+it ends otherwise than recorded, the targets whose moves differ become dirty and the pods moved otherwise changed,
+for the steps after it. A step over another candidate than recorded (the order changed), or moves of pods with
+anti-affinity terms that differ, end the replay: the rest of the pass is searched. The budgets and ceilings, the
+fail-fast capacity check and the candidates' order are worked out as ever. The plan is the plan made from scratch
+(``tests/unit/test_plan_incremental.py``).
 
 A pass of the improvement search (:mod:`rescheduler.plan.search`: some drained nodes held back on purpose) is
 recorded and replayed as one with its own held-back nodes; the search's other steps are searched every time. Not
@@ -36,6 +43,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from rescheduler.plan.stay_reasons import StayReason
+from rescheduler.plan.strategies import Strategy, TargetRule
 from shared.config import Config
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot
@@ -62,6 +70,8 @@ class Step:
     """The moves when the node was drained, ``None`` otherwise."""
     why: StayReason | None = None
     """The misfit that kept the node, when the search found no room for one of its pods."""
+    own: bool = True
+    """Whether the strategy's own rule found the moves (not one of :data:`~rescheduler.plan.strategies.RETRIES`)."""
 
 
 _UNREAD = frozenset({"name", "uid", "creation_timestamp"})
@@ -85,37 +95,72 @@ def _view(pod: Pod, names: Sequence[str]) -> tuple[object, ...]:
     return tuple(getattr(pod, f) for f in names)
 
 
-def _alike_pods(old: Sequence[Pod], new: Sequence[Pod], names: Sequence[str]) -> bool:
-    """The two lists hold pods that read alike, one for one, in any order."""
-    if len(old) != len(new):
-        return False
-    left = [_view(p, names) for p in old]
+def _unmatched(old: Sequence[Pod], new: Sequence[Pod], names: Sequence[str]) -> list[Pod]:
+    """The pods of either list with no pod reading alike (by ``names``) in the other, one for one."""
+    left = [(_view(p, names), p) for p in old]
+    extra: list[Pod] = []
     for p in new:
         view = _view(p, names)
-        for i, seen in enumerate(left):
+        for i, (seen, _) in enumerate(left):
             if seen == view:
                 del left[i]
                 break
         else:
-            return False
-    return True
+            extra.append(p)
+    return extra + [p for _, p in left]
 
 
-def _alike_node(old: Node, new: Node, target: bool) -> bool:
-    """A target's node reads alike but for its annotations and times (they decide whether it is a target, and the
-    targets are compared by name); another node by its labels and taints (its topology domains, and whether topology
-    spread counts it)."""
-    if old is new:
-        return True
-    if not target:
-        return (old.labels, old.taints) == (new.labels, new.taints)
-    return (old.labels, old.taints, old.unschedulable, old.ready, old.allocatable) == (
-        new.labels,
-        new.taints,
-        new.unschedulable,
-        new.ready,
-        new.allocatable,
-    )
+def _selects_any(pod: Pod, others: Sequence[Pod]) -> bool:
+    """Whether one of the pod's inter-pod (anti-)affinity terms or spread constraints may select one of ``others``:
+    its label selector matches their labels (whatever their namespaces; the keys of ``matchLabelKeys`` only narrow a
+    spread constraint's selector). A term without a selector selects no pod."""
+    selectors = [t.selector for t in (*pod.pod_affinity, *pod.pod_anti_affinity)]
+    selectors += [c.selector for c in pod.topology_spread]
+    return any(s is not None and s.matches(q.labels) for s in selectors for q in others)
+
+
+def _same_statics(old: Node, new: Node) -> bool:
+    """What the filters read of a target's node: its labels, taints, cordon, readiness and allocatable (its
+    annotations and times decide whether it is a target, and the targets are compared by name). The allocatable is
+    also what a pod's size is measured by (the targets' average), and so the order of a node's pods."""
+    mine = (old.labels, old.taints, old.unschedulable, old.ready, old.allocatable)
+    return mine == (new.labels, new.taints, new.unschedulable, new.ready, new.allocatable)
+
+
+class _Start:
+    """How a simulation's start differs from the last one's (:meth:`Replays.begin`)."""
+
+    __slots__ = ("alike", "dirty", "changed")
+
+    def __init__(self) -> None:
+        self.alike = True
+        """Whether anything may be replayed: only the pods of some nodes differ, none with anti-affinity terms."""
+        self.dirty: set[int] = set()
+        """The targets whose pods differ (their room, ports and volumes)."""
+        self.changed: list[Pod] = []
+        """The pods, before and after, that inter-pod affinity or topology spread read otherwise (they are gone, have
+        come, moved or changed labels)."""
+
+    def node(self, old: tuple[Node, tuple[Pod, ...]], new: tuple[Node, tuple[Pod, ...]], target: int | None) -> None:
+        """Note how one node differs (``target``: its index among the targets, ``None`` when it is not one)."""
+        (old_node, old_pods), (node, pods) = old, new
+        if old_node is not node:
+            statics = _same_statics if target is not None else _same_domains
+            if not statics(old_node, node):
+                self.alike = False
+                return
+        if target is not None and _unmatched(old_pods, pods, _POD_FIELDS):
+            self.dirty.add(target)
+        changed = _unmatched(old_pods, pods, _TOPOLOGY_FIELDS)
+        if any(p.pod_anti_affinity for p in changed):
+            self.alike = False  # the existing pods' anti-affinity reads them for every pod placed
+        self.changed.extend(changed)
+
+
+def _same_domains(old: Node, new: Node) -> bool:
+    """What topology spread and inter-pod affinity read of a node that is not a target: its labels (its domains) and
+    taints (whether spread counts it)."""
+    return (old.labels, old.taints) == (new.labels, new.taints)
 
 
 class Replays:
@@ -127,8 +172,8 @@ class Replays:
         another rule)."""
         self._used: set[tuple[str, frozenset[str]]] = set()
         """The passes recorded since the last :meth:`begin`: the others are dropped there."""
-        self.alike = False
-        """Whether the current simulation starts alike the one the passes were recorded on."""
+        self.start = _Start()
+        """How the current simulation's start differs from the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
         self._settings: tuple[object, ...] | None = None
 
@@ -146,50 +191,67 @@ class Replays:
             snapshot.storage_classes,
         )
         nodes = {info.name: (info.node, tuple(info.pods)) for info in snapshot}
-        targets = frozenset(t.name for t in sim.targets)
-        alike = self._settings is not None and self._settings == settings and nodes.keys() == self._nodes.keys()
-        if alike:
-            for name, (node, pods) in nodes.items():
-                old_node, old_pods = self._nodes[name]
-                if old_node is node and len(old_pods) == len(pods) and all(map(_is, old_pods, pods)):
+        index = {t.name: i for i, t in enumerate(sim.targets)}
+        start = self.start = _Start()
+        start.alike = self._settings is not None and self._settings == settings and nodes.keys() == self._nodes.keys()
+        if start.alike:
+            for name, now in nodes.items():
+                old = self._nodes[name]
+                if old[0] is now[0] and len(old[1]) == len(now[1]) and all(map(_is, old[1], now[1])):
                     continue
-                target = name in targets
-                names = _POD_FIELDS if target else _TOPOLOGY_FIELDS
-                if not (_alike_node(old_node, node, target) and _alike_pods(old_pods, pods, names)):
-                    alike = False
+                start.node(old, now, index.get(name))
+                if not start.alike:
                     break
-        self.alike = alike
         used, self._used = self._used, set()
-        self.passes = {key: steps for key, steps in self.passes.items() if key in used} if alike else {}
+        self.passes = {key: steps for key, steps in self.passes.items() if key in used} if start.alike else {}
         self._nodes, self._settings = nodes, settings
 
-    def replay(self, name: str, held: frozenset[str], sim: Simulation, cands: Candidates, tiered: bool) -> PassReplay:
-        """The replay of pass ``name`` holding ``held`` back (its recorded steps when the start is alike), recording
-        the pass anew. ``tiered``: the pass reads the candidates' contention for groups of targets, which must then
-        be alike too."""
+    def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: Candidates) -> PassReplay:
+        """The replay of ``strategy``'s pass holding ``held`` back (its recorded steps when the start is alike),
+        recording the pass anew. The tiered rule reads the candidates' contention for groups of targets, which must
+        then be alike too."""
+        tiered = strategy.target is TargetRule.TIERED
         contention = tuple(cands.contention()) if tiered else None
-        key = (name, held)
-        recorded = self.passes.get(key) if self.alike else None
+        key = (strategy.name, held)
+        recorded = self.passes.get(key) if self.start.alike else None
         steps: list[Step] = []
         self.passes[key] = (steps, contention)
         self._used.add(key)
         if recorded is None or recorded[1] != contention:
-            return PassReplay(sim, [], steps)
-        return PassReplay(sim, recorded[0], steps)
+            return PassReplay(sim, cands, strategy, self.start, [], steps)
+        return PassReplay(sim, cands, strategy, self.start, recorded[0], steps)
 
 
 def _is(a: object, b: object) -> bool:
     return a is b
 
 
+Search = Callable[[], tuple[list["Placed"], "StayReason | None", bool]]
+"""A step's search: the moves (applied) or the misfit, and whether the strategy's own rule found them."""
+
+
 class PassReplay:
-    """One pass's steps replayed or searched (:meth:`step`), and recorded."""
+    """One pass's steps replayed or searched (:meth:`search`), and recorded."""
 
-    __slots__ = ("sim", "recorded", "steps", "diverged")
+    __slots__ = ("sim", "cands", "strategy", "recorded", "steps", "diverged", "dirty", "changed")
 
-    def __init__(self, sim: Simulation, recorded: list[Step], steps: list[Step]) -> None:
-        self.sim, self.recorded, self.steps = sim, recorded, steps
+    def __init__(
+        self,
+        sim: Simulation,
+        cands: Candidates,
+        strategy: Strategy,
+        start: _Start,
+        recorded: list[Step],
+        steps: list[Step],
+    ) -> None:
+        self.sim, self.cands, self.strategy = sim, cands, strategy
+        self.recorded, self.steps = recorded, steps
         self.diverged = not recorded
+        self.dirty = set(start.dirty)
+        """The targets whose state differs from the recorded pass's at this step: :attr:`_Start.dirty`, and those
+        that took other moves in a step that ended otherwise than recorded."""
+        self.changed = list(start.changed)
+        """:attr:`_Start.changed`, and the pods such a step moved otherwise."""
 
     def _at(self, w: Candidate) -> Step | None:
         k = len(self.steps)
@@ -197,49 +259,108 @@ class PassReplay:
             return None
         return self.recorded[k]
 
-    def search(
-        self, w: Candidate, place: Callable[[], tuple[list[Placed], StayReason | None]]
-    ) -> tuple[list[Placed], StayReason | None]:
+    def search(self, w: Candidate, place: Search) -> tuple[list[Placed], StayReason | None]:
         """The step's search: the recorded moves applied, or misfit, when the step is the recorded one over the same
-        analysis; else ``place()``, checked against the record."""
+        analysis and reads nothing that differs; else ``place()``, checked against the record."""
         rec = self._at(w)
         if rec is not None and rec.analysis is w.analysis:
-            if rec.moves is None:
+            moved = self._replayed(w, rec)
+            if moved is not None:
                 self.steps.append(rec)
-                return [], rec.why
-            sim = self.sim
-            moved = [(pod, sim.apply(pod, idx), idx) for pod, idx in rec.moves]
-            self.steps.append(rec)
-            return moved, None
-        moved, why = place()
+                return moved, rec.why
+        moved, why, own = place()
         moves = tuple((original, idx) for original, _, idx in moved) if why is None else None
-        self._check(Step(w.name, w.analysis, moves, why), rec)
+        self._check(Step(w.name, w.analysis, moves, why, own), rec)
         return moved, why
+
+    def _replayed(self, w: Candidate, rec: Step) -> list[Placed] | None:
+        """The recorded moves applied (none for a misfit), or ``None`` (nothing applied) when the step's search could
+        read what differs: a pod placed selects some pod that differs, or a target whose room differs
+        would be looked at before the one the record chose (the whole search for a misfit, or a step whose pods
+        the strategy's own rule did not place)."""
+        sim, changed, dirty = self.sim, self.changed, self.dirty
+        if changed and any(_selects_any(p, changed) for p in w.movable):
+            return None
+        whole = rec.moves is None or not rec.own or self.strategy.target is TargetRule.BEST_FIT_MEMORY
+        if dirty and whole and any(self._reads(pod, t) for pod in w.movable for t in dirty):
+            return None
+        if rec.moves is None:
+            return []
+        moved: list[Placed] = []
+        keys = list(sim.neg_requested) if dirty and self.strategy.target is TargetRule.FIRST_FIT else None
+        for pod, idx in rec.moves:
+            if dirty and (idx in dirty or any(self._before(pod, t, idx, keys) for t in dirty if self._reads(pod, t))):
+                sim.undo_all(moved)
+                return None
+            moved.append((pod, sim.apply(pod, idx), idx))
+        return moved
+
+    def _reads(self, pod: Pod, t: int) -> bool:
+        """Whether a search for ``pod`` may look at target ``t``: one it passes the static filters of, or one of their
+        groups for the tiered rule."""
+        feasible = self.sim.feasible(pod)
+        if t in self.sim.sorted_free(feasible.targets).members:
+            return True
+        groups = feasible.groups
+        return self.strategy.target is TargetRule.TIERED and groups is not None and self._group(t) in groups
+
+    def _group(self, t: int) -> int:
+        return self.sim.static.group_of[t]
+
+    def _before(self, pod: Pod, t: int, chosen: int, keys: list[int] | None) -> bool:
+        """Whether the strategy's rule looks at target ``t`` before ``chosen`` for ``pod`` now (``keys``: pusher's
+        order's keys when the step began)."""
+        sim = self.sim
+        if sim.tiers:
+            tier, mine = sim.tier_of[t], sim.tier_of[chosen]
+            if tier != mine:
+                return tier < mine
+        if keys is not None:  # first fit: pusher's order, fixed for the step
+            return (keys[t], t) < (keys[chosen], chosen)
+        groups = sim.feasible(pod).groups
+        if self.strategy.target is TargetRule.TIERED and groups is not None and len(groups) > 1:
+            order = self.cands.least_wanted_first(groups)
+            group, mine = self._group(t), self._group(chosen)
+            if group != mine:
+                return group not in order or order.index(group) < order.index(mine)
+        floor = sim.floors(pod)[0]
+        free = sim.free_cpu
+        return (floor is None or free[t] >= floor) and (free[t], t) < (free[chosen], chosen)
 
     def skipped(self, w: Candidate) -> None:
         """A step that ended before a search (its node not drained): recorded, checked against the record."""
         self._check(Step(w.name, None, None), self._at(w))
 
     def _check(self, step: Step, rec: Step | None) -> None:
-        """Record ``step``; the pass diverges unless it left the targets as the recorded step did."""
+        """Record ``step``. Where it moved otherwise than the recorded step, the targets concerned become dirty and the
+        pods changed; the pass diverges (nothing after it is replayed) when the step is not the recorded one, or such
+        a pod has anti-affinity terms (every placement reads them)."""
         self.steps.append(step)
         if self.diverged:
             return
-        self.diverged = rec is None or not _alike_moves(rec.moves, step.moves)
+        if rec is None:
+            self.diverged = True
+            return
+        for pod, idx in _other_moves(rec.moves or (), step.moves or ()):
+            if pod.pod_anti_affinity:
+                self.diverged = True
+                return
+            self.dirty.add(idx)
+            self.changed.append(pod)
 
 
-def _alike_moves(old: Moves | None, new: Moves | None) -> bool:
-    """Both steps drained their node, the same targets taking pods that read alike, or neither did."""
-    if old is None or new is None:
-        return old is new
-    if len(old) != len(new):
-        return False
-    if all(a is b and i == j for (a, i), (b, j) in zip(old, new, strict=True)):
-        return True
-    left = [(idx, _view(p, _POD_FIELDS)) for p, idx in old]
+def _other_moves(old: Moves, new: Moves) -> list[tuple[Pod, int]]:
+    """The moves of either with no move of the other to the same target of a pod that reads alike, one for one."""
+    if len(old) == len(new) and all(a is b and i == j for (a, i), (b, j) in zip(old, new, strict=True)):
+        return []
+    left = [((idx, _view(p, _POD_FIELDS)), (p, idx)) for p, idx in old]
+    extra: list[tuple[Pod, int]] = []
     for p, idx in new:
         item = (idx, _view(p, _POD_FIELDS))
-        if item not in left:
-            return False
-        left.remove(item)
-    return True
+        for i, (seen, _) in enumerate(left):
+            if seen == item:
+                del left[i]
+                break
+        else:
+            extra.append((p, idx))
+    return extra + [move for _, move in left]
