@@ -14,30 +14,34 @@ keeps the node) depends on nothing else than:
 
 :class:`Replays`, kept in the plan cache, compares the start of each plan's simulation with the last one's. Nodes
 holding the very same objects are alike; a node whose objects changed is looked at closer. Its node must read alike
-(a target: its labels, taints, cordon, readiness and allocatable; another node: its labels and taints), and no pod
-that differs may carry anti-affinity terms (every placement reads those), or nothing is replayed: the passes are
-recorded afresh, as when a setting differs. Otherwise a target whose pods differ is *dirty* (its room differs), and
-the pods that differ in what inter-pod affinity and topology spread read (gone, come, relabelled) are *changed*.
+(a target: its labels, taints, cordon, readiness and allocatable; another node: its labels and taints), or nothing is
+replayed: the passes are recorded afresh, as when a setting differs. Otherwise a target whose pods differ is *dirty*
+(its room differs), and the pods that differ in what inter-pod affinity and topology spread read (gone, come,
+relabelled) are *changed*.
 
-Each pass of the last plan is then replayed step by step in the pass's own order. A step over the same candidate,
-with the same analysis, takes its recorded moves (applied to the simulation, without a search) or its recorded
+Each pass is then worked out in its own order, each step against the recorded step over the same candidate. A step
+with the same analysis takes its recorded moves (applied to the simulation, without a search) or its recorded
 misfit, unless its search could read what differs: one of its pods has a term or constraint whose selector matches
-a changed pod, or a dirty target comes, by the strategy's rule, before the target a recorded move chose (for a
-misfit, or moves the retry rules found: any dirty target the pods may use). Any other step is searched, and where
-it ends otherwise than recorded, the targets whose moves differ become dirty and the pods moved otherwise changed,
-for the steps after it. A step over another candidate than recorded (the order changed), or moves of pods with
-anti-affinity terms that differ, end the replay: the rest of the pass is searched. The budgets and ceilings, the
-fail-fast capacity check and the candidates' order are worked out as ever. The plan is the plan made from scratch
-(``tests/unit/test_plan_incremental.py``).
+a changed pod, or is selected by a changed pod's anti-affinity term, or a dirty target comes, by the strategy's
+rule, before the target a recorded move chose (for a misfit, or moves the retry rules found: any dirty target the
+pods may use). Any other step is searched, and where it ends otherwise than recorded, the targets whose moves differ
+become dirty and the pods moved otherwise changed, for the steps after it. Where the order differs from the
+record's, a step also counts as dirty and changed the targets and pods of the moves it does not share with the
+recorded step's start: those of the recorded steps before it not taken yet, and those made by the steps taken
+ahead of their recorded place. Once more than :data:`DIFFER_MAX` targets are dirty or pods changed, the rest of
+the pass is searched. The budgets and ceilings, the fail-fast capacity check and the candidates' order are
+worked out as ever. The plan is the plan made from scratch (``tests/unit/test_plan_incremental.py``).
 
 A pass of the improvement search (:mod:`rescheduler.plan.search`: some drained nodes held back on purpose) is
-recorded and replayed as one with its own held-back nodes; the search's other steps are searched every time. Not
+recorded and replayed as one with its own held-back nodes, or else replays the strategy's pass without them (a node
+held back is a step that ends otherwise than recorded); the search's other steps are searched every time. Not
 replayed: a plan that checks every move with :func:`shared.fit.fits` (``verify``: it counts the rejections), and
 passes run in a forked process.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
@@ -119,6 +123,12 @@ def _selects_any(pod: Pod, others: Sequence[Pod]) -> bool:
     return any(s is not None and s.matches(q.labels) for s in selectors for q in others)
 
 
+def _selected(pod: Pod, others: Sequence[Pod]) -> bool:
+    """Whether a required anti-affinity term of one of ``others`` may select the pod (its selector matches the pod's
+    labels, whatever the namespaces): where such a pod runs, the pod may not go."""
+    return any(t.selector is not None and t.selector.matches(pod.labels) for q in others for t in q.pod_anti_affinity)
+
+
 def _same_statics(old: Node, new: Node) -> bool:
     """What the filters read of a target's node: its labels, taints, cordon, readiness and allocatable (its
     annotations and times decide whether it is a target, and the targets are compared by name). The allocatable is
@@ -134,7 +144,7 @@ class _Start:
 
     def __init__(self) -> None:
         self.alike = True
-        """Whether anything may be replayed: only the pods of some nodes differ, none with anti-affinity terms."""
+        """Whether anything may be replayed: only the pods of some nodes differ."""
         self.dirty: set[int] = set()
         """The targets whose pods differ (their room, ports and volumes)."""
         self.changed: list[Pod] = []
@@ -151,10 +161,7 @@ class _Start:
                 return
         if target is not None and _unmatched(old_pods, pods, _POD_FIELDS):
             self.dirty.add(target)
-        changed = _unmatched(old_pods, pods, _TOPOLOGY_FIELDS)
-        if any(p.pod_anti_affinity for p in changed):
-            self.alike = False  # the existing pods' anti-affinity reads them for every pod placed
-        self.changed.extend(changed)
+        self.changed.extend(_unmatched(old_pods, pods, _TOPOLOGY_FIELDS))
 
 
 def _same_domains(old: Node, new: Node) -> bool:
@@ -207,13 +214,16 @@ class Replays:
         self._nodes, self._settings = nodes, settings
 
     def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: Candidates) -> PassReplay:
-        """The replay of ``strategy``'s pass holding ``held`` back (its recorded steps when the start is alike),
-        recording the pass anew. The tiered rule reads the candidates' contention for groups of targets, which must
-        then be alike too."""
+        """The replay of ``strategy``'s pass holding ``held`` back, recording the pass anew. The record replayed is that
+        pass's, else (nodes held back) the strategy's pass without them: one recorded on this start, or on the last
+        one when this start is alike. The tiered rule reads the candidates' contention for groups of targets, which
+        must then be alike too."""
         tiered = strategy.target is TargetRule.TIERED
         contention = tuple(cands.contention()) if tiered else None
-        key = (strategy.name, held)
-        recorded = self.passes.get(key) if self.start.alike else None
+        key, plain = (strategy.name, held), (strategy.name, frozenset[str]())
+        recorded = self.passes.get(key) if self.start.alike or key in self._used else None
+        if recorded is None and held and (self.start.alike or plain in self._used):
+            recorded = self.passes.get(plain)  # the pass without nodes held back: it differs at those nodes' steps
         steps: list[Step] = []
         self.passes[key] = (steps, contention)
         self._used.add(key)
@@ -230,10 +240,54 @@ Search = Callable[[], tuple[list["Placed"], "StayReason | None", bool]]
 """A step's search: the moves (applied) or the misfit, and whether the strategy's own rule found them."""
 
 
+DIFFER_MAX = 64
+"""Past this many dirty targets or changed pods, the rest of a pass is searched without a look at the record."""
+
+
+class _Order:
+    """Where the steps taken so far stand against the recorded pass's order: the recorded steps passed over (not taken
+    yet, though a later recorded one was) and those taken ahead of it, with the moves each made."""
+
+    __slots__ = ("position", "frontier", "passed", "taken", "moves")
+
+    def __init__(self, recorded: Sequence[Step]) -> None:
+        self.position = {step.name: k for k, step in enumerate(recorded)}
+        self.frontier = 0
+        """Every recorded step before it is taken or passed over."""
+        self.passed: set[int] = set()
+        self.taken: list[int] = []
+        """The recorded positions taken, sorted."""
+        self.moves: dict[int, Moves] = {}
+        """Recorded position -> the moves its step made in this pass."""
+
+    def apart(self, k: int, recorded: Sequence[Step]) -> list[tuple[Pod, int]]:
+        """The moves by which the targets now differ from the recorded pass's at its step ``k`` through the order alone:
+        those of the recorded steps before it not taken yet, and those made by the steps taken that come after it."""
+        out: list[tuple[Pod, int]] = []
+        for i in self.passed:
+            if i < k:
+                out.extend(recorded[i].moves or ())
+        for i in range(self.frontier, k):  # not reached yet: none of them is taken
+            out.extend(recorded[i].moves or ())
+        for i in self.taken[bisect_right(self.taken, k) :]:
+            out.extend(self.moves.get(i, ()))
+        return out
+
+    def take(self, k: int, moves: Moves | None) -> None:
+        """Step ``k`` of the record was taken, making ``moves``."""
+        if k >= self.frontier:
+            self.passed.update(i for i in range(self.frontier, k) if i not in self.moves and i not in self.passed)
+            self.frontier = k + 1
+        self.passed.discard(k)
+        insort(self.taken, k)
+        if moves:
+            self.moves[k] = moves
+
+
 class PassReplay:
     """One pass's steps replayed or searched (:meth:`search`), and recorded."""
 
-    __slots__ = ("sim", "cands", "strategy", "recorded", "steps", "diverged", "dirty", "changed")
+    __slots__ = ("sim", "cands", "strategy", "recorded", "steps", "diverged", "dirty", "changed", "order")
 
     def __init__(
         self,
@@ -252,34 +306,39 @@ class PassReplay:
         that took other moves in a step that ended otherwise than recorded."""
         self.changed = list(start.changed)
         """:attr:`_Start.changed`, and the pods such a step moved otherwise."""
+        self.order = _Order(recorded)
 
-    def _at(self, w: Candidate) -> Step | None:
-        k = len(self.steps)
-        if self.diverged or k >= len(self.recorded) or self.recorded[k].name != w.name:
-            return None
-        return self.recorded[k]
+    def _at(self, w: Candidate) -> int | None:
+        """The position of ``w``'s step in the record, if the replay goes on and it has one."""
+        return None if self.diverged else self.order.position.get(w.name)
 
     def search(self, w: Candidate, place: Search) -> tuple[list[Placed], StayReason | None]:
-        """The step's search: the recorded moves applied, or misfit, when the step is the recorded one over the same
-        analysis and reads nothing that differs; else ``place()``, checked against the record."""
-        rec = self._at(w)
-        if rec is not None and rec.analysis is w.analysis:
-            moved = self._replayed(w, rec)
+        """The step's search: the recorded moves applied, or misfit, when the record has a step over the same analysis
+        and it reads nothing that differs; else ``place()``, checked against the record."""
+        k = self._at(w)
+        rec = self.recorded[k] if k is not None else None
+        if k is not None and rec is not None and rec.analysis is w.analysis:
+            moved = self._replayed(w, rec, self.order.apart(k, self.recorded))
             if moved is not None:
                 self.steps.append(rec)
+                self.order.take(k, rec.moves)
                 return moved, rec.why
         moved, why, own = place()
         moves = tuple((original, idx) for original, _, idx in moved) if why is None else None
-        self._check(Step(w.name, w.analysis, moves, why, own), rec)
+        self._check(Step(w.name, w.analysis, moves, why, own), k)
         return moved, why
 
-    def _replayed(self, w: Candidate, rec: Step) -> list[Placed] | None:
+    def _replayed(self, w: Candidate, rec: Step, apart: list[tuple[Pod, int]]) -> list[Placed] | None:
         """The recorded moves applied (none for a misfit), or ``None`` (nothing applied) when the step's search could
-        read what differs: a pod placed selects some pod that differs, or a target whose room differs
+        read what differs: a pod placed selects some pod that differs or is selected by its anti-affinity, or a
+        target whose room differs
         would be looked at before the one the record chose (the whole search for a misfit, or a step whose pods
-        the strategy's own rule did not place)."""
+        the strategy's own rule did not place). ``apart``: the moves that differ through the order alone."""
         sim, changed, dirty = self.sim, self.changed, self.dirty
-        if changed and any(_selects_any(p, changed) for p in w.movable):
+        if apart:
+            changed = changed + [pod for pod, _ in apart]
+            dirty = dirty | {idx for _, idx in apart}
+        if changed and any(_selects_any(p, changed) or _selected(p, changed) for p in w.movable):
             return None
         whole = rec.moves is None or not rec.own or self.strategy.target is TargetRule.BEST_FIT_MEMORY
         if dirty and whole and any(self._reads(pod, t) for pod in w.movable for t in dirty):
@@ -331,22 +390,21 @@ class PassReplay:
         """A step that ended before a search (its node not drained): recorded, checked against the record."""
         self._check(Step(w.name, None, None), self._at(w))
 
-    def _check(self, step: Step, rec: Step | None) -> None:
-        """Record ``step``. Where it moved otherwise than the recorded step, the targets concerned become dirty and the
-        pods changed; the pass diverges (nothing after it is replayed) when the step is not the recorded one, or such
-        a pod has anti-affinity terms (every placement reads them)."""
+    def _check(self, step: Step, k: int | None) -> None:
+        """Record ``step`` (``k``: its position in the record, ``None`` when the record has none). Where it moved
+        otherwise than the recorded step (none: no move), the targets concerned become dirty and the pods changed."""
         self.steps.append(step)
         if self.diverged:
             return
-        if rec is None:
-            self.diverged = True
-            return
-        for pod, idx in _other_moves(rec.moves or (), step.moves or ()):
-            if pod.pod_anti_affinity:
-                self.diverged = True
-                return
+        old: Moves = ()
+        if k is not None:
+            old = self.recorded[k].moves or ()
+            self.order.take(k, step.moves)
+        for pod, idx in _other_moves(old, step.moves or ()):
             self.dirty.add(idx)
             self.changed.append(pod)
+        if len(self.dirty) > DIFFER_MAX or len(self.changed) > DIFFER_MAX:
+            self.diverged = True  # checking every step against that much costs more than searching it
 
 
 def _other_moves(old: Moves, new: Moves) -> list[tuple[Pod, int]]:

@@ -15,7 +15,7 @@ import copy
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, ClusterState
@@ -203,6 +203,8 @@ _STEPS = st.lists(
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.sampled_from([3, 7, 11]), steps=_STEPS)
+@example(seed=7, steps=[[("replace-pod", 552), ("not-ready", 7861), ("replace-pod", 365)]])  # a drained node blocked
+@example(seed=3, steps=[[("pending-pod", 386)]])  # a waiting pod placed on a target a spread constraint counts
 def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
     cluster = _Cluster(seed, 24, 480)
     config = Config()
