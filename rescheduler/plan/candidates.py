@@ -13,7 +13,9 @@ is decided for each plan (:attr:`Candidate.budgets`), not kept between cycles.
 
 Between the run loop's cycles, a :class:`PlanCache` keeps what was derived from each node's pods while the
 node holds the very same ``Pod`` objects (the watch-backed state keeps them until an event replaces one),
-so a cycle re-derives only what changed; a plan is the same with or without it.
+so a cycle re-derives only what changed; it also keeps the last plan, handed out again while nothing it is made from
+changed (:mod:`rescheduler.plan.last_plan`), and the last plan's packing passes, replayed where a change did not
+touch them (:mod:`rescheduler.plan.replay`). A plan is the same with or without it.
 """
 
 from __future__ import annotations

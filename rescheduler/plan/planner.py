@@ -115,8 +115,9 @@ def plan(
     ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
     ``summary.verify_rejections`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
     kept by the caller from one call to the next (the run loop's cycles), spares re-deriving what depends only on
-    pods that did not change, and hands out its last plan again when nothing the plan is made from changed
-    (:mod:`rescheduler.plan.last_plan`; not with a ``stay_of``); the plan is the same with or without.
+    pods that did not change, hands out its last plan again when nothing the plan is made from changed
+    (:mod:`rescheduler.plan.last_plan`; not with a ``stay_of``) and replays the last plan's packing passes where the
+    change did not touch them (:mod:`rescheduler.plan.replay`); the plan is the same with or without.
     ``switches`` are the rules of the cluster's kube-scheduler release (:mod:`shared.switches`; default: the
     current scheduler's). ``exclude`` maps on-demand nodes the caller will not drain now (backing off,
     marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
