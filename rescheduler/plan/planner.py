@@ -109,9 +109,10 @@ def plan(
     :data:`~rescheduler.plan.search.IMPROVE_MAX_CANDIDATES` drainable candidates.
 
     With ``time_budget`` (seconds, read on ``clock``, which is then required), strategies after the first
-    are skipped once the budget would be exceeded, judging by the slowest pass so far, and the improvement
-    step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always runs, so a
-    plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
+    are skipped once the budget would be exceeded, judging by the slowest pass so far (and, for a pass the cache has
+    no record of to replay, by what it took when it last had none: :meth:`~rescheduler.plan.replay.Replays.alone`),
+    and the improvement step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always
+    runs, so a plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
     ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
     ``summary.verify_rejections`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
     kept by the caller from one call to the next (the run loop's cycles), spares re-deriving what depends only on
@@ -257,14 +258,19 @@ class _Search:
                     best = result
             left = ()
         slowest = 0.0
+        replays = planner.replays
         for strategy in left:
             before = clock() if clock is not None else 0.0
-            over = budget is not None and before - started + slowest > budget
+            # A pass with no record to replay costs what it cost when it last had none, however fast replays were.
+            alone = replays.alone(strategy.name) if replays is not None else None
+            over = budget is not None and before - started + max(slowest, alone or 0.0) > budget
             if best is not None and over and strategy is not PUSHER:
                 continue  # pusher's order always runs: the budget never makes the plan worse than it
             result = run(planner, strategy)
             if clock is not None:
                 slowest = max(slowest, clock() - before)
+                if replays is not None and alone is not None:
+                    replays.took[strategy.name] = clock() - before
             ran.append(strategy.name)
             if result.better_than(best):
                 best = result

@@ -183,6 +183,16 @@ class Replays:
         """How the current simulation's start differs from the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
         self._settings: tuple[object, ...] | None = None
+        self.took: dict[str, float] = {}
+        """Pass name -> how long its pass took, on the caller's clock, when it last had no record to replay."""
+
+    def alone(self, name: str) -> float | None:
+        """``None`` when the pass ``name`` (no node held back) has a record to replay on this start; else how long it
+        took when it last had none (``0.0``: not known)."""
+        key = (name, frozenset[str]())
+        if key in self.passes and (self.start.alike or key in self._used):
+            return None
+        return self.took.get(name, 0.0)
 
     def begin(self, sim: Simulation, config: Config, switches: Switches) -> None:
         """Compare the simulation's start (after its set-up) with the last one's, and keep it."""

@@ -246,3 +246,15 @@ def test_the_waiting_pods_answers_follow_the_node_object() -> None:
     after = cache.emptied(resized, config, snapshot.pdbs)
     assert before is not None and before.node is info.node
     assert after is not None and after.node is resized.node
+
+
+def test_a_pass_without_a_record_is_expected_to_cost_what_it_cost_alone() -> None:
+    """Under a time budget, a pass that has no record to replay is judged by what it took when it last had none."""
+    cluster = _Cluster(3, 24, 480)
+    cache = PlanCache()
+    plan(cluster.state.snapshot(), Config(), cache=cache, now=NOW)
+    replays = cache.replays
+    assert replays.alone("pusher") is None  # recorded on this start: it replays
+    assert replays.alone("no-such-pass") == 0.0  # never timed
+    replays.took["no-such-pass"] = 0.3
+    assert replays.alone("no-such-pass") == 0.3
