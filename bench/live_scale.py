@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from live_clusters import Written, written_cluster  # noqa: E402
 from livelab import (  # noqa: E402
     EXTENDER_USER,
     RESCHEDULER_USER,
@@ -57,7 +58,6 @@ from livelab import (  # noqa: E402
     Rescheduler,
     audit_requests,
     children_of,
-    control_plane_options,
     cpu_seconds,
     extender_held,
     memory_kib,
@@ -77,8 +77,7 @@ from scheduling_throughput import (  # noqa: E402
 )
 
 from tests.support.cluster_gen import FULL, ON_DEMAND_LABEL, iter_items  # noqa: E402
-from tests.support.cluster_load import load  # noqa: E402
-from tests.support.controlplane.cluster import ControlPlane, running_control_plane  # noqa: E402
+from tests.support.controlplane.cluster import ControlPlane  # noqa: E402
 from tests.support.extender_server import ExtenderProcess  # noqa: E402
 
 MB = 1024 * 1024
@@ -335,11 +334,14 @@ def report_calls(calls: dict[str, Any], args: argparse.Namespace, goals: bool) -
 
 
 def report(
-    args: argparse.Namespace, loaded: Any, resched: dict[str, Any], ext: dict[str, Any], calls: dict[str, Any]
+    args: argparse.Namespace, written: Written, resched: dict[str, Any], ext: dict[str, Any], calls: dict[str, Any]
 ) -> None:
     goals = args.nodes == 1000 and args.pods == 30000
     say("")
-    say(f"== {args.nodes} nodes, {args.pods} pods (seed {args.seed}): loaded in {loaded.seconds:.0f}s")
+    how = f"written in {written.seconds:.0f}s ({written.requests} requests)"
+    if written.restored:
+        how += f", kept as {written.key} and restored in {written.restore_seconds:.0f}s"
+    say(f"== {args.nodes} nodes, {args.pods} pods (seed {args.seed}): {how}")
     report_rescheduler(resched, goals)
     report_extender(ext, goals)
     if calls:
@@ -354,6 +356,10 @@ def memory_report(who: str, held: Held) -> None:
         say(f"    {size / MB:7.1f} MB  {where}")
 
 
+def _replica(item: dict[str, Any]) -> bool:
+    return (item["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "ReplicaSet"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -366,30 +372,42 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2, help="kube-scheduler rounds per extender")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-memory", action="store_true", help="leave out the bytes per object (tracemalloc)")
+    parser.add_argument(
+        "--no-keep",
+        action="store_true",
+        help="write the cluster through the API, not keeping it (default: kept under "
+        "~/.cache/spotshift/live-clusters, and restored from there by the next run of the same size and seed)",
+    )
     args = parser.parse_args()
 
     t0 = time.monotonic()
-    items = list(iter_items(args.seed, args.nodes, args.pods, FULL))
-    say(f"generated {len(items)} objects in {time.monotonic() - t0:.0f}s")
-    node_names = [i["metadata"]["name"] for i in items if i["kind"] == "Node"]
-    sample_pod = next(
-        i
-        for i in items
-        if i["kind"] == "Pod" and (i["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "ReplicaSet"
-    )
-    with running_control_plane(**control_plane_options()) as plane:
+    names: list[str] = []
+    sample: list[dict[str, Any]] = []
+    for item in iter_items(args.seed, args.nodes, args.pods, FULL):
+        if item["kind"] == "Node":
+            names.append(item["metadata"]["name"])
+        elif not sample and item["kind"] == "Pod" and _replica(item):
+            sample.append(item)
+    say(f"generated the cluster in {time.monotonic() - t0:.0f}s")
+    with written_cluster(
+        args.nodes,
+        args.pods,
+        args.seed,
+        repr(FULL),
+        lambda: iter_items(args.seed, args.nodes, args.pods, FULL),
+        threads=args.threads,
+        keep=not args.no_keep,
+        progress=say,
+    ) as (plane, written):
         work = plane.run_dir / "bench"
         work.mkdir()
-        loaded = load(plane, items, threads=args.threads, progress=lambda s: say(f"  {s}"))
-        del items
-        say(f"loaded in {loaded.seconds:.0f}s ({loaded.requests} requests)")
         resched = measure_rescheduler(plane, work, args)
         spot, ext = measure_extender(plane, work, 2)
         try:
-            calls = {} if args.skip_throughput else measure_calls(plane, spot, args, node_names, sample_pod)
+            calls = {} if args.skip_throughput else measure_calls(plane, spot, args, names, sample[0])
         finally:
             spot.stop()
-        report(args, loaded, resched, ext, calls)
+        report(args, written, resched, ext, calls)
     if not args.skip_memory:
         items = list(iter_items(args.seed, args.nodes, args.pods, FULL))
         memory_report("spot-rescheduler (cluster state)", rescheduler_held(items))

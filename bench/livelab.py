@@ -238,6 +238,8 @@ def audit_requests(path: Path, user: str) -> Iterator[Request]:
         return
     with path.open("rb") as f:
         for raw in f:
+            if not raw.endswith(b"\n"):
+                return  # the line the API server is writing now: read on the next call
             event = orjson.loads(raw)
             if (event.get("user") or {}).get("username") != user:
                 continue

@@ -82,6 +82,7 @@ from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, p
 from rescheduler.plan.gate import reads_clock
 from rescheduler.plan.records import Plan
 from rescheduler.plan.stay_reasons import CONTROLS, Kind
+from shared import heap
 from shared.config import Config, ConfigError
 from shared.kube.api import ApiError, Kube, KubeconfigError, Retry, Transport, transport_from_kubeconfig
 from shared.snapshot import ClusterSnapshot
@@ -272,8 +273,7 @@ class Rescheduler:
     # ---- lifecycle ------------------------------------------------------------------------------------------
 
     def start_informers(self) -> None:
-        """Discover the PodDisruptionBudget version, then list and watch every kind the planner reads (those
-        ``spot-rescheduler plan`` lists: :mod:`rescheduler.cluster.listing`)."""
+        """Discover the PDB version, list and watch every kind the planner reads (as ``plan`` lists them)."""
         kube = self.parts.kube
         self.state.pdb_api_version = f"policy/{kube.pdb_version()}"
         watch = self.options.watch_timeout
@@ -310,6 +310,7 @@ class Rescheduler:
                 return 0
             with self.state.cond:
                 counts = {k: len(v) for k, v in (("nodes", self.state.nodes), ("pods", self.state.pods))}
+            heap.trim()
             log.info("cluster state listed", extra=fields(**counts))
             if self.parts.elector is not None:
                 self.parts.elector.start()
@@ -707,6 +708,7 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
     except KubeconfigError as e:
         print(f"spot-rescheduler: {e}", file=sys.stderr)
         return 2
+    heap.map_large_buffers()  # the start-up lists' pages are given back to the system when read (shared.heap)
     stop = threading.Event()
     rescheduler = Rescheduler(transport, config, options, stop=stop)
 

@@ -25,7 +25,10 @@ or gone (deleted) without one having been seen. Each node counts once. Not count
 * a node marked by cluster-autoscaler's own ``ToBeDeletedByClusterAutoscaler`` taint, and its deletion: the
   autoscaler removes that node on purpose (scale down), the cloud takes nothing back;
 * an empty node (no workload pods) that ends: autoscalers remove empty nodes on purpose, and nothing placed
-  there lost anything. Where the pods are not known (the extender watches nodes only) every node counts.
+  there lost anything. Where the pods are not known (the extender watches nodes only) every node counts. A
+  cordoned node (cordoning is a reclaim signal) counts with the pods it held when last seen: a node termination
+  handler cordons a noticed spot node and drains it before the cloud deletes it, and a look may come after the
+  drain, the cordon's watch event reaching the process after those of its pods.
 
 **The memory** (:class:`ReclaimMemory`) keeps, per pool, the times of its reclaims within ``memory`` seconds
 (``spot.memory``), at most :data:`RECLAIMS_PER_POOL` of them (the most recent), for at most :data:`MAX_POOLS`
@@ -324,6 +327,9 @@ class ReclaimSpotter:
             pool = pool_of(node, classes)
             if pool is not None:
                 busy = True if occupied is None else occupied.get(node.name, False)
+                if not busy and node.unschedulable:  # drained while cordoned: what it held counts (see above)
+                    before = self._seen.get(node.name)
+                    busy = before is not None and before[2]
                 sightings.append((node.name, pool, reclaim_reason(node, classes), busy))
         return self.relist(sightings)
 

@@ -50,6 +50,7 @@ from rescheduler.decode.reader import LIST_DECODERS
 from shared.disruption import with_computed_status
 from shared.kube.api import Collection, Forbidden, Kube, NotFound
 from shared.kube.informer import Informer, Page, WatchEvent, json_event
+from shared.kube.shards import namespaced
 from shared.model import PDB, Namespace, Node, ParseError, PersistentVolume, PersistentVolumeClaim, Pod
 from shared.nodepools import NodePool
 from shared.snapshot import ClusterSnapshot, NodeInfo
@@ -512,18 +513,28 @@ class PodPages:
         self._prune_above = _PRUNE_FLOOR
 
     def __call__(self, body: bytes) -> Page[list[Parsed]]:
+        page = self._read(self.reader, body)
+        if not page.continue_token:
+            self.reader = PodReader()  # the list is complete: its caches go with it
+        return page
+
+    def list_decoder(self) -> Callable[[bytes], Page[list[Parsed]]]:
+        """A decoder of one list's pages with a reader of its own (one shard of a list fetched in shards at
+        once: :mod:`shared.kube.shards`), dropped with it."""
+        reader = PodReader()
+        return lambda body: self._read(reader, body)
+
+    def _read(self, reader: PodReader, body: bytes) -> Page[list[Parsed]]:
         page = raw_page(body)
         items = bytes(page.items)
         try:
             pods = LIST_DECODERS["Pod"].decode(items) if items not in (b"", b"null") else []
             parsed: list[Parsed] = []
             for item in pods:
-                pod = self.reader.read(item)
+                pod = reader.read(item)
                 parsed.append((pod.key, pod, ""))
         except (msgspec.ValidationError, msgspec.DecodeError, ParseError, TypeError, ValueError, KeyError):
             parsed = [self.state.parse(PODS, raw) for raw in orjson.loads(items) or ()]
-        if not page.continue_token:
-            self.reader = PodReader()  # the list is complete: its caches go with it
         return Page(parsed, page.continue_token, page.resource_version)
 
     def event(self, line: bytes) -> WatchEvent:
@@ -561,10 +572,16 @@ class PodPages:
             self.prune()
 
 
+LIST_WORKERS = 4
+"""Shards of the pods listed at once (:mod:`shared.kube.shards`): a raw page each in memory at most."""
+
+
 class StateInformer(Informer[Parsed]):
     """List then watch one kind into a :class:`ClusterState` (:mod:`shared.kube.informer`), until closed.
 
-    ``path`` is the collection (``/api/v1/pods``), ``query`` extra selectors for both list and watch.
+    ``path`` is the collection (``/api/v1/pods``), ``query`` extra selectors for both list and watch. The pods,
+    when they take more than a page, are listed in one shard per namespace, ``list_workers`` at once, all at the
+    version of their first page (:mod:`shared.kube.shards`); ``list_workers=1``: page after page.
     """
 
     def __init__(
@@ -579,8 +596,11 @@ class StateInformer(Informer[Parsed]):
         page_size: int = 500,
         watch_timeout: float = 300.0,
         backoff: float = 1.0,
+        list_workers: int = LIST_WORKERS,
     ) -> None:
         pages = PodPages(state) if kind is PODS else None
+        sharded = pages is not None and list_workers > 1
+        split = namespaced(kube.get_raw, "pods", page_size=page_size) if sharded else None
         super().__init__(
             kind.name,
             Collection(kube, path),
@@ -592,6 +612,9 @@ class StateInformer(Informer[Parsed]):
             backoff=backoff,
             decode_page=pages,
             decode_event=pages.event if pages is not None else json_event,
+            split=split,
+            shard_decoder=pages.list_decoder if pages is not None else None,
+            list_workers=list_workers,
         )
         self.kube = kube
         self.state = state

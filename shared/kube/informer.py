@@ -8,7 +8,9 @@ far more than the work itself. The protocol is client-go's reflector (``tools/ca
    handed to the handler's ``convert`` as the page arrives, so raw pages are not kept. The pages of one list
    come one after the other (each ``continue`` token is in the previous page), but the next page is fetched
    in a second thread while this one is decoded, so the API server's time and the decoding overlap. If the
-   ``continue`` token expires mid-list (``410 Gone``), the list starts over.
+   ``continue`` token expires mid-list (``410 Gone``), the list starts over. An informer given a ``split``
+   lists a collection bigger than one page in shards instead, several at once, all at the version of its first
+   page (:mod:`shared.kube.shards`): the pods of a big cluster.
 2. **Watch** from the list's ``resourceVersion`` with ``allowWatchBookmarks``: ``ADDED``, ``MODIFIED`` and
    ``DELETED`` go to the handler's ``apply``, each line decoded by the informer's event decoder (orjson into
    an API dict unless the handler's owner gives a faster one); every event, bookmarks included, advances the
@@ -30,14 +32,22 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-import msgspec
-import orjson
-
 from shared.kube.api import LineStream
+from shared.kube.pages import (
+    ListWatch,
+    Page,
+    Query,
+    WatchEvent,
+    continue_token,
+    is_gone,
+    json_event,
+    json_page,
+    list_pages,
+    page_head,
+)
+from shared.kube.shards import list_shards, no_shards
 
 __all__ = [
     "ListWatch",
@@ -49,31 +59,20 @@ __all__ = [
     "json_page",
     "json_event",
     "continue_token",
+    "page_head",
     "is_gone",
 ]
 
 log = logging.getLogger("spotshift.informer")
 
 T = TypeVar("T")
-Query = Sequence[tuple[str, Any]]
 
 MAX_BACKOFF = 30.0
 
 
-class ListWatch(Protocol):
-    """One collection of the API. Query parameters use the API's own names (``limit``, ``resourceVersion``)."""
-
-    def list(self, query: Query) -> bytes:
-        """One page of the list: the raw response body."""
-        ...
-
-    def watch(self, query: Query, timeout: float) -> LineStream:
-        """A watch: one JSON event per line."""
-        ...
-
-
 class EventHandler(Protocol[T]):
-    """Where the informer puts what it read. Called from the informer's thread only."""
+    """Where the informer puts what it read. Called from the informer's thread only, but ``convert``: from the
+    threads of a list fetched in shards too (:mod:`shared.kube.shards`), several at once."""
 
     def convert(self, obj: dict[str, Any]) -> T:
         """A listed object, as its page arrives (keep only what is needed: the raw page is dropped)."""
@@ -87,117 +86,6 @@ class EventHandler(Protocol[T]):
         """One watch event: ``ADDED``, ``MODIFIED`` or ``DELETED``; ``obj`` in the form of the informer's event
         decoder (the API dict of :func:`json_event` unless it was given another)."""
         ...
-
-
-def is_gone(e: BaseException) -> bool:
-    """Whether ``e`` is the API's ``410 Gone``: a resourceVersion or continue token too old to use."""
-    return getattr(e, "status", None) == 410
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    """One decoded page of a list: its items (in the decoder's form), ``continue`` token and version."""
-
-    items: T
-    continue_token: str
-    resource_version: str
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One line of a watch, decoded: its type, its object in the decoder's form (an ``ERROR``'s Status always
-    as the API dict) and the object's resourceVersion (``""`` if none)."""
-
-    type: str
-    obj: Any
-    resource_version: str
-
-
-def json_page(body: bytes) -> Page[list[dict[str, Any]]]:
-    """A list page decoded with orjson into API dicts."""
-    doc = orjson.loads(body)
-    meta = doc.get("metadata") or {}
-    return Page(doc.get("items") or [], meta.get("continue") or "", meta.get("resourceVersion") or "")
-
-
-def json_event(line: bytes) -> WatchEvent:
-    """A watch line decoded with orjson, its object an API dict."""
-    event = orjson.loads(line)
-    obj = event.get("object") or {}
-    return WatchEvent(event.get("type") or "", obj, (obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-class _ListMeta(msgspec.Struct):
-    continue_: str | None = msgspec.field(default=None, name="continue")
-
-
-class _ListHead(msgspec.Struct):
-    metadata: _ListMeta | None = None
-
-
-_LIST_HEAD = msgspec.json.Decoder(_ListHead)
-
-
-def continue_token(body: bytes) -> str:
-    """The ``continue`` token of a list page, read without building its items (a fraction of decoding them)."""
-    meta = _LIST_HEAD.decode(body).metadata
-    return (meta.continue_ or "") if meta is not None else ""
-
-
-def list_pages(
-    fetch: Callable[[Query], bytes],
-    decode: Callable[[bytes], Page[T]],
-    *,
-    page_size: int,
-    query: Query = (),
-    ahead: bool = False,
-) -> Iterator[Page[T]]:
-    """The pages of one list, following ``continue`` tokens; ``query`` (selectors) goes with every request.
-
-    A page is fetched only when the previous one has been consumed, so a caller that converts each page
-    before asking for the next never holds more than one raw page. With ``ahead``, the next page is fetched
-    in a second thread while ``decode`` reads this one (its token read first, :func:`continue_token`): the
-    caller holds at most two raw pages, and waits for the API server only where it is slower than the decoding.
-    An error of the page fetched ahead is raised when that page is due.
-    """
-
-    def request(token: str) -> bytes:
-        q: list[tuple[str, Any]] = [("limit", page_size), *query]
-        if token:
-            q.append(("continue", token))
-        return fetch(q)
-
-    if not ahead:
-        token = ""
-        while True:
-            page = decode(request(token))
-            yield page
-            token = page.continue_token
-            if not token:
-                return
-    body = request("")
-    while True:
-        token = continue_token(body)
-        following = _in_background(request, token) if token else None
-        yield decode(body)
-        if following is None:
-            return
-        body = following.result()
-
-
-def _in_background(call: Callable[[str], bytes], arg: str) -> Future[bytes]:
-    """``call(arg)`` in a daemon thread: a list abandoned (its informer closed) leaves a fetch under way to end on
-    its own, and never holds up the process's exit as a pool's worker would."""
-    future: Future[bytes] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(call(arg))
-        except BaseException as e:  # handed to the reader of the page, whatever it is
-            future.set_exception(e)
-
-    threading.Thread(target=run, name="list-ahead", daemon=True).start()
-    return future
 
 
 class _WatchError(Exception):
@@ -228,11 +116,20 @@ class Informer(threading.Thread, Generic[T]):
         backoff: float = 1.0,
         decode_page: Callable[[bytes], Page[list[T]]] | None = None,
         decode_event: Callable[[bytes], WatchEvent] = json_event,
+        split: Callable[[str], Sequence[ListWatch]] | None = None,
+        shard_decoder: Callable[[], Callable[[bytes], Page[list[T]]]] | None = None,
+        list_workers: int = 4,
     ) -> None:
         super().__init__(name=f"informer-{name}", daemon=True)
         self.decode_page = decode_page
         """Reads a list page straight into the handler's form (a faster decoder than ``json_page`` and
         ``convert`` per object), if the handler has one."""
+        self.split = split
+        """Names the shards of the collection at a resourceVersion: a collection bigger than one page is then
+        listed in shards, ``list_workers`` at once (:mod:`shared.kube.shards`)."""
+        self.shard_decoder = shard_decoder
+        """Makes the page decoder of one shard (``decode_page`` keeps state across one list's pages)."""
+        self.list_workers = list_workers
         self.decode_event = decode_event
         """Reads a watch line; its objects go to the handler's ``apply`` as it gives them."""
         self.kind_name = name
@@ -248,6 +145,8 @@ class Informer(threading.Thread, Generic[T]):
         """How many times the collection was listed completely (1 + relists)."""
         self.events = 0
         """How many watch events were applied."""
+        self.shards = 0
+        """How many shards the last list was fetched in (0: one list, page after page)."""
         self.version: str | None = None
         """The last resourceVersion seen (``None``: list first)."""
         self._stream: LineStream | None = None
@@ -300,6 +199,27 @@ class Informer(threading.Thread, Generic[T]):
             yield Page([convert(obj) for obj in raw.items], raw.continue_token, raw.resource_version)
 
     def _list(self) -> str:
+        items, version = self._list_plain() if self.split is None else self._list_split(self.split)
+        self.handler.replace(items)
+        self.lists += 1
+        self.synced.set()
+        log.info(
+            "listed %d %s",
+            len(items),
+            self.kind_name,
+            extra={
+                "fields": {
+                    "kind": self.kind_name,
+                    "count": len(items),
+                    "resourceVersion": version,
+                    "shards": self.shards,
+                }
+            },
+        )
+        return version
+
+    def _list_plain(self) -> tuple[list[T], str]:
+        self.shards = 0
         while True:
             items: list[T] = []
             version = ""
@@ -311,17 +231,53 @@ class Informer(threading.Thread, Generic[T]):
                 if is_gone(e) and items:
                     continue  # the continue token expired mid-list: start over, as client-go does
                 raise
-            break
-        self.handler.replace(items)
-        self.lists += 1
-        self.synced.set()
-        log.info(
-            "listed %d %s",
-            len(items),
-            self.kind_name,
-            extra={"fields": {"kind": self.kind_name, "count": len(items), "resourceVersion": version}},
-        )
-        return version
+            return items, version
+
+    def _decode(self, body: bytes) -> Page[list[T]]:
+        if self.decode_page is not None:
+            return self.decode_page(body)
+        raw = json_page(body)
+        convert = self.handler.convert
+        return Page([convert(obj) for obj in raw.items], raw.continue_token, raw.resource_version)
+
+    def _list_split(self, split: Callable[[str], Sequence[ListWatch]]) -> tuple[list[T], str]:
+        """The first page of the collection; if there are more, the rest in shards at its version
+        (:mod:`shared.kube.shards`), or page after page where the server cannot serve the shards."""
+
+        first = self.source.list([("limit", self.page_size), *self.query])
+        token, version = page_head(first)
+        if not token:
+            self.shards = 0
+            page = self._decode(first)
+            return page.items, page.resource_version
+        del first
+        if not version:  # nothing to list the shards at: a server that gives lists no version
+            return self._list_plain()
+        try:
+            shards = split(version)
+            decoder = self.shard_decoder or (lambda: self._decode)
+            items = list_shards(
+                shards,
+                version,
+                decoder,
+                page_size=self.page_size,
+                query=self.query,
+                workers=self.list_workers,
+                stop=self.stop_event,
+            )
+        except Exception as e:
+            if not no_shards(e):
+                raise
+            log.warning(
+                "cannot list %s in shards at resourceVersion %s (%s): listing them page after page",
+                self.kind_name,
+                version,
+                e,
+                extra={"fields": {"kind": self.kind_name, "resourceVersion": version}},
+            )
+            return self._list_plain()
+        self.shards = len(shards)
+        return items, version
 
     def _watch(self) -> None:
         """Watch from :attr:`version` until the stream ends, advancing it with every event (even if one fails)."""

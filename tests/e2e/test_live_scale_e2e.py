@@ -5,7 +5,9 @@ server keeps an audit log of the rescheduler's requests: ``bench/livelab.py``, `
 
 - at start-up the rescheduler reads each kind with one paginated list (``limit``, then ``continue``) and one
   watch from the list's version, asks two discovery questions, and GETs no single object (a client that read
-  objects one by one would cost a big cluster's API server thousands of requests per start);
+  objects one by one would cost a big cluster's API server thousands of requests per start); the pods, more
+  than a page, are read as one page of the whole list, the namespaces at its version, and each namespace's pods
+  at exactly that version (``shared/kube/shards.py``), the watch starting from it;
 - ``spot-rescheduler plan`` of the live cluster is the plan of ``plan --snapshot`` of the same objects written to
   a file as ``kubectl get -o json`` writes them, and ``run``'s first cycle names the nodes that plan drains.
 
@@ -70,11 +72,6 @@ def big_plane() -> Iterator[ControlPlane]:
         plane.remove_run_dir()
 
 
-def live_pods(plane: ControlPlane) -> int:
-    """Pods the rescheduler lists: not Succeeded or Failed (its field selector)."""
-    return sum(1 for p in plane.api.list("/api/v1/pods") if p["status"].get("phase") not in ("Succeeded", "Failed"))
-
-
 def test_start_up_is_one_paginated_list_and_one_watch_per_kind_and_no_single_object_read(
     big_plane: ControlPlane, tmp_path: Path
 ) -> None:
@@ -95,14 +92,38 @@ def test_start_up_is_one_paginated_list_and_one_watch_per_kind_and_no_single_obj
     assert set(lists) == set(KINDS) and set(watches) == set(KINDS)
     assert all(n == 1 for n in watches.values()), watches
     assert all(paginated(r) and r.query["limit"] == [str(PAGE)] for r in start_up if r.verb == "list")
-    assert lists["pods"] == math.ceil(live_pods(big_plane) / PAGE), "one request per page of pods, no relist"
     assert lists["nodes"] == 1 and lists["poddisruptionbudgets"] == 1
-    continued = [r for r in start_up if r.verb == "list" and "continue" in r.query]
-    assert len(continued) == lists["pods"] - 1, "every page after the first continues the same list"
+    assert_pods_listed_in_shards(big_plane, start_up)
     gets = [r.uri for r in start_up if r.verb == "get"]
     assert sorted(gets) == ["/apis/policy", "/version"], "discovery only: no object is read one by one"
     other = [(r.verb, r.uri) for r in start_up if r.verb not in ("list", "watch", "get")]
     assert other == [], "a dry run writes nothing"
+
+
+def assert_pods_listed_in_shards(plane: ControlPlane, start_up: list[Any]) -> None:
+    """One page of all pods, the namespaces at its version, then each namespace's pods at exactly that version
+    (its first page) and by continue token (the others), no relist; the pod watch from the same version."""
+    pod_lists = [r for r in start_up if r.verb == "list" and r.resource == "pods"]
+    whole = [r for r in pod_lists if r.uri.startswith("/api/v1/pods?")]
+    assert len(whole) == 1 and "continue" not in whole[0].query and "resourceVersion" not in whole[0].query
+    exact = [r for r in start_up if r.verb == "list" and r.query.get("resourceVersionMatch") == ["Exact"]]
+    versions = {v for r in exact for v in r.query["resourceVersion"]}
+    assert len(versions) == 1, versions
+    shard_lists = [r for r in pod_lists if r not in whole]
+    firsts = [r for r in shard_lists if "continue" not in r.query]
+    assert all(r in exact for r in firsts) and [r for r in exact if r.resource == "namespaces"]
+    assert all(r not in exact for r in shard_lists if "continue" in r.query), "a continued page carries no version"
+    per_namespace = Counter(
+        p["metadata"]["namespace"]
+        for p in plane.api.list("/api/v1/pods")
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+    )
+    namespaces = [n["metadata"]["name"] for n in plane.api.list("/api/v1/namespaces")]
+    assert sorted(r.uri.split("/")[4] for r in firsts) == sorted(namespaces), "one shard per namespace"
+    pages = sum(max(1, math.ceil(per_namespace[n] / PAGE)) for n in namespaces)
+    assert len(shard_lists) == pages, "one request per page of each namespace's pods, no relist"
+    watch = [r for r in start_up if r.verb == "watch" and r.resource == "pods"]
+    assert watch[0].query["resourceVersion"] == list(versions), "the watch starts where the shards were listed"
 
 
 def dump(plane: ControlPlane, path: Path) -> None:

@@ -1,7 +1,8 @@
 """A small in-memory API server behind the project's own :class:`shared.kube.api.Transport` boundary.
 
 The unit tests mock nothing inside a library: they hand the rescheduler this fake, which speaks the same raw
-JSON as a real API server for the handful of endpoints the rescheduler uses (list with pagination, watch from
+JSON as a real API server for the handful of endpoints the rescheduler uses (list with pagination, a list at
+exactly a resourceVersion served for the present one only and 410 Gone for any other, watch from
 a resourceVersion with 410 Gone after compaction, merge patches with a resourceVersion precondition, Leases
 with optimistic concurrency, Events, and the Eviction subresource with PodDisruptionBudget checks). The e2e
 tier then proves the same code against a real control plane.
@@ -338,6 +339,8 @@ class FakeApiServer:
         if m and method == "POST":
             return self._evict(m[1], m[2], body)
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", path)
+        if m and method == "GET":
+            return self._list("pods", q, namespace=m[1])
         if m and method == "POST":  # create, with generateName as the API server does it
             meta = dict(body.get("metadata") or {})
             meta["namespace"] = m[1]
@@ -376,6 +379,11 @@ class FakeApiServer:
         with self.cond:
             items = [copy.deepcopy(o) for k, o in sorted(self.store[kind].items())]
             rv = self.last_rv
+        if q.get("resourceVersionMatch") and q.get("continue"):
+            raise _Error(422, "Invalid", "resourceVersionMatch is forbidden when continue is provided")
+        if q.get("resourceVersionMatch") == "Exact" and q.get("resourceVersion") != str(rv):
+            # Only the present is kept: a list at any other version is one compacted away.
+            raise _Error(410, "Expired", "too old resource version")
         if namespace is not None:
             items = [o for o in items if o["metadata"].get("namespace") == namespace]
         selector = q.get("fieldSelector") or ""

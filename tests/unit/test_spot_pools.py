@@ -219,6 +219,20 @@ def test_an_empty_node_s_end_and_the_autoscaler_s_own_removal_do_not_count() -> 
     assert s.observe([], CLASSES, busy) == []
 
 
+def test_a_node_seen_cordoned_after_its_pods_went_counts_as_the_pods_it_held() -> None:
+    # A node termination handler cordons a noticed node, its pods go, then the node: a cycle may look in between.
+    s = ReclaimSpotter()
+    s.observe([spot("s1"), spot("s2")], CLASSES, {"s1": True, "s2": True})
+    cordoned = [spot("s1", unschedulable=True), spot("s2")]
+    # Cordoning is a reclaim signal: s1, seen cordoned and already empty, counts with the pods it held.
+    assert s.observe(cordoned, CLASSES, {"s1": False, "s2": False}) == [A]
+    assert s.observe([], CLASSES, {}) == []  # s1 counted once; s2 was emptied while schedulable
+    # A node cordoned while empty stays empty.
+    s.observe([spot("s3")], CLASSES, {"s3": False})
+    s.observe([spot("s3", unschedulable=True)], CLASSES, {"s3": False})
+    assert s.observe([], CLASSES, {}) == []
+
+
 def test_observing_does_not_change_the_nodes() -> None:
     n = spot("s1", taints=[taint("aws-node-termination-handler/spot-itn")])
     before = (n.labels, n.taints)

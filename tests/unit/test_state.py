@@ -42,7 +42,8 @@ def test_list_is_paginated_then_watch_events_update_the_views(server: FakeApiSer
     for i in range(7):
         server.put("pods", pod(f"web-{i}", "od-1"))
     state = ClusterState()
-    informer = start(server, state, PODS, "/api/v1/pods", page_size=3, query=(("fieldSelector", POD_FIELD_SELECTOR),))
+    query = (("fieldSelector", POD_FIELD_SELECTOR),)
+    informer = start(server, state, PODS, "/api/v1/pods", page_size=3, query=query, list_workers=1)
     try:
         assert state.wait_until(lambda: "pods" in state.synced, 5)
         lists = [q for m, p, q in server.requests if m == "GET" and p == "/api/v1/pods"]
@@ -203,6 +204,15 @@ def test_a_listed_pod_page_is_read_by_the_snapshot_decoder_into_the_pods_a_watch
     assert len(page.items) == len(raws) and all(view is not None for _, view, _ in page.items)
 
 
+def test_each_shards_decoder_reads_pages_as_the_lists_own_decoder_does() -> None:
+    raws = [i for i in cluster_gen.generate(3, 12, 300) if i["kind"] == "Pod"]
+    state = ClusterState()
+    pages = PodPages(state)
+    first, second = pages.list_decoder(), pages.list_decoder()
+    bodies = [_page(raws[:150], "more"), _page(raws[150:])]
+    assert [first(b) for b in bodies] == [PodPages(state)(b) for b in bodies] == [second(b) for b in bodies]
+
+
 def test_a_pod_page_the_decoder_refuses_is_read_pod_by_pod_and_the_bad_pod_is_broken() -> None:
     raws = [pod("web-0", "od-1"), pod("bad", "od-1", cpu="lots"), pod("web-1", "od-1")]
     state = ClusterState()
@@ -342,7 +352,8 @@ def test_kinds_listed_together_make_the_state_listed_one_after_the_other_makes(s
 
 
 class _SecondPodPageFails:
-    """The API server, but every second page of a pod list fails (HTTP 500) until ``release`` is set."""
+    """The API server, but every page after the first of a pod list (of all pods, or of a namespace's when the
+    list is fetched in shards) fails (HTTP 500) until ``release`` is set."""
 
     def __init__(self, server: FakeApiServer) -> None:
         self.server = server
@@ -350,7 +361,7 @@ class _SecondPodPageFails:
         self.release = threading.Event()
 
     def request(self, method: str, path: str, *, query=(), **kwargs):
-        if path == "/api/v1/pods" and dict(query).get("continue") and not self.release.is_set():
+        if path.endswith("/pods") and dict(query).get("continue") and not self.release.is_set():
             self.failed.set()
             raise error_for(500, None, method=method, path=path)
         return self.server.request(method, path, query=query, **kwargs)

@@ -158,18 +158,23 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop everything, in reverse start order, waiting for each process group."""
+        self.stop_components()
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        self._health.close()
+        shutil.rmtree(self._etcd_dir, ignore_errors=True)
+
+    def stop_components(self, timeout: float = 10.0) -> None:
+        """Stop the kubelet stand-in and every component, in reverse start order (etcd last), each given ``timeout``
+        seconds to exit."""
         if self.kubelet is not None:
             self.kubelet.stop()
             self.kubelet = None
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             component = self.components.get(name)
             if component is not None:
-                component.stop()
-        if self._api is not None:
-            self._api.close()
-            self._api = None
-        self._health.close()
-        shutil.rmtree(self._etcd_dir, ignore_errors=True)
+                component.stop(timeout=timeout)
 
     def remove_run_dir(self) -> None:
         shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -640,10 +645,13 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running_control_plane(**kwargs: Any) -> Iterator[ControlPlane]:
-    """`with running_control_plane() as cp:` for scripts; keeps the run dir only if the body raised."""
-    plane = ControlPlane(Binaries.locate(), **kwargs)
-    plane.start()
+def running_control_plane(
+    *, kind: type[ControlPlane] | None = None, start_timeout: float = 120.0, **kwargs: Any
+) -> Iterator[ControlPlane]:
+    """`with running_control_plane() as cp:` for scripts; keeps the run dir only if the body raised. ``kind``: a
+    subclass of ControlPlane to run instead (its own keyword arguments in ``kwargs``)."""
+    plane = (kind or ControlPlane)(Binaries.locate(), **kwargs)
+    plane.start(timeout=start_timeout)
     failed = True
     try:
         yield plane
