@@ -165,10 +165,10 @@ class PlanCache:
         self.pdb_index: PdbIndex | None = None
         self.emptied = EmptiedCache()
         """The on-demand nodes as they would be emptied, for the pods waiting for a node (:mod:`.waiting`)."""
-        self.last = LastPlan()
+        self.last: LastPlan[object] = LastPlan()
+        """The last plan made with this cache, while nothing it is made from changed (:mod:`.last_plan`)."""
         self.replays = Replays()
         """The last plan's packing passes, replayed where nothing they read changed (:mod:`.replay`)."""
-        """The last plan made with this cache, while nothing it is made from changed (:mod:`.last_plan`)."""
         self._aside: PlanCache | None = None
 
     def aside(self) -> PlanCache:

@@ -17,14 +17,14 @@ plan made under a time budget is reused as the run loop reuses its last plan (it
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 from rescheduler.plan.gate import reads_clock
 from shared.config import Config
 from shared.snapshot import ClusterSnapshot
 
-if TYPE_CHECKING:
-    from rescheduler.plan.records import Plan
+Plan = TypeVar("Plan")
+"""The plan kept (:class:`rescheduler.plan.records.Plan`)."""
 
 __all__ = ["Inputs", "LastPlan", "inputs_of"]
 
@@ -62,7 +62,7 @@ def inputs_of(
     )
 
 
-class LastPlan:
+class LastPlan(Generic[Plan]):
     """One plan and its :data:`Inputs`."""
 
     __slots__ = ("_inputs", "_plan")

@@ -149,7 +149,7 @@ def _last_or_planned(
     settings = (search.strategies, search.verify, search.time_budget, search.improve, search.switches)
     inputs = inputs_of(snapshot, config, settings, exclude, search.now)
     kept = cache.last.get(inputs)
-    if kept is not None:
+    if isinstance(kept, Plan):
         return kept
     cache.last.forget()
     result = _planned(snapshot, config, search, exclude)

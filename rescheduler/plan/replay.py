@@ -44,7 +44,7 @@ from __future__ import annotations
 from bisect import bisect_right, insort
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rescheduler.plan.stay_reasons import StayReason
 from rescheduler.plan.strategies import Strategy, TargetRule
@@ -54,10 +54,33 @@ from shared.snapshot import ClusterSnapshot
 from shared.switches import Switches
 
 if TYPE_CHECKING:
-    from rescheduler.plan.candidates import Analysis, Candidate, Candidates
     from rescheduler.plan.simulation import Placed, Simulation
 
 __all__ = ["Replays", "PassReplay", "Step"]
+
+
+class Candidate(Protocol):
+    """What a step reads of its :class:`rescheduler.plan.candidates.Candidate`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def analysis(self) -> object:
+        """Its :class:`~rescheduler.plan.candidates.Analysis`: compared by identity."""
+        ...
+
+    @property
+    def movable(self) -> tuple[Pod, ...]: ...
+
+
+class Candidates(Protocol):
+    """What a pass reads of the plan's :class:`rescheduler.plan.candidates.Candidates`."""
+
+    def contention(self) -> list[int]: ...
+
+    def least_wanted_first(self, groups: tuple[int, ...]) -> tuple[int, ...]: ...
+
 
 Moves = tuple[tuple[Pod, int], ...]
 """A step's moves: each pod (as found on the candidate) and the index of its target."""
@@ -68,8 +91,9 @@ class Step:
     """One step of a pass: the candidate, its analysis when it was searched, and how the search ended."""
 
     name: str
-    analysis: Analysis | None
-    """``None`` when the step ended before a search (blocked, refused by a budget, no capacity)."""
+    analysis: object | None
+    """The candidate's :class:`~rescheduler.plan.candidates.Analysis`; ``None`` when the step ended before a search
+    (blocked, refused by a budget, no capacity)."""
     moves: Moves | None
     """The moves when the node was drained, ``None`` otherwise."""
     why: StayReason | None = None
