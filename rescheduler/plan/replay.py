@@ -15,9 +15,12 @@ keeps the node) depends on nothing else than:
 :class:`Replays`, kept in the plan cache, compares the start of each plan's simulation with the last one's. Nodes
 holding the very same objects are alike; a node whose objects changed is looked at closer. Its node must read alike
 (a target: its labels, taints, cordon, readiness and allocatable; another node: its labels and taints), or nothing is
-replayed: the passes are recorded afresh, as when a setting differs. Otherwise a target whose pods differ is *dirty*
-(its room differs), and the pods that differ in what inter-pod affinity and topology spread read (gone, come,
-relabelled) are *changed*.
+replayed: the passes are recorded afresh, as when a setting differs. Labels may differ where no filter or setting
+reads their keys (:func:`_label_read`: the pods' node selectors, node affinity, inter-pod terms and spread
+constraints, the volumes, the zone and region labels, the hostname, the configuration): every filter reads such a
+node alike, and the tiered rule, which groups the targets by their labels, replays only over the same groups.
+Otherwise a target whose pods differ is *dirty* (its room differs), and the pods that differ in what inter-pod
+affinity and topology spread read (gone, come, relabelled) are *changed*.
 
 Each pass is then worked out in its own order, each step against the recorded step over the same candidate. A step
 with the same analysis takes its recorded moves (applied to the simulation, without a search) or its recorded
@@ -42,8 +45,8 @@ passes run in a forked process.
 from __future__ import annotations
 
 from bisect import bisect_right, insort
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Protocol
 
 from rescheduler.plan.stay_reasons import StayReason
@@ -52,6 +55,12 @@ from shared.config import Config
 from shared.model import Node, Pod
 from shared.snapshot import ClusterSnapshot
 from shared.switches import Switches
+from shared.volumes import (
+    LABEL_FAILURE_DOMAIN_BETA_REGION,
+    LABEL_FAILURE_DOMAIN_BETA_ZONE,
+    LABEL_TOPOLOGY_REGION,
+    LABEL_TOPOLOGY_ZONE,
+)
 
 if TYPE_CHECKING:
     from rescheduler.plan.simulation import Placed, Simulation
@@ -81,6 +90,13 @@ class Candidates(Protocol):
 
     def least_wanted_first(self, groups: tuple[int, ...]) -> tuple[int, ...]: ...
 
+
+_VOLUME_ZONE_LABELS = (
+    LABEL_FAILURE_DOMAIN_BETA_ZONE,
+    LABEL_FAILURE_DOMAIN_BETA_REGION,
+    LABEL_TOPOLOGY_ZONE,
+    LABEL_TOPOLOGY_REGION,
+)
 
 Moves = tuple[tuple[Pod, int], ...]
 """A step's moves: each pod (as found on the candidate) and the index of its target."""
@@ -164,7 +180,7 @@ def _same_statics(old: Node, new: Node) -> bool:
 class _Start:
     """How a simulation's start differs from the last one's (:meth:`Replays.begin`)."""
 
-    __slots__ = ("alike", "dirty", "changed")
+    __slots__ = ("alike", "dirty", "changed", "labels")
 
     def __init__(self) -> None:
         self.alike = True
@@ -174,6 +190,8 @@ class _Start:
         self.changed: list[Pod] = []
         """The pods, before and after, that inter-pod affinity or topology spread read otherwise (they are gone, have
         come, moved or changed labels)."""
+        self.labels: set[str] = set()
+        """The keys of the node labels that differ (:meth:`Replays.begin` checks that no filter reads them)."""
 
     def node(self, old: tuple[Node, tuple[Pod, ...]], new: tuple[Node, tuple[Pod, ...]], target: int | None) -> None:
         """Note how one node differs (``target``: its index among the targets, ``None`` when it is not one)."""
@@ -181,11 +199,60 @@ class _Start:
         if old_node is not node:
             statics = _same_statics if target is not None else _same_domains
             if not statics(old_node, node):
-                self.alike = False
-                return
+                keys = _relabelled(old_node, node, statics)
+                if keys is None:
+                    self.alike = False
+                    return
+                self.labels |= keys  # unread (Replays.begin): the node reads alike to every filter
         if target is not None and _unmatched(old_pods, pods, _POD_FIELDS):
             self.dirty.add(target)
         self.changed.extend(_unmatched(old_pods, pods, _TOPOLOGY_FIELDS))
+
+
+def _relabelled(old: Node, new: Node, statics: Callable[[Node, Node], bool]) -> set[str] | None:
+    """The keys of the labels that differ, when the nodes read alike by ``statics`` but for their labels; else
+    ``None``."""
+    if not statics(replace(old, labels=new.labels), new):
+        return None
+    return {k for k in old.labels.keys() | new.labels.keys() if old.labels.get(k) != new.labels.get(k)}
+
+
+def _label_read(
+    keys: set[str], snapshot: ClusterSnapshot, config: Config, pods_read: Callable[[], Iterable[frozenset[str]]]
+) -> bool:
+    """Whether a filter or the settings may read one of the node label ``keys``: the hostname, the zone and region
+    labels (VolumeZone), a key the volumes' node affinity, labels or StorageClasses' allowed topologies name, or the
+    configuration spells out (node classes, pools), or the pods read (:func:`_keys_read`; ``pods_read``: per node,
+    then the pods waiting or on unknown nodes)."""
+    read = {"kubernetes.io/hostname", *_VOLUME_ZONE_LABELS}
+    for pv in snapshot.pvs.values():
+        if pv.node_affinity is not None:
+            read.update(r.key for t in pv.node_affinity.terms for r in t.expressions)
+        read.update(pv.labels)
+    for sc in snapshot.storage_classes.values():
+        read.update(k for term in sc.allowed_topologies for k, _ in term)
+    spelled = repr(config)
+    if any(k in read or k in spelled for k in keys):
+        return True
+    return any(not keys.isdisjoint(pod_keys) for pod_keys in pods_read())
+
+
+def _keys_read(pods: Iterable[Pod]) -> frozenset[str]:
+    """The node label keys the pods' node selectors, required or preferred node affinity, inter-pod terms (required
+    or preferred) and spread constraints name."""
+    read: set[str] = set()
+    for pod in pods:
+        if pod.node_selector:
+            read.update(pod.node_selector)
+        required = pod.required_affinity.terms if pod.required_affinity is not None else ()
+        for term in (*required, *(t for _, t in pod.preferred_affinity)):
+            read.update(r.key for r in term.expressions)
+        for t in (*pod.pod_affinity, *pod.pod_anti_affinity):
+            read.add(t.topology_key)
+        for w in (*pod.preferred_pod_affinity, *pod.preferred_pod_anti_affinity):
+            read.add(w.term.topology_key)
+        read.update(c.topology_key for c in pod.topology_spread)
+    return frozenset(read)
 
 
 def _same_domains(old: Node, new: Node) -> bool:
@@ -194,19 +261,25 @@ def _same_domains(old: Node, new: Node) -> bool:
     return (old.labels, old.taints) == (new.labels, new.taints)
 
 
+_Groups = tuple[tuple[int, ...], tuple[int, ...]]
+"""The tiered rule's reading of the targets: the candidates' contention per group, and each target's group."""
+
+
 class Replays:
     """The passes of the last plan, and the start they were made from (module docstring). Kept in the plan cache."""
 
     def __init__(self) -> None:
-        self.passes: dict[tuple[str, frozenset[str]], tuple[list[Step], tuple[int, ...] | None]] = {}
-        """(Pass name, the nodes it held back) -> its steps, and the contention the tiered rule read (``None``:
-        another rule)."""
+        self.passes: dict[tuple[str, frozenset[str]], tuple[list[Step], _Groups | None]] = {}
+        """(Pass name, the nodes it held back) -> its steps, and the contention and the targets' groups the tiered
+        rule read (``None``: another rule)."""
         self._used: set[tuple[str, frozenset[str]]] = set()
         """The passes recorded since the last :meth:`begin`: the others are dropped there."""
         self.start = _Start()
         """How the current simulation's start differs from the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
         self._settings: tuple[object, ...] | None = None
+        self._keys: dict[str, frozenset[str]] = {}
+        """Node name -> the node label keys its pods read (:func:`_keys_read`), while it holds the same pods."""
         self.took: dict[str, float] = {}
         """Pass name -> how long its pass took, on the caller's clock, when it last had no record to replay."""
 
@@ -232,20 +305,39 @@ class Replays:
             snapshot.storage_classes,
         )
         nodes = {info.name: (info.node, tuple(info.pods)) for info in snapshot}
-        index = {t.name: i for i, t in enumerate(sim.targets)}
         start = self.start = _Start()
         start.alike = self._settings is not None and self._settings == settings and nodes.keys() == self._nodes.keys()
         if start.alike:
-            for name, now in nodes.items():
-                old = self._nodes[name]
-                if old[0] is now[0] and len(old[1]) == len(now[1]) and all(map(_is, old[1], now[1])):
-                    continue
-                start.node(old, now, index.get(name))
-                if not start.alike:
-                    break
+            self._compare(nodes, {t.name: i for i, t in enumerate(sim.targets)})
+        if start.alike and start.labels and _label_read(start.labels, snapshot, config, lambda: self._read(snapshot)):
+            start.alike = False
+        if not start.alike:
+            self._keys.clear()
         used, self._used = self._used, set()
         self.passes = {key: steps for key, steps in self.passes.items() if key in used} if start.alike else {}
         self._nodes, self._settings = nodes, settings
+
+    def _compare(self, nodes: dict[str, tuple[Node, tuple[Pod, ...]]], index: dict[str, int]) -> None:
+        """Note how each node differs from the last start (``index``: the targets' positions)."""
+        start = self.start
+        for name, now in nodes.items():
+            old = self._nodes[name]
+            if old[0] is now[0] and len(old[1]) == len(now[1]) and all(map(_is, old[1], now[1])):
+                continue
+            self._keys.pop(name, None)
+            start.node(old, now, index.get(name))
+            if not start.alike:
+                return
+
+    def _read(self, snapshot: ClusterSnapshot) -> Iterator[frozenset[str]]:
+        """:func:`_keys_read` of each node's pods (kept while the node holds the same pods), then of the pods
+        waiting or on unknown nodes."""
+        for info in snapshot:
+            kept = self._keys.get(info.name)
+            if kept is None:
+                kept = self._keys[info.name] = _keys_read(info.pods)
+            yield kept
+        yield _keys_read((*snapshot.pending, *snapshot.unknown_node_pods))
 
     def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: Candidates) -> PassReplay:
         """The replay of ``strategy``'s pass holding ``held`` back, recording the pass anew. The record replayed is that
@@ -253,7 +345,7 @@ class Replays:
         one when this start is alike. The tiered rule reads the candidates' contention for groups of targets, which
         must then be alike too."""
         tiered = strategy.target is TargetRule.TIERED
-        contention = tuple(cands.contention()) if tiered else None
+        contention = (tuple(cands.contention()), tuple(sim.static.group_of)) if tiered else None
         key, plain = (strategy.name, held), (strategy.name, frozenset[str]())
         recorded = self.passes.get(key) if self.start.alike or key in self._used else None
         if recorded is None and held and (self.start.alike or plain in self._used):
