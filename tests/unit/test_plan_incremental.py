@@ -51,6 +51,9 @@ OPS = (
     "add-selected",
     "anti-pod",
     "anti-moved",
+    "affinity-moved",
+    "spread-moved",
+    "remove-affine",
     "affinity-pod",
     "spread-pod",
     "add-node",
@@ -92,6 +95,8 @@ class _Cluster:
         self.raw: dict[str, dict[str, dict[str, Any]]] = {k.name: {} for k in _KINDS.values()}
         self.made = 0
         self.moved: list[str] = []
+        self.to: dict[str, str] = {}
+        """Pod the last plan moves -> its target."""
         """The pods the last plan moves (the changes that reach a pass's steps most)."""
         for item in generate(seed, nodes, pods):
             kind = _KINDS.get(item.get("kind", ""))
@@ -127,6 +132,8 @@ class _Cluster:
             self._pod_change(op, at)
         elif op.endswith("-node") or op in ("cordon", "not-ready"):
             self._node_change(op, at)
+        elif op == "remove-affine":
+            self._remove_affine(at)
         elif op == "pending-gone":
             pod = self._pick(PODS, at, bound=False)
             if pod is not None:
@@ -167,8 +174,33 @@ class _Cluster:
         else:
             new["spec"]["nodeName"] = _key(self._pick(NODES, at * 7 + 3) or {"metadata": {"name": ""}})
             if op != "add-pod":
-                self._terms(op, new, at, other)
+                key = self._terms(op, new, at, other)
+                if other is not None:  # beside the moved pod's target: in its domain
+                    new["spec"]["nodeName"] = self._beside(self.to.get(_key(pod), ""), key, at)
         self._put(PODS, new, "ADDED")
+
+    def _beside(self, target: str, key: str, at: int) -> str:
+        """The ``at``-th node in ``target``'s domain of topology ``key`` (the target itself for the hostname)."""
+        nodes = self.raw[NODES.name]
+        value = nodes[target]["metadata"]["labels"].get(key) if target in nodes else None
+        same = sorted(k for k, v in nodes.items() if value is not None and v["metadata"]["labels"].get(key) == value)
+        return same[at % len(same)] if same and key != HOST else target
+
+    def _remove_affine(self, at: int) -> None:
+        """Every bound pod the first required pod affinity term of a pod the last plan moves selects, but it."""
+        pods = self.raw[PODS.name]
+        affine = [k for k in self.moved if k in pods and (pods[k]["spec"].get("affinity") or {}).get("podAffinity")]
+        if not affine:
+            return
+        key = affine[at % len(affine)]
+        term = pods[key]["spec"]["affinity"]["podAffinity"][REQUIRED][0]
+        labels = term["labelSelector"].get("matchLabels", {})
+        ns = pods[key]["metadata"]["namespace"]
+        for k, v in sorted(pods.items()):
+            own = v["metadata"].get("labels", {})
+            chosen = labels and all(own.get(a) == b for a, b in labels.items())
+            if chosen and k != key and k.startswith(f"{ns}/") and v["spec"].get("nodeName"):
+                self._delete(PODS, v)
 
     def _selected(self, moved: list[str], at: int) -> dict[str, Any] | None:
         """A bound pod that a required inter-pod term or a spread constraint of a pod the last plan moves selects."""
@@ -200,13 +232,13 @@ class _Cluster:
         labels = self.raw[PODS.name][keys[at % len(keys)]]["metadata"].get("labels") or {} if keys else {}
         return str(labels.get("app", "none"))
 
-    def _terms(self, op: str, new: dict[str, Any], at: int, other: str | None) -> None:
+    def _terms(self, op: str, new: dict[str, Any], at: int, other: str | None) -> str:
         """Inter-pod terms or spread constraints for a new pod (``anti-pod``, ``affinity-pod``, ``spread-pod``),
         required and preferred, hard and soft, selecting the ``app`` ``other`` (default: another workload's pods of
         its namespace)."""
         own = new["metadata"].get("labels", {}).get("app", "none")
         other = other if other is not None else self._app(new, at * 13 + 5)
-        key = (ZONE, HOST, TEAM)[at % 3]
+        key = ZONE if op == "affinity-pod" else (ZONE, HOST, TEAM)[at % 3]
         affinity = new["spec"].setdefault("affinity", {})
         if op == "anti-pod":  # one way: its own label selected by nothing
             new["metadata"].setdefault("labels", {})["app"] = f"guard-{self.made}"
@@ -218,7 +250,7 @@ class _Cluster:
             }
         elif op == "affinity-pod":
             affinity["podAffinity"] = {
-                REQUIRED: [_term(other, ZONE)],
+                REQUIRED: [_term(other, key)],
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {"weight": 20, "podAffinityTerm": _term(own, HOST)}
                 ],
@@ -228,6 +260,7 @@ class _Cluster:
                 {**_term(other, key), "maxSkew": 1 + at % 2, "whenUnsatisfiable": "DoNotSchedule"},
                 {**_term(own, HOST), "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"},
             ]
+        return key
 
     def _node_change(self, op: str, at: int) -> None:
         node = self._pick(NODES, at)
@@ -289,7 +322,8 @@ def _agree(cluster: _Cluster, config: Config, cache: PlanCache) -> str:
     cached = _planned(cluster.state.snapshot(), config, cache)
     fresh = _planned(cluster.state.snapshot(), config, None)
     assert cached == fresh
-    cluster.moved = [m["pod"] for m in json.loads(cached)["moves"]]
+    moves = json.loads(cached)["moves"]
+    cluster.moved, cluster.to = [m["pod"] for m in moves], {m["pod"]: m["to"] for m in moves}
     return cached
 
 
