@@ -18,8 +18,8 @@ cycle, as :func:`rescheduler.run.default_planner` keeps it: what was derived fro
 node holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
 starts with an empty cache; ``--no-cache`` plans every cycle from scratch. With ``--change``, one untimed cycle
 fills the cache first and a change goes through the watch path before each timed cycle (``pod``: one pod replaced
-by its controller on its node; ``pod-gone``: one pod deleted; ``node``: one node's annotations changed; ``none``:
-nothing, the idle cycle).
+by its controller on its node; ``pod-gone``: one pod deleted; ``node``: one node's annotations changed;
+``node-label``: one node's label that no pod reads set; ``none``: nothing, the idle cycle).
 ``--profile FILE`` writes a cProfile of the timed cycles. The state's snapshot is a copy of
 NodeInfos maintained event by event, not a rebuild.
 
@@ -102,12 +102,13 @@ class Changes:
 
     ``pod``: one pod replaced by its controller on the same node (``DELETED``, then ``ADDED`` under a fresh name
     and UID), a different node each time. ``pod-gone``: one pod deleted (its node has that much more room).
-    ``node``: one node's annotations changed (``MODIFIED``: the node's own fields, its pods the same). ``none``:
-    nothing changes (the idle cycle)."""
+    ``node``: one node's annotations changed (``MODIFIED``: the node's own fields, its pods the same).
+    ``node-label``: one node's label ``bench.spotshift.io/team`` set (no pod reads it). ``none``: nothing changes
+    (the idle cycle)."""
 
     def __init__(self, state: ClusterState, kind: str, sample: dict[str, list[dict[str, Any]]]) -> None:
         self.state, self.kind, self.done = state, kind, 0
-        self.items = sample.get("Node" if kind == "node" else "Pod", [])
+        self.items = sample.get("Node" if kind.startswith("node") else "Pod", [])
 
     def apply(self) -> None:
         """One change (none for ``none``)."""
@@ -127,7 +128,9 @@ class Changes:
             self.state.apply(PODS, "DELETED", old)
             self.state.apply(PODS, "ADDED", new)
         else:
-            meta.setdefault("annotations", {})["bench.spotshift.io/touched"] = str(self.done)
+            touched = "labels" if self.kind == "node-label" else "annotations"
+            key = "bench.spotshift.io/team" if self.kind == "node-label" else "bench.spotshift.io/touched"
+            meta.setdefault(touched, {})[key] = str(self.done)
             self.state.apply(NODES, "MODIFIED", new)
 
 
@@ -171,9 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--change",
-        choices=("pod", "pod-gone", "node", "none"),
+        choices=("pod", "pod-gone", "node", "node-label", "none"),
         help="after one untimed cycle, apply this change before each timed one: a pod replaced by its controller "
-        "(pod), a pod deleted (pod-gone), a node's annotations changed (node), nothing (none: the idle cycle); "
+        "(pod), a pod deleted (pod-gone), a node's annotations changed (node), a node's label no pod reads set "
+        "(node-label), nothing (none: the idle cycle); "
         "default: no untimed cycle, "
         "nothing changed",
     )
