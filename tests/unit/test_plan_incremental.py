@@ -2,11 +2,15 @@
 made from scratch on the same state, whatever changed between the cycles.
 
 The state is the run loop's (:class:`ClusterState`, fed watch events); between two plans a random sequence of
-changes goes through it: pods added, removed and replaced by their controller (among them the pods the last plan
-moves, whose steps a replayed pass must search anew), nodes added, removed, cordoned,
-made NotReady, relabelled and resized, pods starting to wait for a node and going away, PodDisruptionBudgets'
-status and selector changed and budgets deleted, and cycles where nothing changed. Each cycle's plan, planned
-as the loop plans it (the gate's exclusions, a time), is rendered as JSON and compared with a plan from scratch.
+changes goes through it: pods added, removed, relabelled and replaced by their controller (among them the pods the
+last plan moves, whose steps a replayed pass must search anew, and the pods those pods' terms select); new pods with
+required and preferred pod affinity and anti-affinity and hard and soft topology spread constraints, some of them
+beside the target of a pod the last plan moves and selecting its workload; nodes added, removed, cordoned, tainted,
+made NotReady, resized and relabelled (a label the filters read, or one only some new pods' terms read); pods
+starting to wait for a node and going away; PodDisruptionBudgets' status and selector changed and budgets deleted;
+and cycles where nothing changed. Each cycle's plan, planned as the loop plans it (the gate's exclusions, a time),
+is rendered as JSON and compared with a plan from scratch. The examples are derandomized: every run checks the same
+sequences.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ OPS = (
     "add-selected",
     "anti-pod",
     "anti-moved",
+    "affine-moved",
     "affinity-moved",
     "spread-moved",
     "remove-affine",
@@ -163,8 +168,11 @@ class _Cluster:
             self._put(PODS, new)
             return
         new = self._copy(pod)
-        if op == "replace-pod":  # its controller's replacement, on the same node
+        if op in ("replace-pod", "affine-pod"):  # its controller's replacement, on the same node
             self._delete(PODS, pod)
+            if op == "affine-pod":  # now with a required pod affinity to another workload's zones
+                terms = {REQUIRED: [_term(self._app(pod, at * 13 + 5), ZONE)]}
+                new["spec"].setdefault("affinity", {})["podAffinity"] = terms
         elif op == "pending-pod":  # waiting for a node
             del new["spec"]["nodeName"]
             new["status"] = {
@@ -338,6 +346,8 @@ _STEPS = st.lists(
 @given(seed=st.sampled_from([3, 7, 8, 15]), steps=_STEPS)
 @example(seed=7, steps=[[("replace-pod", 552), ("not-ready", 7861), ("replace-pod", 365)]])  # a drained node blocked
 @example(seed=3, steps=[[("pending-pod", 386)]])  # a waiting pod placed on a target a spread constraint counts
+@example(seed=3, steps=[[("anti-moved", 9)]])  # a new pod's anti-affinity shuts a moved pod out of its target's zone
+@example(seed=3, steps=[[("affine-moved", 0)], [("remove-affine", 1)]])  # the pods a moved pod's affinity needs gone
 def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
     cluster = _Cluster(seed, 24, 480)
     config = Config()
