@@ -6,7 +6,8 @@ changes goes through it: pods added, removed, relabelled and replaced by their c
 last plan moves, whose steps a replayed pass must search anew, and the pods those pods' terms select); new pods with
 required and preferred pod affinity and anti-affinity and hard and soft topology spread constraints, some of them
 beside the target of a pod the last plan moves and selecting its workload; nodes added, removed, cordoned, tainted,
-made NotReady, resized and relabelled (a label the filters read, or one only some new pods' terms read); pods
+made NotReady, resized and relabelled (a label the filters read, or one only some new pods' terms read, among them
+on the targets of the last plan); pods
 starting to wait for a node and going away; PodDisruptionBudgets' status and selector changed and budgets deleted;
 and cycles where nothing changed. Each cycle's plan, planned as the loop plans it (the gate's exclusions, a time),
 is rendered as JSON and compared with a plan from scratch. The examples are derandomized: every run checks the same
@@ -67,6 +68,7 @@ OPS = (
     "not-ready",
     "relabel-node",
     "label-node",
+    "label-target",
     "taint-node",
     "resize-node",
     "pending-pod",
@@ -135,7 +137,7 @@ class _Cluster:
         """One change of kind ``op`` (:data:`OPS`) to the ``at``-th object it can apply to (modulo their number)."""
         if op.endswith(("-pod", "-moved")):
             self._pod_change(op, at)
-        elif op.endswith("-node") or op in ("cordon", "not-ready"):
+        elif op.endswith(("-node", "-target")) or op in ("cordon", "not-ready"):
             self._node_change(op, at)
         elif op == "remove-affine":
             self._remove_affine(at)
@@ -272,6 +274,9 @@ class _Cluster:
 
     def _node_change(self, op: str, at: int) -> None:
         node = self._pick(NODES, at)
+        targets = sorted({self.to[key] for key in self.moved} & self.raw[NODES.name].keys())
+        if op == "label-target" and targets:  # a target of the last plan
+            node, op = self.raw[NODES.name][targets[at % len(targets)]], "label-node"
         if node is None:
             return
         if op == "add-node":
@@ -348,6 +353,8 @@ _STEPS = st.lists(
 @example(seed=3, steps=[[("pending-pod", 386)]])  # a waiting pod placed on a target a spread constraint counts
 @example(seed=3, steps=[[("anti-moved", 9)]])  # a new pod's anti-affinity shuts a moved pod out of its target's zone
 @example(seed=3, steps=[[("affine-moved", 0)], [("remove-affine", 1)]])  # the pods a moved pod's affinity needs gone
+@example(seed=3, steps=[[("relabel-node", 4)]])  # a node's zone changed: the domains of spread and affinity
+@example(seed=7, steps=[[("anti-moved", 5)], [("label-target", 4)]])  # a label only a new pod's anti-affinity reads
 def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
     cluster = _Cluster(seed, 24, 480)
     config = Config()
