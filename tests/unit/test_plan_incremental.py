@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -27,8 +28,9 @@ from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, PVCS,
 from rescheduler.plan.cycle import gate
 from rescheduler.plan.planner import PlanCache, plan
 from rescheduler.plan.waiting import EmptiedCache
-from shared.config import Config
-from shared.snapshot import ClusterSnapshot
+from shared.config import Config, MovabilityConfig
+from shared.model import PDB
+from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT
 from tests.support.cluster_gen import generate
 
@@ -410,3 +412,63 @@ def test_a_pass_without_a_record_is_expected_to_cost_what_it_cost_alone() -> Non
     assert replays.alone("no-such-pass") == 0.0  # never timed
     replays.took["no-such-pass"] = 0.3
     assert replays.alone("no-such-pass") == 0.3
+
+
+def _emptied_pods(cache: EmptiedCache, info: NodeInfo, config: Config, pdbs: Sequence[PDB]) -> list[str] | None:
+    emptied = cache.emptied(info, config, pdbs)
+    return None if emptied is None else [p.key for p in emptied.pods]
+
+
+def test_the_waiting_pods_answers_follow_the_nodes_pods() -> None:
+    """A node that is the same object but lost a pod that stays is emptied anew: the pod is not in its answer."""
+    cluster = _Cluster(3, 40, 800)
+    cache = EmptiedCache()
+    snapshot = cluster.state.snapshot()
+    config = Config()
+    cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
+    info = next(info for info in snapshot if cache.emptied(info, config, snapshot.pdbs) is not None)
+    staying = (cache.emptied(info, config, snapshot.pdbs) or info).pods[0]
+    cluster._delete(PODS, cluster.raw[PODS.name][staying.key])
+    after = cluster.state.snapshot()
+    assert after[info.name].node is info.node
+    cache.begin(config, after.pdbs, CURRENT, after.nodes)
+    kept = _emptied_pods(cache, after[info.name], config, after.pdbs)
+    assert staying.key not in (kept or [])
+    assert kept == _emptied_pods(EmptiedCache(), after[info.name], config, after.pdbs)
+
+
+def test_the_waiting_pods_answers_follow_the_configuration_and_the_budgets() -> None:
+    """Which pods of a node would move reads the configuration and the PodDisruptionBudgets: a cache that answered
+    under others answers as a new one."""
+    cluster = _Cluster(3, 40, 800)
+    snapshot = cluster.state.snapshot()
+    config, other = Config(), Config(movability=MovabilityConfig(kube_system_without_pdb_blocks=False))
+    for config_after, pdbs_after in ((other, snapshot.pdbs), (config, ())):
+
+        def fresh(info: NodeInfo, c: Config = config_after, b: Sequence[PDB] = pdbs_after) -> list[str] | None:
+            new = EmptiedCache()
+            new.begin(c, b, CURRENT, snapshot.nodes)
+            return _emptied_pods(new, info, c, b)
+
+        differs = [i for i in snapshot if fresh(i) != fresh(i, config, snapshot.pdbs)]
+        assert differs  # the settings change the answer of some node
+        cache = EmptiedCache()
+        cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
+        for info in differs:
+            _emptied_pods(cache, info, config, snapshot.pdbs)
+        cache.begin(config_after, pdbs_after, CURRENT, snapshot.nodes)
+        assert [_emptied_pods(cache, i, config_after, pdbs_after) for i in differs] == [fresh(i) for i in differs]
+
+
+def test_a_waiting_pods_node_level_answer_follows_the_node_object() -> None:
+    """Whether a pod passes a node's own filters is asked again of a node cordoned since."""
+    cluster = _Cluster(3, 40, 800)
+    snapshot = cluster.state.snapshot()
+    cache = EmptiedCache()
+    pod = next(p for info in snapshot for p in info.pods if not p.tolerations)
+    info = next(info for info in snapshot if EmptiedCache().node_level(pod, info))
+    assert cache.node_level(pod, info)
+    cluster.change("cordon", sorted(cluster.raw[NODES.name]).index(info.name))
+    cordoned = cluster.state.snapshot()[info.name]
+    assert cordoned.node.unschedulable
+    assert not cache.node_level(pod, cordoned)
