@@ -28,7 +28,7 @@ from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, PVCS,
 from rescheduler.plan.cycle import gate
 from rescheduler.plan.planner import PlanCache, plan
 from rescheduler.plan.waiting import EmptiedCache
-from shared.config import Config, MovabilityConfig
+from shared.config import Config, MovabilityConfig, WorthConfig
 from shared.model import PDB
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT
@@ -472,3 +472,29 @@ def test_a_waiting_pods_node_level_answer_follows_the_node_object() -> None:
     cordoned = cluster.state.snapshot()[info.name]
     assert cordoned.node.unschedulable
     assert not cache.node_level(pod, cordoned)
+
+
+def test_the_last_plan_is_not_handed_out_for_other_pending_pods_nodes_left_alone_or_configuration() -> None:
+    """What the last plan is made from besides the nodes: a pod that starts or stops waiting, another set of nodes
+    the caller leaves alone, another configuration; each gets the plan made from scratch."""
+    cluster = _Cluster(3, 24, 480)
+    config = Config()
+    cache = PlanCache()
+
+    def agree(config: Config, exclude: dict[str, str] | None = None) -> str:
+        snapshot = cluster.state.snapshot()
+        cached = plan(snapshot, config, cache=cache, exclude=exclude, now=NOW).to_json()
+        assert cached == plan(snapshot, config, exclude=exclude, now=NOW).to_json()
+        return json.dumps(cached)
+
+    first = agree(config)
+    cluster.change("pending-pod", 386)
+    waiting = agree(config)
+    assert waiting != first
+    pods = cluster.raw[PODS.name]
+    cluster._delete(PODS, next(pod for key, pod in pods.items() if key.endswith(f"-c{cluster.made}")))
+    assert agree(config) == first
+    drained = json.loads(first)["drained"]
+    assert agree(config, {drained[0]: "backing off"}) != first
+    assert agree(config) == first
+    assert agree(Config(worth=WorthConfig(margin=1000.0))) != first  # no drain is worth it
