@@ -360,6 +360,7 @@ _STEPS = st.lists(
 @example(seed=7, steps=[[("relabel-node", 5)]])  # the zone of a node that is not a target: spread's domains
 @example(seed=7, steps=[[("remove-moved", 4179), ("remove-moved", 8117), ("relabel-moved", 7737)]])  # room for a misfit
 @example(seed=7, steps=[[("label-node", 8)], [("anti-moved", 5)], [("label-target", 4)]])  # the keys a node's pods read
+@example(seed=8, steps=[[("cordon", 5966), ("pdb-status", 2012)]])  # the contention for the groups of targets
 def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
     cluster = _Cluster(seed, 24, 480)
     config = Config()
