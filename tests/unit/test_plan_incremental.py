@@ -6,8 +6,8 @@ changes goes through it: pods added, removed, relabelled and replaced by their c
 last plan moves, whose steps a replayed pass must search anew, and the pods those pods' terms select); new pods with
 required and preferred pod affinity and anti-affinity and hard and soft topology spread constraints, some of them
 beside the target of a pod the last plan moves and selecting its workload; nodes added, removed, cordoned, tainted,
-made NotReady, resized and relabelled (a label the filters read, or one only some new pods' terms read, among them
-on the targets of the last plan); pods
+made NotReady, resized and relabelled (a label the filters read, or one only some new pods' terms read, set and
+taken off, among them on the targets of the last plan); pods
 starting to wait for a node and going away; PodDisruptionBudgets' status and selector changed and budgets deleted;
 and cycles where nothing changed. Each cycle's plan, planned as the loop plans it (the gate's exclusions, a time),
 is rendered as JSON and compared with a plan from scratch. The examples are derandomized: every run checks the same
@@ -71,6 +71,7 @@ OPS = (
     "relabel-node",
     "label-node",
     "label-target",
+    "unlabel-node",
     "taint-node",
     "resize-node",
     "pending-pod",
@@ -276,6 +277,9 @@ class _Cluster:
 
     def _node_change(self, op: str, at: int) -> None:
         node = self._pick(NODES, at)
+        if op == "unlabel-node":  # the label only the new pods' terms may read taken off again
+            labelled = sorted(k for k, v in self.raw[NODES.name].items() if TEAM in v["metadata"]["labels"])
+            node = self.raw[NODES.name][labelled[at % len(labelled)]] if labelled else None
         targets = sorted({self.to[key] for key in self.moved} & self.raw[NODES.name].keys())
         if op == "label-target" and targets:  # a target of the last plan
             node, op = self.raw[NODES.name][targets[at % len(targets)]], "label-node"
@@ -300,6 +304,8 @@ class _Cluster:
             new["metadata"]["labels"][ZONE] = f"eu-west-1{'abc'[at % 3]}"
         elif op == "label-node":  # a label only the new pods' terms may read
             new["metadata"]["labels"][TEAM] = "abc"[at % 3]
+        elif op == "unlabel-node":
+            del new["metadata"]["labels"][TEAM]
         elif op == "taint-node":
             taints = new["spec"].setdefault("taints", [])
             mine = {"key": "example.com/dedicated", "value": "x", "effect": "NoSchedule"}
@@ -361,6 +367,7 @@ _STEPS = st.lists(
 @example(seed=7, steps=[[("remove-moved", 4179), ("remove-moved", 8117), ("relabel-moved", 7737)]])  # room for a misfit
 @example(seed=7, steps=[[("label-node", 8)], [("anti-moved", 5)], [("label-target", 4)]])  # the keys a node's pods read
 @example(seed=8, steps=[[("cordon", 5966), ("pdb-status", 2012)]])  # the contention for the groups of targets
+@example(seed=3, steps=[[("label-target", 0)], [("unlabel-node", 0), ("label-target", 4)]])  # two targets trade groups
 def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
     cluster = _Cluster(seed, 24, 480)
     config = Config()
