@@ -507,3 +507,21 @@ def test_the_last_plan_is_not_handed_out_for_other_pending_pods_nodes_left_alone
     assert agree(config, {drained[0]: "backing off"}) != first
     assert agree(config) == first
     assert agree(Config(worth=WorthConfig(margin=1000.0))) != first  # no drain is worth it
+
+
+def test_the_waiting_pods_cache_forgets_the_nodes_gone() -> None:
+    """A node absent from a cycle keeps no answers in the cache (the cache holds what the cluster holds)."""
+    cluster = _Cluster(3, 40, 800)
+    snapshot = cluster.state.snapshot()
+    config = Config()
+    cache = EmptiedCache()
+    cache.begin(config, snapshot.pdbs, CURRENT, snapshot.nodes)
+    pod = next(p for info in snapshot for p in info.pods)
+    for info in snapshot:
+        cache.emptied(info, config, snapshot.pdbs)
+        cache.node_level(pod, info)
+    gone = sorted(snapshot.nodes)[0]
+    assert gone in cache._kept and gone in cache._level
+    cache.begin(config, snapshot.pdbs, CURRENT, [name for name in snapshot.nodes if name != gone])
+    assert gone not in cache._kept and gone not in cache._level
+    assert len(cache._kept) == len(snapshot.nodes) - 1
