@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, PVCS, PVS, ClusterState
 from rescheduler.plan.cycle import gate
 from rescheduler.plan.planner import PlanCache, plan
+from rescheduler.plan.strategies import NodeOrder, PodOrder, Strategy, TargetRule
 from rescheduler.plan.waiting import EmptiedCache
 from shared.config import Config, MovabilityConfig, WorthConfig
 from shared.model import PDB
@@ -334,9 +335,11 @@ class _Cluster:
         self._put(PDBS, new)
 
 
-def _planned(snapshot: ClusterSnapshot, config: Config, cache: PlanCache | None) -> str:
+def _planned(
+    snapshot: ClusterSnapshot, config: Config, cache: PlanCache | None, strategies: tuple[Strategy, ...] | None = None
+) -> str:
     g = gate(snapshot, config, now=NOW)
-    return json.dumps(plan(snapshot, config, cache=cache, exclude=g.excluded, now=NOW).to_json())
+    return json.dumps(plan(snapshot, config, cache=cache, exclude=g.excluded, now=NOW, strategies=strategies).to_json())
 
 
 def _agree(cluster: _Cluster, config: Config, cache: PlanCache) -> str:
@@ -377,6 +380,19 @@ def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[
         for op, at in changes:
             cluster.change(op, at)
         _agree(cluster, config, cache)
+
+
+def test_a_strategy_of_its_own_by_free_memory_plans_as_from_scratch() -> None:
+    """A caller's strategy choosing the target with the least free memory that fits: after a pod is added, the plan
+    is the plan from scratch (which target such a rule looks at first is ordered by memory, not by CPU)."""
+    by_memory = (Strategy("by-memory", NodeOrder.SIZE, PodOrder.MEMORY, TargetRule.BEST_FIT_MEMORY, retry=False),)
+    cluster = _Cluster(15, 24, 480)
+    config = Config()
+    cache = PlanCache()
+    assert _planned(cluster.state.snapshot(), config, cache, by_memory)
+    cluster.change("add-pod", 3319)
+    snapshot = cluster.state.snapshot()
+    assert _planned(snapshot, config, cache, by_memory) == _planned(snapshot, config, None, by_memory)
 
 
 def test_an_unchanged_state_gets_the_last_plan_again_and_a_change_a_new_one() -> None:
