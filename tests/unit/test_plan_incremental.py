@@ -4,14 +4,13 @@ made from scratch on the same state, whatever changed between the cycles.
 The state is the run loop's (:class:`ClusterState`, fed watch events); between two plans a random sequence of
 changes goes through it: pods added, removed, relabelled and replaced by their controller (among them the pods the
 last plan moves, whose steps a replayed pass must search anew, and the pods those pods' terms select); new pods with
-required and preferred pod affinity and anti-affinity and hard and soft topology spread constraints, some of them
-beside the target of a pod the last plan moves and selecting its workload; nodes added, removed, cordoned, tainted,
-made NotReady, resized and relabelled (a label the filters read, or one only some new pods' terms read, set and
-taken off, among them on the targets of the last plan); pods
-starting to wait for a node and going away; PodDisruptionBudgets' status and selector changed and budgets deleted;
-and cycles where nothing changed. Each cycle's plan, planned as the loop plans it (the gate's exclusions, a time),
-is rendered as JSON and compared with a plan from scratch. The examples are derandomized: every run checks the same
-sequences.
+required and preferred pod affinity and anti-affinity and hard and soft topology spread constraints (some honoring
+nodes' taints), some of them beside the target of a pod the last plan moves and selecting its workload; nodes added,
+removed, cordoned, tainted, made NotReady, resized and relabelled (a label the filters read, or one only some new
+pods' terms read, set and taken off, among them on the targets of the last plan); pods starting to wait for a node
+and going away; PodDisruptionBudgets' status and selector changed and budgets deleted; and cycles where nothing
+changed. Each cycle's plan, planned as the loop plans it (the gate's exclusions, a time), is rendered as JSON and
+compared with a plan from scratch. The examples are derandomized: every run checks the same sequences.
 """
 
 from __future__ import annotations
@@ -271,7 +270,12 @@ class _Cluster:
             }
         else:
             new["spec"]["topologySpreadConstraints"] = [
-                {**_term(other, key), "maxSkew": 1 + at % 2, "whenUnsatisfiable": "DoNotSchedule"},
+                {
+                    **_term(other, key),
+                    "maxSkew": 1 + at % 2,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "nodeTaintsPolicy": ("Ignore", "Honor")[at // 3 % 2],  # Honor: tainted nodes are not counted
+                },
                 {**_term(own, HOST), "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"},
             ]
         return key
@@ -371,6 +375,7 @@ _STEPS = st.lists(
 @example(seed=7, steps=[[("label-node", 8)], [("anti-moved", 5)], [("label-target", 4)]])  # the keys a node's pods read
 @example(seed=8, steps=[[("cordon", 5966), ("pdb-status", 2012)]])  # the contention for the groups of targets
 @example(seed=3, steps=[[("label-target", 0)], [("unlabel-node", 0), ("label-target", 4)]])  # two targets trade groups
+@example(seed=15, steps=[[("spread-moved", 3)], [("taint-node", 16)]])  # a taint a spread constraint honors
 def test_incremental_plans_equal_plans_from_scratch(seed: int, steps: list[list[tuple[str, int]]]) -> None:
     cluster = _Cluster(seed, 24, 480)
     config = Config()
