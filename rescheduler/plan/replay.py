@@ -26,9 +26,12 @@ Each pass is then worked out in its own order, each step against the recorded st
 with the same analysis takes its recorded moves (applied to the simulation, without a search) or its recorded
 misfit, unless its search could read what differs: one of its pods has a term or constraint whose selector matches
 a changed pod, or is selected by a changed pod's anti-affinity term, or a dirty target comes, by the strategy's
-rule, before the target a recorded move chose (for a misfit, or moves the retry rules found: any dirty target the
-pods may use). Any other step is searched, and where it ends otherwise than recorded, the targets whose moves differ
-become dirty and the pods moved otherwise changed, for the steps after it. Where the order differs from the
+rule, before the target a recorded move chose (for moves the retry rules found: any dirty target the pods may use).
+A recorded misfit stands unless a dirty target the pods may use took pods, or lost some and now has the room for
+one of them where a recorded attempt would have looked at it first, or for the pod that did not fit, or turns that
+pod away for another reason than it did (its count in the FitError). Any other step is searched, and where it ends
+otherwise than recorded, the targets whose moves differ become dirty and the pods moved otherwise changed, for the
+steps after it. Where the order differs from the
 record's, a step also counts as dirty and changed the targets and pods of the moves it does not share with the
 recorded step's start: those of the recorded steps before it not taken yet, and those made by the steps taken
 ahead of their recorded place. Once more than :data:`DIFFER_MAX` targets are dirty or pods changed, the rest of
@@ -47,7 +50,7 @@ from __future__ import annotations
 from bisect import bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from rescheduler.plan.stay_reasons import StayReason
 from rescheduler.plan.strategies import Strategy, TargetRule
@@ -65,7 +68,7 @@ from shared.volumes import (
 if TYPE_CHECKING:
     from rescheduler.plan.simulation import Placed, Simulation
 
-__all__ = ["Replays", "PassReplay", "Step"]
+__all__ = ["Replays", "PassReplay", "Step", "Attempt"]
 
 
 class Candidate(Protocol):
@@ -102,6 +105,17 @@ Moves = tuple[tuple[Pod, int], ...]
 """A step's moves: each pod (as found on the candidate) and the index of its target."""
 
 
+class Attempt(NamedTuple):
+    """One rule's attempt at placing a node's pods that failed (:func:`rescheduler.plan.placement.place`)."""
+
+    rule: TargetRule
+    placed: tuple[tuple[Pod, int, int, int], ...]
+    """The pods placed before the one that failed, in order: each with its target's index and that target's free
+    cpu and memory when it was chosen."""
+    failed: Pod
+    """The pod no target took."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One step of a pass: the candidate, its analysis when it was searched, and how the search ended."""
@@ -116,6 +130,8 @@ class Step:
     """The misfit that kept the node, when the search found no room for one of its pods."""
     own: bool = True
     """Whether the strategy's own rule found the moves (not one of :data:`~rescheduler.plan.strategies.RETRIES`)."""
+    attempts: tuple[Attempt, ...] = ()
+    """The rules' attempts that failed, the strategy's own first (all of them for a misfit)."""
 
 
 _UNREAD = frozenset({"name", "uid", "creation_timestamp"})
@@ -141,6 +157,13 @@ def _view(pod: Pod, names: Sequence[str]) -> tuple[object, ...]:
 
 def _unmatched(old: Sequence[Pod], new: Sequence[Pod], names: Sequence[str]) -> list[Pod]:
     """The pods of either list with no pod reading alike (by ``names``) in the other, one for one."""
+    came, went = _split(old, new, names)
+    return came + went
+
+
+def _split(old: Sequence[Pod], new: Sequence[Pod], names: Sequence[str]) -> tuple[list[Pod], list[Pod]]:
+    """The pods of ``new`` with no pod reading alike (by ``names``) in ``old``, and those of ``old`` with none in
+    ``new``, one for one."""
     left = [(_view(p, names), p) for p in old]
     extra: list[Pod] = []
     for p in new:
@@ -151,7 +174,7 @@ def _unmatched(old: Sequence[Pod], new: Sequence[Pod], names: Sequence[str]) -> 
                 break
         else:
             extra.append(p)
-    return extra + [p for _, p in left]
+    return extra, [p for _, p in left]
 
 
 def _selects_any(pod: Pod, others: Sequence[Pod]) -> bool:
@@ -180,13 +203,15 @@ def _same_statics(old: Node, new: Node) -> bool:
 class _Start:
     """How a simulation's start differs from the last one's (:meth:`Replays.begin`)."""
 
-    __slots__ = ("alike", "dirty", "changed", "labels")
+    __slots__ = ("alike", "dirty", "grown", "changed", "labels")
 
     def __init__(self) -> None:
         self.alike = True
         """Whether anything may be replayed: only the pods of some nodes differ."""
         self.dirty: set[int] = set()
         """The targets whose pods differ (their room, ports and volumes)."""
+        self.grown: dict[int, int] = {}
+        """The dirty targets that only lost pods (none came or changed), and how many: their room only grew."""
         self.changed: list[Pod] = []
         """The pods, before and after, that inter-pod affinity or topology spread read otherwise (they are gone, have
         come, moved or changed labels)."""
@@ -204,8 +229,12 @@ class _Start:
                     self.alike = False
                     return
                 self.labels |= keys  # unread (Replays.begin): the node reads alike to every filter
-        if target is not None and _unmatched(old_pods, pods, _POD_FIELDS):
-            self.dirty.add(target)
+        if target is not None:
+            came, went = _split(old_pods, pods, _POD_FIELDS)
+            if came or went:
+                self.dirty.add(target)
+                if not came:
+                    self.grown[target] = len(went)
         self.changed.extend(_unmatched(old_pods, pods, _TOPOLOGY_FIELDS))
 
 
@@ -362,8 +391,9 @@ def _is(a: object, b: object) -> bool:
     return a is b
 
 
-Search = Callable[[], tuple[list["Placed"], "StayReason | None", bool]]
-"""A step's search: the moves (applied) or the misfit, and whether the strategy's own rule found them."""
+Search = Callable[[], tuple[list["Placed"], "StayReason | None", bool, tuple[Attempt, ...]]]
+"""A step's search: the moves (applied) or the misfit, whether the strategy's own rule found them, and the attempts
+that failed."""
 
 
 DIFFER_MAX = 64
@@ -413,7 +443,7 @@ class _Order:
 class PassReplay:
     """One pass's steps replayed or searched (:meth:`search`), and recorded."""
 
-    __slots__ = ("sim", "cands", "strategy", "recorded", "steps", "diverged", "dirty", "changed", "order")
+    __slots__ = ("sim", "cands", "strategy", "recorded", "steps", "diverged", "dirty", "grown", "changed", "order")
 
     def __init__(
         self,
@@ -430,6 +460,8 @@ class PassReplay:
         self.dirty = set(start.dirty)
         """The targets whose state differs from the recorded pass's at this step: :attr:`_Start.dirty`, and those
         that took other moves in a step that ended otherwise than recorded."""
+        self.grown = dict(start.grown)
+        """:attr:`_Start.grown`, less the targets that took other moves since."""
         self.changed = list(start.changed)
         """:attr:`_Start.changed`, and the pods such a step moved otherwise."""
         self.order = _Order(recorded)
@@ -449,28 +481,33 @@ class PassReplay:
                 self.steps.append(rec)
                 self.order.take(k, rec.moves)
                 return moved, rec.why
-        moved, why, own = place()
+        moved, why, own, attempts = place()
         moves = tuple((original, idx) for original, _, idx in moved) if why is None else None
-        self._check(Step(w.name, w.analysis, moves, why, own), k)
+        self._check(Step(w.name, w.analysis, moves, why, own, attempts if why is not None else ()), k)
         return moved, why
 
     def _replayed(self, w: Candidate, rec: Step, apart: list[tuple[Pod, int]]) -> list[Placed] | None:
         """The recorded moves applied (none for a misfit), or ``None`` (nothing applied) when the step's search could
         read what differs: a pod placed selects some pod that differs or is selected by its anti-affinity, or a
-        target whose room differs
-        would be looked at before the one the record chose (the whole search for a misfit, or a step whose pods
-        the strategy's own rule did not place). ``apart``: the moves that differ through the order alone."""
+        target whose room differs would be looked at before the one the record chose (any such target for a step
+        whose pods the strategy's own rule did not place; for a misfit, :meth:`_still_misfit`). ``apart``: the moves
+        that differ through the order alone."""
         sim, changed, dirty = self.sim, self.changed, self.dirty
+        moved_apart: set[int] = set()
         if apart:
             changed = changed + [pod for pod, _ in apart]
-            dirty = dirty | {idx for _, idx in apart}
+            moved_apart = {idx for _, idx in apart}
+            dirty = dirty | moved_apart
         if changed and any(_selects_any(p, changed) or _selected(p, changed) for p in w.movable):
             return None
-        whole = rec.moves is None or not rec.own or self.strategy.target is TargetRule.BEST_FIT_MEMORY
+        if rec.moves is None:
+            read = [t for t in dirty if any(self._reads(pod, t) for pod in w.movable)]
+            if read and not all(t not in moved_apart and self._still_misfit(w, rec, t) for t in read):
+                return None
+            return []
+        whole = not rec.own or self.strategy.target is TargetRule.BEST_FIT_MEMORY
         if dirty and whole and any(self._reads(pod, t) for pod in w.movable for t in dirty):
             return None
-        if rec.moves is None:
-            return []
         moved: list[Placed] = []
         keys = list(sim.neg_requested) if dirty and self.strategy.target is TargetRule.FIRST_FIT else None
         for pod, idx in rec.moves:
@@ -479,6 +516,66 @@ class PassReplay:
                 return None
             moved.append((pod, sim.apply(pod, idx), idx))
         return moved
+
+    def _still_misfit(self, w: Candidate, rec: Step, t: int) -> bool:
+        """Whether a recorded misfit stands although target ``t`` differs, because its room only grew since the
+        record (it lost pods at the start and took no other move in this pass), and no attempt could have used it:
+
+        * every attempt (the strategy's rule, then the retries) placed its pods on targets that do not differ, and
+          by its rule looked at each of them before ``t`` or ``t`` lacks the pod's cpu, memory or a pod slot now: the
+          attempt places them as recorded (by induction over its pods), and the pod that failed lacks room at ``t``
+          too, so the attempt fails as recorded (each target that differs is
+          looked at so, the targets the attempt chose among them);
+        * the pod that failed under the strategy's rule is turned away at ``t`` for the reason it was then (its
+          count in the FitError). Under least free CPU (best fit, tiered) a target short of the pod's CPU is counted
+          as such before anything else, and under least free memory one short of its memory: with less room then,
+          so it was. Under pusher's order the pod slots are counted first: a target without one now had none then;
+          one short of CPU now was so then if it had a slot left then too."""
+        went = self.grown.get(t)
+        if went is None or not rec.attempts or rec.attempts[0].rule is not self.strategy.target:
+            return False
+        for attempt in rec.attempts:
+            for pod, x, cpu, memory in attempt.placed:
+                if self._roomy(pod, t) and self._ahead(attempt.rule, pod, t, x, cpu, memory):
+                    return False
+            if self._roomy(attempt.failed, t):
+                return False
+        sim = self.sim
+        failed = rec.attempts[0].failed
+        c, m = sim.floors(failed)
+        rule = self.strategy.target
+        if rule is TargetRule.FIRST_FIT:
+            slots = sim.free_pods[t]
+            return slots < 1 or (c is not None and sim.free_cpu[t] < c and slots - went >= 1)
+        if rule is TargetRule.BEST_FIT_MEMORY:
+            return m is not None and sim.free_mem[t] < m
+        return c is not None and sim.free_cpu[t] < c
+
+    def _roomy(self, pod: Pod, t: int) -> bool:
+        """Whether target ``t`` has the pod's cpu and memory (:meth:`Simulation.floors`) and a pod slot free: the
+        rules turn it away before any other check otherwise."""
+        sim = self.sim
+        c, m = sim.floors(pod)
+        return sim.free_pods[t] >= 1 and (c is None or sim.free_cpu[t] >= c) and (m is None or sim.free_mem[t] >= m)
+
+    def _ahead(self, rule: TargetRule, pod: Pod, t: int, x: int, cpu: int, memory: int) -> bool:
+        """Whether ``rule`` looks at target ``t`` (as it is now) before ``x`` for ``pod``, ``x`` having ``cpu`` and
+        ``memory`` free then."""
+        sim = self.sim
+        if sim.tiers and sim.tier_of[t] != sim.tier_of[x]:
+            return bool(sim.tier_of[t] < sim.tier_of[x])
+        if rule is TargetRule.FIRST_FIT:  # pusher's order: fixed for the attempt, and only ``t`` differs
+            keys = sim.neg_requested
+            return (keys[t], t) < (keys[x], x)
+        if rule is TargetRule.BEST_FIT_MEMORY:
+            return (sim.free_mem[t], t) < (memory, x)
+        groups = sim.feasible(pod).groups
+        if rule is TargetRule.TIERED and groups is not None and len(groups) > 1:
+            order = self.cands.least_wanted_first(groups)
+            group, mine = self._group(t), self._group(x)
+            if group != mine:
+                return group not in order or mine not in order or order.index(group) < order.index(mine)
+        return (sim.free_cpu[t], t) < (cpu, x)
 
     def _reads(self, pod: Pod, t: int) -> bool:
         """Whether a search for ``pod`` may look at target ``t``: one it passes the static filters of, or one of their
@@ -528,6 +625,7 @@ class PassReplay:
             self.order.take(k, step.moves)
         for pod, idx in _other_moves(old, step.moves or ()):
             self.dirty.add(idx)
+            self.grown.pop(idx, None)
             self.changed.append(pod)
         if len(self.dirty) > DIFFER_MAX or len(self.changed) > DIFFER_MAX:
             self.diverged = True  # checking every step against that much costs more than searching it

@@ -42,7 +42,7 @@ from shared.model import PDB, Node, Pod
 from shared.movable import is_expendable, movability
 from shared.nodeaffinity import check_node_affinity
 from shared.nodestate import check_ready, check_unschedulable
-from shared.resources import check_resources
+from shared.resources import check_resources, exceeds_allocatable, requests_exceed
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches
 from shared.taints import check_taints
@@ -76,13 +76,15 @@ def waiting_pods(snapshot: ClusterSnapshot, config: Config) -> list[Pod]:
 
 
 def _node_level(pod: Pod, info: NodeInfo) -> bool:
-    """The filters that read the node alone (readiness, cordon, taints, node affinity): cheap, run first."""
+    """The filters that read the node alone (readiness, cordon, taints, node affinity, and a request beyond the
+    node's allocatable, such as a GPU on a node without any): cheap, run first."""
     node = info.node
     return (
         check_ready(node) is None
         and check_unschedulable(pod, node) is None
         and check_taints(pod, node) is None
         and check_node_affinity(pod, node) is None
+        and not exceeds_allocatable(pod, node)
     )
 
 
@@ -181,9 +183,19 @@ class _ByFreeCpu:
     def __init__(self, infos: Iterable[NodeInfo], free: Callable[[NodeInfo], int]) -> None:
         self.free = free
         self.order = sorted(infos, key=lambda info: (-free(info), info.name))
+        self._having: dict[tuple[tuple[str, int], ...], list[NodeInfo]] = {}
 
-    def with_cpu(self, cpu: int) -> Iterator[NodeInfo]:
-        for info in self.order:
+    def with_cpu(self, cpu: int, others: tuple[tuple[str, int], ...] = ()) -> Iterator[NodeInfo]:
+        """The nodes with ``cpu`` free, in order; with ``others`` (requests of other resources than cpu and memory),
+        only those whose allocatable has them (:func:`shared.resources.requests_exceed`: no other node takes the
+        pod, whatever runs there)."""
+        order = self.order
+        if others:
+            having = self._having.get(others)
+            if having is None:
+                having = self._having[others] = [i for i in order if not requests_exceed(others, i.node.allocatable)]
+            order = having
+        for info in order:
             if self.free(info) < cpu:
                 return
             yield info
@@ -254,19 +266,41 @@ def reserve(
     return waiting
 
 
-def _fitting(pod: Pod, nodes: _ByFreeCpu, cluster: _Cluster, switches: Switches) -> list[NodeInfo]:
-    """The nodes ``pod`` fits now: only those with its CPU free are looked at, memory next, then the node's own
-    filters, then all of them."""
+def _fitting(pod: Pod, nodes: _ByFreeCpu, cluster: _Cluster, switches: Switches) -> Iterator[NodeInfo]:
+    """The nodes ``pod`` fits now, most free CPU first: only those with its CPU free are looked at, memory next,
+    then the node's own filters, then all of them."""
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
     snapshot, node_level = cluster.snapshot, cluster.cache.node_level
-    return [
+    return (
         info
-        for info in nodes.with_cpu(cpu)
+        for info in nodes.with_cpu(cpu, _others(pod))
         if info.free("memory") >= memory
         and node_level(pod, info)
         and not check_resources(pod, info, switches=switches)
         and not fits(pod, info, snapshot, first_only=True, switches=switches)
-    ]
+    )
+
+
+def _others(pod: Pod) -> tuple[tuple[str, int], ...]:
+    """The pod's positive requests of other resources than cpu and memory, sorted."""
+    requests = pod.requests
+    if len(requests) <= 2 and all(name in ("cpu", "memory") for name in requests):
+        return ()
+    return tuple(sorted((n, v) for n, v in requests.items() if v > 0 and n not in ("cpu", "memory")))
+
+
+def _best(found: Iterator[NodeInfo]) -> NodeInfo | None:
+    """Of the nodes :func:`_fitting` yields, the one with the most free CPU, then memory (the first of equals): as
+    they come most free CPU first, the look ends at the first node with less CPU free than the best."""
+    best: NodeInfo | None = None
+    key = (0, 0)
+    for info in found:
+        mine = (info.free("cpu"), info.free("memory"))
+        if best is None or mine > key:
+            best, key = info, mine
+        elif mine[0] < key[0]:
+            break
+    return best
 
 
 def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) -> None:
@@ -277,22 +311,20 @@ def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) ->
     if sig in cluster.nowhere:
         return
     snapshot = cluster.snapshot
-    spot = _fitting(pod, cluster.spot, cluster, switches)
-    if spot:
-        best = max(spot, key=lambda info: (info.free("cpu"), info.free("memory")))
+    best = _best(_fitting(pod, cluster.spot, cluster, switches))
+    if best is not None:
         waiting.placed.append(snapshot.add_pod(pod, best.name))
         cluster.placed_on_spot()
         return
-    on_demand = _fitting(pod, cluster.on_demand, cluster, switches)
-    if on_demand:
-        best = max(on_demand, key=lambda info: (info.free("cpu"), info.free("memory")))
+    best = _best(_fitting(pod, cluster.on_demand, cluster, switches))
+    if best is not None:
         _hold(waiting, best.name, pod, "would be scheduled on this node at its next try")
         return
-    if _fitting(pod, cluster.other, cluster, switches):
+    if next(_fitting(pod, cluster.other, cluster, switches), None) is not None:
         return
     cluster.nowhere.add(sig)
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
-    for info in cluster.empty_room.with_cpu(cpu):
+    for info in cluster.empty_room.with_cpu(cpu, _others(pod)):
         if info.name in waiting.holds or info.allocatable("memory") < memory:
             continue  # a node already held stays held: the first pod in the queue's order is named
         if cluster.cache.fits_emptied(pod, info, cluster, switches):

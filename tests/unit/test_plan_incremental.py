@@ -32,6 +32,7 @@ from shared.config import Config, MovabilityConfig, WorthConfig
 from shared.model import PDB
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT
+from tests.support import fake_api
 from tests.support.cluster_gen import generate
 
 _KINDS = {
@@ -546,3 +547,107 @@ def test_the_waiting_pods_cache_forgets_the_nodes_gone() -> None:
     cache.begin(config, snapshot.pdbs, CURRENT, [name for name in snapshot.nodes if name != gone])
     assert gone not in cache._kept and gone not in cache._level
     assert len(cache._kept) == len(snapshot.nodes) - 1
+
+
+# --- a misfit kept although a target's room grew --------------------------------------------------------------
+
+
+def _small(spot: dict[str, tuple[str, str, str]], pods: list[tuple[str, str, str, str]]) -> ClusterState:
+    """A ClusterState of spot nodes (name -> cpu, memory, pod slots), one on-demand node ``od`` and ``pods`` (name,
+    node, cpu, memory), each pod its own workload."""
+    state = ClusterState()
+    for name, (cpu, memory, slots) in spot.items():
+        item = fake_api.node(name, spot=True, cpu=cpu)
+        item["status"]["allocatable"].update(memory=memory, pods=slots)
+        state.apply(NODES, "ADDED", item)
+    state.apply(NODES, "ADDED", fake_api.node("od", cpu="8", labels={"karpenter.sh/capacity-type": "on-demand"}))
+    for name, node, cpu, memory in pods:
+        item = fake_api.pod(name, node, app=name, owner=f"rs-{name}", cpu=cpu)
+        item["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+        state.apply(PODS, "ADDED", item)
+    state.synced.update(k.name for k in _KINDS.values())
+    return state
+
+
+def _after(
+    state: ClusterState, event: str, pod: dict[str, Any], strategy: Strategy
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The plan of ``strategy`` alone made with a cache kept from the plan before the watch ``event`` of ``pod``, and
+    the plan from scratch, as JSON."""
+    config, cache = Config(), PlanCache()
+    _planned(state.snapshot(), config, cache, (strategy,))
+    state.apply(PODS, event, pod)
+    snapshot = state.snapshot()
+    return json.loads(_planned(snapshot, config, cache, (strategy,))), json.loads(
+        _planned(snapshot, config, None, (strategy,))
+    )
+
+
+def test_a_misfit_under_pushers_order_is_searched_again_when_a_full_target_gets_a_pod_slot() -> None:
+    """Pusher's order counts a target without a pod slot as such before its CPU: ``a`` had none when ``od``'s pod
+    was turned away, and is short of its CPU once a pod is gone, so the FitError's counts are not those recorded."""
+    first_fit = Strategy("first-fit", NodeOrder.REQUESTED_CPU, PodOrder.CPU, TargetRule.FIRST_FIT, retry=False)
+    state = _small(
+        {"a": ("4", "8Gi", "2"), "b": ("4", "8Gi", "110")},
+        [
+            ("a1", "a", "100m", "64Mi"),
+            ("a2", "a", "100m", "64Mi"),
+            ("b1", "b", "3000m", "64Mi"),
+            ("p", "od", "3950m", "64Mi"),
+        ],
+    )
+    cached, fresh = _after(state, "DELETED", fake_api.pod("a1"), first_fit)
+    assert cached == fresh
+    assert fresh["reasons"]["od"]["detail"] == "0/2 spot nodes are available: 2 Insufficient cpu"
+
+
+def test_a_misfit_under_least_free_cpu_is_searched_again_when_a_target_is_now_short_of_memory_only() -> None:
+    """Least free CPU counts a target short of the pod's CPU as such first: ``a`` was, and once a pod is gone it has
+    the CPU but not the memory, so the FitError's counts are not those recorded."""
+    best_fit = Strategy("best-fit", NodeOrder.SIZE, PodOrder.SIZE, TargetRule.BEST_FIT, retry=False)
+    state = _small(
+        {"a": ("4", "8Gi", "110"), "b": ("4", "8Gi", "110")},
+        [
+            ("a1", "a", "3000m", "1Gi"),
+            ("a2", "a", "600m", "6656Mi"),
+            ("b1", "b", "3000m", "4608Mi"),
+            ("p", "od", "1000m", "4Gi"),
+        ],
+    )
+    cached, fresh = _after(state, "DELETED", fake_api.pod("a1"), best_fit)
+    assert cached == fresh
+    assert fresh["reasons"]["od"]["detail"] == "0/2 spot nodes are available: 2 Insufficient memory"
+
+
+def test_a_misfit_is_searched_again_when_a_pod_placed_before_the_one_turned_away_would_now_go_elsewhere() -> None:
+    """By memory, ``q1`` went to ``x`` first and left too little CPU there for ``q2``; once ``a`` lost a pod it comes
+    before ``x`` for ``q1`` by least free CPU, and ``q2`` fits ``x``: the node is drained, though ``q2`` itself is
+    still short of CPU on ``a``."""
+    by_memory_order = Strategy("by-memory", NodeOrder.SIZE, PodOrder.MEMORY, TargetRule.BEST_FIT, retry=False)
+    state = _small(
+        {"a": ("4", "8Gi", "110"), "x": ("4", "8Gi", "110"), "y": ("4", "8Gi", "110")},
+        [
+            ("a1", "a", "2500m", "64Mi"),
+            ("a2", "a", "1200m", "64Mi"),
+            ("x1", "x", "1500m", "64Mi"),
+            ("y1", "y", "3100m", "64Mi"),
+            ("q1", "od", "1000m", "3Gi"),
+            ("q2", "od", "2200m", "1Gi"),
+        ],
+    )
+    cached, fresh = _after(state, "DELETED", fake_api.pod("a2"), by_memory_order)
+    assert cached == fresh
+    assert sorted((m["pod"], m["to"]) for m in fresh["moves"]) == [("default/q1", "a"), ("default/q2", "x")]
+
+
+def test_a_misfit_is_searched_again_when_a_target_took_a_pod() -> None:
+    """A target that took a pod is not one whose room only grew: ``a`` was short of ``p``'s memory and is now short of
+    its CPU, so the FitError's counts are not those recorded."""
+    best_fit = Strategy("best-fit", NodeOrder.SIZE, PodOrder.SIZE, TargetRule.BEST_FIT, retry=False)
+    state = _small(
+        {"a": ("4", "8Gi", "110"), "b": ("4", "8Gi", "110")},
+        [("a1", "a", "600m", "6Gi"), ("b1", "b", "3000m", "4608Mi"), ("p", "od", "1000m", "4Gi")],
+    )
+    cached, fresh = _after(state, "ADDED", fake_api.pod("a2", "a", app="a2", owner="rs-a2", cpu="3000m"), best_fit)
+    assert cached == fresh
+    assert fresh["reasons"]["od"]["detail"] == "0/2 spot nodes are available: 1 Insufficient cpu, 1 Insufficient memory"
