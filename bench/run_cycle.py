@@ -18,7 +18,8 @@ cycle, as :func:`rescheduler.run.default_planner` keeps it: what was derived fro
 node holds the same ``Pod`` objects (the state keeps them until a watch event replaces one). The first timed cycle
 starts with an empty cache; ``--no-cache`` plans every cycle from scratch. With ``--change``, one untimed cycle
 fills the cache first and a change goes through the watch path before each timed cycle (``pod``: one pod replaced
-by its controller on its node; ``node``: one node's annotations changed; ``none``: nothing, the idle cycle).
+by its controller on its node; ``pod-gone``: one pod deleted; ``node``: one node's annotations changed;
+``node-label``: one node's label that no pod reads set; ``none``: nothing, the idle cycle).
 ``--profile FILE`` writes a cProfile of the timed cycles. The state's snapshot is a copy of
 NodeInfos maintained event by event, not a rebuild.
 
@@ -100,12 +101,14 @@ class Changes:
     """The change ``--change`` applies between two timed cycles, through :meth:`ClusterState.apply` (the watch path).
 
     ``pod``: one pod replaced by its controller on the same node (``DELETED``, then ``ADDED`` under a fresh name
-    and UID), a different node each time. ``node``: one on-demand node's labels changed (``MODIFIED``: one node's
-    fields, its pods the same). ``none``: nothing changes (the idle cycle)."""
+    and UID), a different node each time. ``pod-gone``: one pod deleted (its node has that much more room).
+    ``node``: one node's annotations changed (``MODIFIED``: the node's own fields, its pods the same).
+    ``node-label``: one node's label ``bench.spotshift.io/team`` set (no pod reads it). ``none``: nothing changes
+    (the idle cycle)."""
 
     def __init__(self, state: ClusterState, kind: str, sample: dict[str, list[dict[str, Any]]]) -> None:
         self.state, self.kind, self.done = state, kind, 0
-        self.items = sample.get("Pod" if kind == "pod" else "Node", [])
+        self.items = sample.get("Node" if kind.startswith("node") else "Pod", [])
 
     def apply(self) -> None:
         """One change (none for ``none``)."""
@@ -116,20 +119,26 @@ class Changes:
         old = self.items[at]
         new = self.items[at] = copy.deepcopy(old)
         meta = new["metadata"]
+        if self.kind == "pod-gone":
+            self.state.apply(PODS, "DELETED", self.items.pop(at))
+            return
         if self.kind == "pod":
             meta["name"] = f"{meta['name']}-r{self.done}"
             meta["uid"] = f"{meta.get('uid', '')}-r{self.done}"
             self.state.apply(PODS, "DELETED", old)
             self.state.apply(PODS, "ADDED", new)
         else:
-            meta.setdefault("annotations", {})["bench.spotshift.io/touched"] = str(self.done)
+            touched = "labels" if self.kind == "node-label" else "annotations"
+            key = "bench.spotshift.io/team" if self.kind == "node-label" else "bench.spotshift.io/touched"
+            meta.setdefault(touched, {})[key] = str(self.done)
             self.state.apply(NODES, "MODIFIED", new)
 
 
 def one_cycle(
     state: ClusterState, config: Config, budget: float | None, cache: PlanCache | None = None
-) -> tuple[int, int, int]:
-    """What the run loop does each interval before it touches the API: (pending, planned, chosen).
+) -> tuple[int, int, int, tuple[str, ...]]:
+    """What the run loop does each interval before it touches the API: (pending, planned, chosen, the packing
+    strategies that ran).
 
     The generator leaves a few pods it could not place Pending/Unschedulable: the planner places them first
     (:mod:`rescheduler.plan.waiting`), as the loop does. The figure is the cost of the full path: snapshot, gate,
@@ -141,7 +150,7 @@ def one_cycle(
     g = gate(snapshot, config, now=time.time())
     planned = plan_nodes(snapshot, config, time_budget=budget, clock=time.monotonic, cache=cache, exclude=g.excluded)
     decision = decide(snapshot, planned, config, excluded=g.excluded)
-    return len(pending), len(planned.drains), len(decision.drains)
+    return len(pending), len(planned.drains), len(decision.drains), planned.plan.summary.strategies_tried
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,9 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--change",
-        choices=("pod", "node", "none"),
+        choices=("pod", "pod-gone", "node", "node-label", "none"),
         help="after one untimed cycle, apply this change before each timed one: a pod replaced by its controller "
-        "(pod), a node's annotations changed (node), nothing (none: the idle cycle); default: no untimed cycle, "
+        "(pod), a pod deleted (pod-gone), a node's annotations changed (node), a node's label no pod reads set "
+        "(node-label), nothing (none: the idle cycle); "
+        "default: no untimed cycle, "
         "nothing changed",
     )
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the timed cycles to FILE")
@@ -191,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = cProfile.Profile() if args.profile else None
     cpu: list[float] = []
     wall: list[float] = []
-    result = (0, 0, 0)
+    result: tuple[int, int, int, tuple[str, ...]] = (0, 0, 0, ())
     for _ in range(args.runs):
         changes.apply()
         c0, w0 = time.process_time(), time.perf_counter()
@@ -207,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     median = statistics.median(cpu)
     print(
         f"unschedulable pods: {result[0]} (planned first); "
-        f"plan: {result[1]} nodes can be emptied; decision: {result[2]} pass the cached pre-checks"
+        f"plan: {result[1]} nodes can be emptied; decision: {result[2]} pass the cached pre-checks; "
+        f"strategies (last cycle): {', '.join(result[3])}"
     )
     print("cycle CPU seconds: " + ", ".join(f"{c:.3f}" for c in cpu) + f" (wall {statistics.median(wall):.3f} s)")
     print(f"median cycle CPU: {median:.3f} s (limit {args.limit:.1f} s)")

@@ -40,16 +40,18 @@ Older releases (:mod:`shared.switches`) were stricter on over-committed nodes:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from shared.fit_reasons import ERR_INSUFFICIENT, ERR_TOO_MANY_PODS, InsufficientResource
-from shared.model import Pod
+from shared.model import Node, Pod
 from shared.names import is_qualified_name
 from shared.snapshot import NodeInfo
 from shared.switches import CURRENT, Switches
 
 __all__ = [
     "check_resources",
+    "exceeds_allocatable",
+    "requests_exceed",
     "requests_anything",
     "is_scalar_resource",
     "is_extended_resource",
@@ -110,6 +112,17 @@ def _ignored(name: str, ignored: frozenset[str], ignored_groups: frozenset[str])
     if not (ignored or ignored_groups) or not is_extended_resource(name):
         return False
     return name in ignored or name.split("/", 1)[0] in ignored_groups
+
+
+def exceeds_allocatable(pod: Pod, node: Node) -> bool:
+    """Whether one of ``pod``'s positive requests of a checked resource exceeds ``node``'s allocatable: then
+    :func:`check_resources` (with nothing ignored) fails on that node whatever runs there."""
+    return requests_exceed(pod.requests.items(), node.allocatable)
+
+
+def requests_exceed(requests: Iterable[tuple[str, int]], allocatable: Mapping[str, int]) -> bool:
+    """:func:`exceeds_allocatable` for some of a pod's ``requests``."""
+    return any(want > 0 and _checked(name) and want > allocatable.get(name, 0) for name, want in requests)
 
 
 def check_resources(

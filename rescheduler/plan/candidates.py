@@ -13,7 +13,9 @@ is decided for each plan (:attr:`Candidate.budgets`), not kept between cycles.
 
 Between the run loop's cycles, a :class:`PlanCache` keeps what was derived from each node's pods while the
 node holds the very same ``Pod`` objects (the watch-backed state keeps them until an event replaces one),
-so a cycle re-derives only what changed; a plan is the same with or without it.
+so a cycle re-derives only what changed; it also keeps the last plan, handed out again while nothing it is made from
+changed (:mod:`rescheduler.plan.last_plan`), and the last plan's packing passes, replayed where a change did not
+touch them (:mod:`rescheduler.plan.replay`). A plan is the same with or without it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rescheduler.plan.gate import RULE_KINDS, hold_candidates
+from rescheduler.plan.last_plan import LastPlan
+from rescheduler.plan.replay import Replays
 from rescheduler.plan.simulation import Simulation
 from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
@@ -161,6 +165,10 @@ class PlanCache:
         self.pdb_index: PdbIndex | None = None
         self.emptied = EmptiedCache()
         """The on-demand nodes as they would be emptied, for the pods waiting for a node (:mod:`.waiting`)."""
+        self.last: LastPlan[object] = LastPlan()
+        """The last plan made with this cache, while nothing it is made from changed (:mod:`.last_plan`)."""
+        self.replays = Replays()
+        """The last plan's packing passes, replayed where nothing they read changed (:mod:`.replay`)."""
         self._aside: PlanCache | None = None
 
     def aside(self) -> PlanCache:

@@ -14,10 +14,12 @@ import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from rescheduler.plan.budgets import Ledger, budget_rule, count_conflicts, dynamic_order, workload_shares
 from rescheduler.plan.candidates import Candidate, Candidates
+from rescheduler.plan.replay import Attempt, Replays
 from rescheduler.plan.simulation import FullestFirst, Placed, Simulation, Skip
 from rescheduler.plan.stay_reasons import HELD_BACK_REASON, NO_SPOT_NODES_TEXT, Kind, StayReason
 from rescheduler.plan.strategies import RETRIES, NodeOrder, PodOrder, Strategy, TargetRule
@@ -59,6 +61,8 @@ class Planner:
         self.cands = cands
         self.rule = budget_rule(cands.pdbs, sim.config.rescheduler.pdb_rule)
         self.search_left = search_steps
+        self.replays: Replays | None = None
+        """The plan cache's record of the last plan's passes, replayed where nothing they read changed."""
         self.shares = workload_shares(cands)
         count_conflicts(cands, self.rule)
 
@@ -75,27 +79,21 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
     result = Result(strategy, held=held)
     ledger = planner.ledger()
     applied: list[Placed] = []  # of committed nodes
+    replays = planner.replays if restore and not sim.verify else None
+    steps = replays.replay(strategy, held, sim, planner.cands) if replays is not None else None
     try:
         for w in _node_order(planner, strategy.node_order, ledger, held):
             name = w.name
-            if w.blocker is not None:
-                result.undrainable[name] = w.blocker
-                continue
-            if name in held:
-                result.undrainable[name] = HELD_BACK_REASON
-                continue
-            why = ledger.refusal(w)
+            why = w.blocker
+            if why is None and name in held:
+                why = HELD_BACK_REASON
+            if why is None:
+                why = ledger.refusal(w)
             if why is None:
                 why = capacity(sim, w)
             if why is None:
-                moved, why = place(planner, w, strategy.target, strategy.pod_order)
-                if why is not None and strategy.retry:
-                    # The usual rule left the room too fragmented for this node: other rules may not.
-                    for target, pod_order in RETRIES:
-                        again, still = place(planner, w, target, pod_order)
-                        if still is None:
-                            moved, why = again, None
-                            break
+                search = partial(_place_all, planner, w, strategy)
+                moved, why = steps.search(w, search) if steps is not None else search()[:2]
                 if why is None:
                     applied.extend(moved)
                     for original, _, idx in moved:
@@ -103,6 +101,8 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
                     ledger.commit(w)
                     result.drained.append(name)
                     continue
+            elif steps is not None:
+                steps.skipped(w)
             result.undrainable[name] = why
     except BaseException:
         sim.undo_all(applied)
@@ -110,6 +110,22 @@ def run(planner: Planner, strategy: Strategy, held: frozenset[str] = frozenset()
     if restore:
         sim.undo_all(applied)
     return result
+
+
+def _place_all(
+    planner: Planner, w: Candidate, strategy: Strategy
+) -> tuple[list[Placed], StayReason | None, bool, tuple[Attempt, ...]]:
+    """:func:`place` by the strategy's rule, then by the rules of :data:`RETRIES` while the node's pods do not fit;
+    whether the strategy's own rule placed them, and the attempts that failed (:class:`Attempt`), in order."""
+    tried: list[Attempt] = []
+    moved, why = place(planner, w, strategy.target, strategy.pod_order, tried)
+    if why is not None and strategy.retry:
+        # The usual rule left the room too fragmented for this node: other rules may not.
+        for target, pod_order in RETRIES:
+            again, still = place(planner, w, target, pod_order, tried)
+            if still is None:
+                return again, None, False, tuple(tried)
+    return moved, why, True, tuple(tried)
 
 
 def _size(w: Candidate) -> float:
@@ -169,20 +185,26 @@ def sorted_pods(sim: Simulation, pods: Iterable[Pod], order: PodOrder) -> list[P
 
 
 def place(
-    planner: Planner, w: Candidate, target: TargetRule, pod_order: PodOrder
+    planner: Planner, w: Candidate, target: TargetRule, pod_order: PodOrder, tried: list[Attempt] | None = None
 ) -> tuple[list[Placed], StayReason | None]:
-    """Place every movable pod of ``w`` (applied), or none (undone) and why the first misfit failed."""
+    """Place every movable pod of ``w`` (applied), or none (undone) and why the first misfit failed; a failed
+    attempt is added to ``tried``."""
     sim = planner.sim
     pods = sorted_pods(sim, w.movable, pod_order)
     order = sim.fullest_first() if target is TargetRule.FIRST_FIT else None
     moved: list[Placed] = []
+    room: list[tuple[int, int]] = []  # each target's free cpu and memory when it was chosen
     for pod in pods:
         why: Counter[str] = Counter()
         idx = choose(planner, pod, target, order, why)
         if idx is None:
+            if tried is not None:
+                placed = tuple((p, i, *r) for (p, _, i), r in zip(moved, room, strict=True))
+                tried.append(Attempt(target, placed, pod))
             sim.undo_all(moved)
             why.update(sim.feasible(pod).why_not)
             return [], fit_error(pod, len(sim.targets), why)
+        room.append((sim.free_cpu[idx], sim.free_mem[idx]))
         moved.append((pod, sim.apply(pod, idx), idx))
     return moved, None
 

@@ -40,6 +40,7 @@ from dataclasses import replace
 from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.gate import budget_cut, window_text
+from rescheduler.plan.last_plan import inputs_of
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.records import DisruptionBudget, Move, Plan, Summary, top_reasons
 from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL
@@ -108,13 +109,16 @@ def plan(
     :data:`~rescheduler.plan.search.IMPROVE_MAX_CANDIDATES` drainable candidates.
 
     With ``time_budget`` (seconds, read on ``clock``, which is then required), strategies after the first
-    are skipped once the budget would be exceeded, judging by the slowest pass so far, and the improvement
-    step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always runs, so a
-    plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
+    are skipped once the budget would be exceeded, judging by the slowest pass so far (and, for a pass the cache has
+    no record of to replay, by what it took when it last had none: :meth:`~rescheduler.plan.replay.Replays.alone`),
+    and the improvement step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always
+    runs, so a plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
     ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
     ``summary.verify_rejections`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
     kept by the caller from one call to the next (the run loop's cycles), spares re-deriving what depends only on
-    pods that did not change; the plan is the same with or without.
+    pods that did not change, hands out its last plan again when nothing the plan is made from changed
+    (:mod:`rescheduler.plan.last_plan`; not with a ``stay_of``) and replays the last plan's packing passes where the
+    change did not touch them (:mod:`rescheduler.plan.replay`); the plan is the same with or without.
     ``switches`` are the rules of the cluster's kube-scheduler release (:mod:`shared.switches`; default: the
     current scheduler's). ``exclude`` maps on-demand nodes the caller will not drain now (backing off,
     marked, cordoned) to the reason: they are not candidates, so the PodDisruptionBudget allowances and spot
@@ -132,6 +136,30 @@ def plan(
         raise ValueError("plan: a time_budget needs the clock to measure it by")
     config = config if config is not None else Config()
     search = _Search(strategies, verify, time_budget, clock, improve, cache, switches, now, passes, stay_of)
+    if cache is None or stay_of is not None:
+        return _planned(snapshot, config, search, exclude)
+    return _last_or_planned(snapshot, config, search, cache, exclude)
+
+
+def _last_or_planned(
+    snapshot: ClusterSnapshot, config: Config, search: _Search, cache: PlanCache, exclude: Mapping[str, str] | None
+) -> Plan:
+    """The cache's last plan if nothing it was made from changed (:mod:`rescheduler.plan.last_plan`), else
+    :func:`_planned`, kept as the last plan."""
+    settings = (search.strategies, search.verify, search.time_budget, search.improve, search.switches)
+    inputs = inputs_of(snapshot, config, settings, exclude, search.now)
+    kept = cache.last.get(inputs)
+    if isinstance(kept, Plan):
+        return kept
+    cache.last.forget()
+    result = _planned(snapshot, config, search, exclude)
+    cache.last.put(inputs, result)
+    return result
+
+
+def _planned(snapshot: ClusterSnapshot, config: Config, search: _Search, exclude: Mapping[str, str] | None) -> Plan:
+    """:func:`plan`'s work, every time."""
+    switches = search.switches
     waiting = reserve(snapshot, config, exclude=exclude, switches=switches, cache=search.cache.emptied)
     held: dict[str, str | StayReason] = {**(exclude or {}), **waiting.holds}
     try:
@@ -199,6 +227,9 @@ class _Search:
             cands = Candidates(sim, self.cache, exclude, now)
             not_worth = _hold_not_worth(sim, cands, stay_of)
             planner = Planner(sim, cands, search_steps=SEARCH_TOTAL)
+            if not self.verify:
+                planner.replays = self.cache.replays
+                planner.replays.begin(sim, config, self.switches)
             strategies = self.strategies
             if strategies is None:
                 large = planner.cands.open_count() > IMPROVE_MAX_CANDIDATES
@@ -227,14 +258,19 @@ class _Search:
                     best = result
             left = ()
         slowest = 0.0
+        replays = planner.replays
         for strategy in left:
             before = clock() if clock is not None else 0.0
-            over = budget is not None and before - started + slowest > budget
+            # A pass with no record to replay costs what it cost when it last had none, however fast replays were.
+            alone = replays.alone(strategy.name) if replays is not None else None
+            over = budget is not None and before - started + max(slowest, alone or 0.0) > budget
             if best is not None and over and strategy is not PUSHER:
                 continue  # pusher's order always runs: the budget never makes the plan worse than it
             result = run(planner, strategy)
             if clock is not None:
                 slowest = max(slowest, clock() - before)
+                if replays is not None and alone is not None:
+                    replays.took[strategy.name] = clock() - before
             ran.append(strategy.name)
             if result.better_than(best):
                 best = result

@@ -108,6 +108,11 @@ class TopologyIndex:
         self._by_namespace: dict[str, list[int]] | None = None
         self._eligible: dict[Hashable, Domains] = {}
         self._ns_selector_cache: dict[tuple[frozenset[str], LabelSelector], tuple[str, ...]] = {}
+        self._counted: dict[tuple[int | None, int, int, int, int], tuple[Pod, LabelSelector, Domains, dict[str, int]]]
+        self._counted = {}
+        """Spread counts (:meth:`_spread_counts`) since the last move: a pod's search asks for the same counts at
+        every target it looks at. Keyed by the pid, the ids of the pod, selector and domains (kept with the counts,
+        so the ids stay theirs) and the constraint's position."""
         memo.trim(len(self.postings), len(self.anti_terms))
 
     def _index_blocks(self, infos: list[NodeInfo], parts: list[NodePart], memo: TopologyMemo) -> None:
@@ -158,6 +163,7 @@ class TopologyIndex:
         """Record that pod ``pid`` now runs on ``to`` as ``new_obj`` (labels and terms unchanged)."""
         self.loc[pid] = to
         self.pid_of[id(new_obj)] = pid
+        self._counted.clear()
 
     def pid(self, pod: Pod) -> int:
         """The pod's id: from its node's block for a pod indexed up front, else assigned on first use (the
@@ -172,6 +178,7 @@ class TopologyIndex:
                 pid = self.pid_of[id(pod)] = hit[0] + off
                 return pid
         pid = len(self.pods)
+        self._counted.clear()
         self.pods.append(pod)
         self.loc.append(self.snapshot[pod.node_name])
         self.pid_of[id(pod)] = pid
@@ -339,6 +346,10 @@ class TopologyIndex:
         counts: dict[str, int] = {}
         if selector is None:  # matches no pod (counts_toward); an empty selector here matches every pod
             return counts
+        key = (pid, id(pod), id(selector), id(domains), i)
+        kept = self._counted.get(key)
+        if kept is not None and kept[0] is pod and kept[1] is selector and kept[2] is domains:
+            return kept[3]
         of_node = domains.of_node
         pods = self.pods
         loc = self.loc
@@ -351,4 +362,5 @@ class TopologyIndex:
             v = values[i]
             if v is not None and counts_toward(pods[cand], pod, selector):
                 counts[v] = counts.get(v, 0) + 1
+        self._counted[key] = (pod, selector, domains, counts)
         return counts

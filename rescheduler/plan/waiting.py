@@ -30,7 +30,7 @@ filter passes over the nodes per pod); the others would get room only after thos
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rescheduler.plan.safety import unschedulable_pods
@@ -38,11 +38,11 @@ from rescheduler.plan.stay_reasons import Kind, StayReason
 from shared.classes import classifier, reclaim_reason
 from shared.config import Config
 from shared.fit import fits
-from shared.model import PDB, Pod
+from shared.model import PDB, Node, Pod
 from shared.movable import is_expendable, movability
 from shared.nodeaffinity import check_node_affinity
 from shared.nodestate import check_ready, check_unschedulable
-from shared.resources import check_resources
+from shared.resources import check_resources, exceeds_allocatable, requests_exceed
 from shared.snapshot import ClusterSnapshot, NodeInfo
 from shared.switches import CURRENT, Switches
 from shared.taints import check_taints
@@ -76,44 +76,105 @@ def waiting_pods(snapshot: ClusterSnapshot, config: Config) -> list[Pod]:
 
 
 def _node_level(pod: Pod, info: NodeInfo) -> bool:
-    """The filters that read the node alone (readiness, cordon, taints, node affinity): cheap, run first."""
+    """The filters that read the node alone (readiness, cordon, taints, node affinity, and a request beyond the
+    node's allocatable, such as a GPU on a node without any): cheap, run first."""
     node = info.node
     return (
         check_ready(node) is None
         and check_unschedulable(pod, node) is None
         and check_taints(pod, node) is None
         and check_node_affinity(pod, node) is None
+        and not exceeds_allocatable(pod, node)
     )
 
 
+ANSWERS_KEPT = 4 * WAITING_LIMIT
+"""At most this many waiting pods' answers are kept per node (the pods that stopped waiting go when it is full)."""
+
+
 class EmptiedCache:
-    """Per on-demand node, the node as it would be with its movable pods gone, kept from one cycle to the next
-    while the node holds the very same ``Pod`` objects (the watch-backed state hands each cycle the previous one's
-    objects until an event replaces one) and the configuration and the PodDisruptionBudgets' selection are the
-    same (movability reads both)."""
+    """What the waiting pods' judgments read of each node alone, kept from one cycle to the next: the watch-backed
+    state hands each cycle the previous one's ``Node`` and ``Pod`` objects until an event replaces one.
+
+    Per on-demand node, the node as it would be with its movable pods gone, while the node is the same ``Node``
+    object holding the very same ``Pod`` objects and the configuration and the PodDisruptionBudgets' selection are
+    the same (movability reads both); per node and waiting pod (the same objects), whether the pod passes the node's
+    own filters (:func:`_node_level`), and whether it fits the emptied node (:func:`_fits_emptied`), under the same
+    kube-scheduler rules. Nodes absent from a cycle are forgotten."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[tuple[Pod, ...], NodeInfo | None]] = {}
+        self._kept: dict[str, tuple[Node, tuple[Pod, ...], NodeInfo | None, dict[int, tuple[Pod, bool]]]] = {}
+        self._level: dict[str, tuple[Node, dict[int, tuple[Pod, bool]]]] = {}
         self._config: Config | None = None
         self._pdbs: tuple[object, ...] = ()
+        self._switches: Switches | None = None
+        self._checked: set[str] = set()
+        """The on-demand nodes whose entry was checked against the snapshot in this cycle (their pods do not change
+        while the waiting pods are judged: only spot nodes get pods placed)."""
 
-    def begin(self, config: Config, pdbs: Sequence[PDB]) -> None:
-        """Forget everything when the configuration or the budgets' selection changed."""
+    def begin(self, config: Config, pdbs: Sequence[PDB], switches: Switches, nodes: Collection[str]) -> None:
+        """Forget everything when the configuration, the budgets' selection or the rules changed, and the nodes
+        that are gone."""
         sig = tuple((b.namespace, b.name, b.selector) for b in pdbs)
-        if config != self._config or sig != self._pdbs:
+        if config != self._config or sig != self._pdbs or switches != self._switches:
             self._kept.clear()
-            self._config, self._pdbs = config, sig
+            self._level.clear()
+            self._config, self._pdbs, self._switches = config, sig, switches
+        for kept in (self._kept, self._level):
+            for name in [name for name in kept if name not in nodes]:
+                del kept[name]
+        self._checked = set()
+
+    def _entry(
+        self, info: NodeInfo, config: Config, pdbs: Sequence[PDB]
+    ) -> tuple[Node, tuple[Pod, ...], NodeInfo | None, dict[int, tuple[Pod, bool]]]:
+        name = info.name
+        kept = self._kept.get(name)
+        if kept is not None and name in self._checked:
+            return kept
+        self._checked.add(name)
+        pods = info.pods
+        if kept is not None and kept[0] is info.node and _same(kept[1], pods):
+            return kept
+        staying = [p for p in pods if not movability(p, config, pdbs).moves]
+        emptied = NodeInfo(info.node, staying) if len(staying) < len(pods) else None
+        kept = self._kept[name] = (info.node, tuple(pods), emptied, {})
+        return kept
 
     def emptied(self, info: NodeInfo, config: Config, pdbs: Sequence[PDB]) -> NodeInfo | None:
         """``info`` with its movable pods gone (``None``: it has none)."""
-        kept = self._kept.get(info.name)
-        pods = info.pods
-        if kept is not None and len(kept[0]) == len(pods) and all(map(operator.is_, kept[0], pods)):
-            return kept[1]
-        staying = [p for p in pods if not movability(p, config, pdbs).moves]
-        emptied = NodeInfo(info.node, staying) if len(staying) < len(pods) else None
-        self._kept[info.name] = (tuple(pods), emptied)
-        return emptied
+        return self._entry(info, config, pdbs)[2]
+
+    def fits_emptied(self, pod: Pod, info: NodeInfo, cluster: _Cluster, switches: Switches) -> bool:
+        """:func:`_node_level` and :func:`_fits_emptied` of ``pod`` on ``info``, kept with the node's entry."""
+        answers = self._entry(info, cluster.config, cluster.snapshot.pdbs)[3]
+        seen = answers.get(id(pod))
+        if seen is not None and seen[0] is pod:
+            return seen[1]
+        fits = self.node_level(pod, info) and _fits_emptied(pod, info, cluster, switches)
+        if len(answers) >= ANSWERS_KEPT:
+            answers.clear()
+        answers[id(pod)] = (pod, fits)  # the pod is kept with its answer: its id is not reused meanwhile
+        return fits
+
+    def node_level(self, pod: Pod, info: NodeInfo) -> bool:
+        """:func:`_node_level`, kept per node (the same ``Node`` object) and pod."""
+        kept = self._level.get(info.name)
+        if kept is None or kept[0] is not info.node:
+            kept = self._level[info.name] = (info.node, {})
+        answers = kept[1]
+        seen = answers.get(id(pod))
+        if seen is not None and seen[0] is pod:
+            return seen[1]
+        ok = _node_level(pod, info)
+        if len(answers) >= ANSWERS_KEPT:
+            answers.clear()
+        answers[id(pod)] = (pod, ok)
+        return ok
+
+
+def _same(kept: Sequence[Pod], now: Sequence[Pod]) -> bool:
+    return len(kept) == len(now) and all(map(operator.is_, kept, now))
 
 
 class _ByFreeCpu:
@@ -122,9 +183,19 @@ class _ByFreeCpu:
     def __init__(self, infos: Iterable[NodeInfo], free: Callable[[NodeInfo], int]) -> None:
         self.free = free
         self.order = sorted(infos, key=lambda info: (-free(info), info.name))
+        self._having: dict[tuple[tuple[str, int], ...], list[NodeInfo]] = {}
 
-    def with_cpu(self, cpu: int) -> Iterator[NodeInfo]:
-        for info in self.order:
+    def with_cpu(self, cpu: int, others: tuple[tuple[str, int], ...] = ()) -> Iterator[NodeInfo]:
+        """The nodes with ``cpu`` free, in order; with ``others`` (requests of other resources than cpu and memory),
+        only those whose allocatable has them (:func:`shared.resources.requests_exceed`: no other node takes the
+        pod, whatever runs there)."""
+        order = self.order
+        if others:
+            having = self._having.get(others)
+            if having is None:
+                having = self._having[others] = [i for i in order if not requests_exceed(others, i.node.allocatable)]
+            order = having
+        for info in order:
             if self.free(info) < cpu:
                 return
             yield info
@@ -134,10 +205,15 @@ class _Cluster:
     """The snapshot's nodes by class, as the waiting pods are judged against them."""
 
     def __init__(
-        self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, object], cache: EmptiedCache
+        self,
+        snapshot: ClusterSnapshot,
+        config: Config,
+        exclude: Mapping[str, object],
+        cache: EmptiedCache,
+        switches: Switches,
     ) -> None:
         self.snapshot, self.config, self.cache = snapshot, config, cache
-        cache.begin(config, snapshot.pdbs)
+        cache.begin(config, snapshot.pdbs, switches, snapshot.nodes)
         c = classifier(config.node_classes)
         spot: list[NodeInfo] = []
         on_demand: list[NodeInfo] = []
@@ -183,25 +259,48 @@ def reserve(
     waiting = Waiting(tuple(pods))
     if not pods:
         return waiting
-    cluster = _Cluster(snapshot, config, exclude or {}, cache if cache is not None else EmptiedCache())
+    cluster = _Cluster(snapshot, config, exclude or {}, cache if cache is not None else EmptiedCache(), switches)
     waiting.unjudged = max(0, len(pods) - WAITING_LIMIT)
     for pod in pods[:WAITING_LIMIT]:
         _judge(pod, cluster, switches, waiting)
     return waiting
 
 
-def _fitting(pod: Pod, nodes: _ByFreeCpu, snapshot: ClusterSnapshot, switches: Switches) -> list[NodeInfo]:
-    """The nodes ``pod`` fits now: only those with its CPU free are looked at, memory next, then the node's own
-    filters, then all of them."""
+def _fitting(pod: Pod, nodes: _ByFreeCpu, cluster: _Cluster, switches: Switches) -> Iterator[NodeInfo]:
+    """The nodes ``pod`` fits now, most free CPU first: only those with its CPU free are looked at, memory next,
+    then the node's own filters, then all of them."""
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
-    return [
+    snapshot, node_level = cluster.snapshot, cluster.cache.node_level
+    return (
         info
-        for info in nodes.with_cpu(cpu)
+        for info in nodes.with_cpu(cpu, _others(pod))
         if info.free("memory") >= memory
-        and _node_level(pod, info)
+        and node_level(pod, info)
         and not check_resources(pod, info, switches=switches)
         and not fits(pod, info, snapshot, first_only=True, switches=switches)
-    ]
+    )
+
+
+def _others(pod: Pod) -> tuple[tuple[str, int], ...]:
+    """The pod's positive requests of other resources than cpu and memory, sorted."""
+    requests = pod.requests
+    if len(requests) <= 2 and all(name in ("cpu", "memory") for name in requests):
+        return ()
+    return tuple(sorted((n, v) for n, v in requests.items() if v > 0 and n not in ("cpu", "memory")))
+
+
+def _best(found: Iterator[NodeInfo]) -> NodeInfo | None:
+    """Of the nodes :func:`_fitting` yields, the one with the most free CPU, then memory (the first of equals): as
+    they come most free CPU first, the look ends at the first node with less CPU free than the best."""
+    best: NodeInfo | None = None
+    key = (0, 0)
+    for info in found:
+        mine = (info.free("cpu"), info.free("memory"))
+        if best is None or mine > key:
+            best, key = info, mine
+        elif mine[0] < key[0]:
+            break
+    return best
 
 
 def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) -> None:
@@ -212,25 +311,23 @@ def _judge(pod: Pod, cluster: _Cluster, switches: Switches, waiting: Waiting) ->
     if sig in cluster.nowhere:
         return
     snapshot = cluster.snapshot
-    spot = _fitting(pod, cluster.spot, snapshot, switches)
-    if spot:
-        best = max(spot, key=lambda info: (info.free("cpu"), info.free("memory")))
+    best = _best(_fitting(pod, cluster.spot, cluster, switches))
+    if best is not None:
         waiting.placed.append(snapshot.add_pod(pod, best.name))
         cluster.placed_on_spot()
         return
-    on_demand = _fitting(pod, cluster.on_demand, snapshot, switches)
-    if on_demand:
-        best = max(on_demand, key=lambda info: (info.free("cpu"), info.free("memory")))
+    best = _best(_fitting(pod, cluster.on_demand, cluster, switches))
+    if best is not None:
         _hold(waiting, best.name, pod, "would be scheduled on this node at its next try")
         return
-    if _fitting(pod, cluster.other, snapshot, switches):
+    if next(_fitting(pod, cluster.other, cluster, switches), None) is not None:
         return
     cluster.nowhere.add(sig)
     cpu, memory = pod.node_requests.get("cpu", 0), pod.node_requests.get("memory", 0)
-    for info in cluster.empty_room.with_cpu(cpu):
-        if info.name in waiting.holds or info.allocatable("memory") < memory or not _node_level(pod, info):
+    for info in cluster.empty_room.with_cpu(cpu, _others(pod)):
+        if info.name in waiting.holds or info.allocatable("memory") < memory:
             continue  # a node already held stays held: the first pod in the queue's order is named
-        if _fits_emptied(pod, info, cluster, switches):
+        if cluster.cache.fits_emptied(pod, info, cluster, switches):
             _hold(waiting, info.name, pod, "waits for room and could use this node once it is emptied")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from shared.model import Pod
-from shared.resources import check_resources
+from shared.resources import check_resources, exceeds_allocatable
 from tests.builders.resources import (
     EXT_A,
     EXT_B,
@@ -387,3 +387,14 @@ def test_restartable_init_containers(incoming: Pod, want: list[Any]) -> None:
     for one pod (``makeAllocatableResources(2, 0, 1, 0, 0, 0)``). The last case is UnschedulableAndUnresolvable:
     3m is more than the node's whole allocatable."""
     assert_reasons(check_resources(incoming, node_info(alloc=allocatable(2, 0, 1, 0, 0, 0))), want)
+
+
+@pytest.mark.parametrize(("incoming", "on_node", "args", "want"), ENOUGH_REQUESTS)
+def test_a_request_beyond_allocatable_is_told_by_the_node_alone(
+    incoming: Pod, on_node: Pod, args: dict[str, Any], want: list[Any]
+) -> None:
+    """``exceeds_allocatable`` is true exactly when the fit check, with nothing ignored, finds a resource the node
+    cannot offer at all (``unresolvable``): whatever runs there, the pod does not fit."""
+    info = node_info(on_node)
+    got = check_resources(incoming, info)
+    assert exceeds_allocatable(incoming, info.node) == any(r.unresolvable for r in got)
