@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 __all__ = ["Replays", "PassReplay", "Step", "Attempt"]
 
 
-class Candidate(Protocol):
+class StepNode(Protocol):
     """What a step reads of its :class:`rescheduler.plan.candidates.Candidate`."""
 
     @property
@@ -86,7 +86,7 @@ class Candidate(Protocol):
     def movable(self) -> tuple[Pod, ...]: ...
 
 
-class Candidates(Protocol):
+class PassNodes(Protocol):
     """What a pass reads of the plan's :class:`rescheduler.plan.candidates.Candidates`."""
 
     def contention(self) -> list[int]: ...
@@ -368,7 +368,7 @@ class Replays:
             yield kept
         yield _keys_read((*snapshot.pending, *snapshot.unknown_node_pods))
 
-    def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: Candidates) -> PassReplay:
+    def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: PassNodes) -> PassReplay:
         """The replay of ``strategy``'s pass holding ``held`` back, recording the pass anew. The record replayed is that
         pass's, else (nodes held back) the strategy's pass without them: one recorded on this start, or on the last
         one when this start is alike. The tiered rule reads the candidates' contention for groups of targets, which
@@ -448,7 +448,7 @@ class PassReplay:
     def __init__(
         self,
         sim: Simulation,
-        cands: Candidates,
+        cands: PassNodes,
         strategy: Strategy,
         start: _Start,
         recorded: list[Step],
@@ -466,11 +466,11 @@ class PassReplay:
         """:attr:`_Start.changed`, and the pods such a step moved otherwise."""
         self.order = _Order(recorded)
 
-    def _at(self, w: Candidate) -> int | None:
+    def _at(self, w: StepNode) -> int | None:
         """The position of ``w``'s step in the record, if the replay goes on and it has one."""
         return None if self.diverged else self.order.position.get(w.name)
 
-    def search(self, w: Candidate, place: Search) -> tuple[list[Placed], StayReason | None]:
+    def search(self, w: StepNode, place: Search) -> tuple[list[Placed], StayReason | None]:
         """The step's search: the recorded moves applied, or misfit, when the record has a step over the same analysis
         and it reads nothing that differs; else ``place()``, checked against the record."""
         k = self._at(w)
@@ -486,7 +486,7 @@ class PassReplay:
         self._check(Step(w.name, w.analysis, moves, why, own, attempts if why is not None else ()), k)
         return moved, why
 
-    def _replayed(self, w: Candidate, rec: Step, apart: list[tuple[Pod, int]]) -> list[Placed] | None:
+    def _replayed(self, w: StepNode, rec: Step, apart: list[tuple[Pod, int]]) -> list[Placed] | None:
         """The recorded moves applied (none for a misfit), or ``None`` (nothing applied) when the step's search could
         read what differs: a pod placed selects some pod that differs or is selected by its anti-affinity, or a
         target whose room differs would be looked at before the one the record chose (any such target for a step
@@ -517,7 +517,7 @@ class PassReplay:
             moved.append((pod, sim.apply(pod, idx), idx))
         return moved
 
-    def _still_misfit(self, w: Candidate, rec: Step, t: int) -> bool:
+    def _still_misfit(self, w: StepNode, rec: Step, t: int) -> bool:
         """Whether a recorded misfit stands although target ``t`` differs, because its room only grew since the
         record (it lost pods at the start and took no other move in this pass), and no attempt could have used it:
 
@@ -609,7 +609,7 @@ class PassReplay:
         free = sim.free_cpu
         return (floor is None or free[t] >= floor) and (free[t], t) < (free[chosen], chosen)
 
-    def skipped(self, w: Candidate) -> None:
+    def skipped(self, w: StepNode) -> None:
         """A step that ended before a search (its node not drained): recorded, checked against the record."""
         self._check(Step(w.name, None, None), self._at(w))
 
