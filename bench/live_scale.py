@@ -16,7 +16,9 @@ zonal volumes, pending and finished pods) through the API, each object with its 
    forked planners; CPU seconds of a cycle with nothing to do (the median over ``--cycles`` cycles) and of a
    cycle with a plan to make (a label changed on an on-demand node just before it, so the cluster changed; the
    plan and the dry run's check of the drain it would start, the median over ``--plan-cycles``). The CPU is the
-   process's and its reaped children's (``/proc``), between the cycles' ``plan:`` log lines.
+   process's and its reaped children's (``/proc``), between the cycles' ``plan:`` log lines. With ``--churn``,
+   every pod is then relabelled through the API (a ``MODIFIED`` event for each, as a rollout sends) and the RSS
+   read again a few cycles later: the state after every pod was replaced once, against the steady RSS before.
 2. **spot-extender** (2 workers, node cache and pod index watching the cluster): seconds to ``/readyz`` (nodes
    listed) and until both workers' pod indexes are listed (their pod watches opened); RSS of each worker.
 3. **The start-up request pattern** of each, from the API server's audit log (its own user per component):
@@ -77,6 +79,7 @@ from scheduling_throughput import (  # noqa: E402
 )
 
 from tests.support.cluster_gen import FULL, ON_DEMAND_LABEL, iter_items  # noqa: E402
+from tests.support.cluster_load import relabel_pods  # noqa: E402
 from tests.support.controlplane.cluster import ControlPlane  # noqa: E402
 from tests.support.extender_server import ExtenderProcess  # noqa: E402
 
@@ -151,6 +154,8 @@ def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespac
         out["rss_steady_kib"] = mem["VmRSS"]
         out["rss_peak_kib"] = mem["VmHWM"]
         out["tree_pss_peak_kib"] = sampler.peak_kib
+        if args.churn:
+            out.update(churn(plane, resched, i, args))
     finally:
         sampler.stop()
         resched.stop()
@@ -159,6 +164,28 @@ def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespac
     out["later_requests"] = requests_between(log, RESCHEDULER_USER, first.wall + 1e-6, time.time())
     out["later_cycles"] = args.cycles + args.plan_cycles
     return out
+
+
+def churn(plane: ControlPlane, resched: Rescheduler, i: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Every pod relabelled through the API (each replaced in the rescheduler's state by its watch event's object),
+    then the rescheduler's RSS once it has planned :data:`CHURN_SETTLE` more cycles."""
+    assert resched.proc is not None
+    pid = resched.proc.pid
+    relabelled = relabel_pods(plane, "bench.spotshift.io/churn", "1", args.threads, progress=say)
+    for _ in range(CHURN_SETTLE):
+        i, _ = resched.wait_line("plan:", after=i + 1)
+    mem = memory_kib(pid)
+    return {
+        "churn_pods": relabelled.objects["Pod"],
+        "churn_seconds": relabelled.seconds,
+        "rss_churned_kib": mem["VmRSS"],
+        "rss_churned_peak_kib": mem["VmHWM"],
+    }
+
+
+CHURN_SETTLE = 3
+"""Cycles the rescheduler plans after the last pod was relabelled before its memory is read (its pod watch has
+applied the events by then: it applies them faster than the API server takes the patches)."""
 
 
 # -- the extender ---------------------------------------------------------------------------------------------
@@ -298,6 +325,14 @@ def report_rescheduler(r: dict[str, Any], goals: bool) -> None:
     planning_ok = r["planning_cycle_cpu"] <= 2.0 if goals else None
     row("CPU, planning cycle (median)", f"{r['planning_cycle_cpu']:.2f} s ({planning})", planning_ok)
     row("  its plan_seconds (median)", f"{r['planning_plan_seconds']:.2f} s")
+    if "rss_churned_kib" in r:
+        ratio = r["rss_churned_kib"] / r["rss_steady_kib"]
+        row(
+            f"RSS after all {r['churn_pods']:,} pods relabelled",
+            f"{mb(r['rss_churned_kib'])} ({ratio:.2f} x steady; peak {mb(r['rss_churned_peak_kib'])})",
+            ratio <= 1.1,
+        )
+        row("  the relabelling through the API", f"{r['churn_seconds']:.0f} s")
     say("  start-up requests (audit log, until the first plan):")
     for line in pattern_lines(r["requests"]):
         say(line)
@@ -371,6 +406,12 @@ def main() -> int:
     parser.add_argument("--throughput-pods", type=int, default=300, help="new pods per kube-scheduler round")
     parser.add_argument("--runs", type=int, default=2, help="kube-scheduler rounds per extender")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--churn",
+        action="store_true",
+        help="after the planning cycles, relabel every pod through the API and read the rescheduler's RSS again "
+        "(goal: within 10%% of its steady RSS before)",
+    )
     parser.add_argument("--skip-memory", action="store_true", help="leave out the bytes per object (tracemalloc)")
     parser.add_argument(
         "--no-keep",
