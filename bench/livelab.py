@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -387,3 +388,36 @@ def extender_held(items: list[dict[str, Any]]) -> Held:
         store.replace_all({key: value for key, value in read if value is not None})
 
     return traced(items, ("Node", "Pod"), read_page, finish)
+
+
+def relabel_pods(plane: ControlPlane, label: str, value: str, threads: int) -> tuple[int, float]:
+    """Set ``label`` to ``value`` on every pod (a merge patch each, from ``threads`` threads, each with its own
+    connection), as a rollout changes every pod's template: each pod's watchers get a ``MODIFIED`` event carrying
+    a new object. Returns the pods relabelled and the seconds it took."""
+    began = time.monotonic()
+    pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in plane.api.list("/api/v1/pods")]
+    patch = {"metadata": {"labels": {label: value}}}
+    local = threading.local()
+
+    def one(key: tuple[str, str]) -> None:
+        api = getattr(local, "api", None)
+        if api is None:
+            api = local.api = plane.new_api()
+        namespace, name = key
+        for attempt in range(8):  # API priority and fairness may push back on a busy server
+            response = api.request(
+                "PATCH",
+                f"/api/v1/namespaces/{namespace}/pods/{name}",
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+            if response.status_code not in (429, 500, 503, 504) or attempt == 7:
+                break
+            time.sleep(0.2 * 2**attempt)
+        if response.status_code != 200:
+            raise RuntimeError(f"PATCH pod {namespace}/{name}: HTTP {response.status_code}: {response.text[:300]}")
+
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(one, pods):
+            pass
+    return len(pods), time.monotonic() - began

@@ -226,28 +226,3 @@ def load(
     loaded.seconds = time.monotonic() - began
     client.pool.clear()
     return loaded
-
-
-def relabel_pods(
-    plane: ControlPlane, label: str, value: str, threads: int, progress: Callable[[str], None] | None = None
-) -> Loaded:
-    """Set ``label`` to ``value`` on every pod (a merge patch each, from ``threads`` threads), as a rollout changes
-    every pod's template: each pod's watchers get a ``MODIFIED`` event carrying a new object."""
-    began = time.monotonic()
-    client = _Client(plane, threads)
-    pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in plane.api.list("/api/v1/pods", limit=500)]
-    patch = {"metadata": {"labels": {label: value}}}
-
-    def one(key: tuple[str, str]) -> None:
-        namespace, name = key
-        client.call("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", patch, content_type=MERGE)
-
-    with ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(one, pods):
-            pass
-    loaded = Loaded(requests=client.requests, seconds=time.monotonic() - began)
-    loaded.objects["Pod"] = len(pods)
-    client.pool.clear()
-    if progress is not None:
-        progress(f"{len(pods)} pods relabelled in {loaded.seconds:.1f}s")
-    return loaded
