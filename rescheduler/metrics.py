@@ -122,6 +122,13 @@ class Metrics:
         self.leader = Gauge(
             "spotshift_rescheduler_leader", "1 while this replica holds the leader-election Lease.", registry=r
         )
+        self.full_collection_duration = Histogram(
+            "spotshift_rescheduler_full_collection_duration_seconds",
+            "Time of each full garbage collection of the process's memory, made at the end of a cycle every ten "
+            "minutes rather than whenever the interpreter's allocation counts call for one (docs/sizing.md).",
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
         self.last_cycle = Gauge(
             "spotshift_rescheduler_last_cycle_timestamp_seconds", "Unix time the last cycle finished.", registry=r
         )

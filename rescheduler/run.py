@@ -76,6 +76,7 @@ from rescheduler.cluster.watch_cache import (
     node_pools_access,
 )
 from rescheduler.flags import DEFAULT_PLAN_TIME_BUDGET, add_run_arguments, config_from_args, positive_seconds
+from rescheduler.full_collections import FullCollections
 from rescheduler.logs import fields, setup_logging
 from rescheduler.metrics import HELD_BACK_CONTROLS, KARPENTER_REASONS, Heartbeat, Metrics, MetricsServer
 from rescheduler.plan.cycle import Decision, Gate, PlannedCycle, decide, gate, plan_nodes
@@ -152,6 +153,9 @@ class Parts:
     spot: SpotMemory
     """The memory of spot reclaims, kept in the Lease (:mod:`rescheduler.cluster.spot_memory`)."""
     informers: list[StateInformer] = field(default_factory=list)
+    collections: FullCollections | None = None
+    """The process's full garbage collections, made after each cycle when due (``spot-rescheduler run``'s own:
+    a loop built without them leaves its process's collector alone)."""
 
 
 class Rescheduler:
@@ -170,6 +174,7 @@ class Rescheduler:
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        collections: FullCollections | None = None,
     ) -> None:
         self.config = config
         self.options = replace(options, identity=options.identity or default_identity())
@@ -179,7 +184,7 @@ class Rescheduler:
         self.state = ClusterState()
         self.switches: Switches = STRICTEST
         """The cluster's kube-scheduler rules, read from ``/version`` when :meth:`run` starts."""
-        self.parts = self._wire(Kube(transport))
+        self.parts = replace(self._wire(Kube(transport)), collections=collections)
         self.queue = DrainQueue(self.parts.drainer, node_drain_delay=config.rescheduler.node_drain_delay)
         planner = plan or default_planner(options.plan_time_budget, lambda: self.switches, wall=wall)
         self.plans = Planning(planner, config, self.metrics, self.parts.events, options.node_name)
@@ -208,7 +213,7 @@ class Rescheduler:
             metrics=self.metrics,
             events=events,
             should_abort=self.should_abort,
-            wait=self._wait,
+            wait=self.stop.wait,  # its backoff between 429s ends early on shutdown
             clock=self.clock,
         )
         drainer = Drainer(
@@ -230,10 +235,6 @@ class Rescheduler:
         )
         reconciler = MarkReconciler(self.state, marker, config, events, dry_run=dry_run)
         return Parts(kube, heartbeat, events, elector, marker, backoff, capacity, drainer, reconciler, spot)
-
-    def _wait(self, seconds: float) -> None:
-        """Sleep that ends early on shutdown (the evictor's backoff between 429s)."""
-        self.stop.wait(seconds)
 
     @property
     def dry_run(self) -> bool:
@@ -363,6 +364,8 @@ class Rescheduler:
             self.cycle()
         except ApiError as e:
             log.warning("cycle failed: %s", e)
+        if self.parts.collections is not None:
+            self.parts.collections.after_cycle()
         self.next_cycle = self.clock() + self.config.rescheduler.housekeeping_interval
 
     def _pause(self) -> None:
@@ -710,7 +713,11 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
         return 2
     heap.map_large_buffers()  # the start-up lists' pages are given back to the system when read (shared.heap)
     stop = threading.Event()
-    rescheduler = Rescheduler(transport, config, options, stop=stop)
+    metrics = Metrics()
+    # The automatic full collections are off from before the lists on: they would walk the growing state again
+    # and again as it is listed (rescheduler.full_collections).
+    collections = FullCollections(metrics.full_collection_duration.observe)
+    rescheduler = Rescheduler(transport, config, options, metrics=metrics, stop=stop, collections=collections)
 
     def on_signal(signum: int, frame: Any) -> None:
         log.info("received %s: finishing up", signal.Signals(signum).name)
@@ -718,7 +725,11 @@ def run_command(args: argparse.Namespace, *, env: Mapping[str, str] | None = Non
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return _serve(rescheduler, config)
+    collections.start()
+    try:
+        return _serve(rescheduler, config)
+    finally:
+        collections.stop()
 
 
 def _options(args: argparse.Namespace, env: Mapping[str, str]) -> RunOptions:

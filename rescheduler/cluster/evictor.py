@@ -107,7 +107,7 @@ class Evictor:
         metrics: Metrics,
         events: EventRecorder,
         should_abort: Callable[[], bool] = lambda: False,
-        wait: Callable[[float], None] | None = None,
+        wait: Callable[[float], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         backoff: float = 1.0,
         max_backoff: float = 10.0,
