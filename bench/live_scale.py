@@ -13,7 +13,9 @@ zonal volumes, pending and finished pods) through the API, each object with its 
 1. **spot-rescheduler** ``run --dry-run`` (leader election off, ``--housekeeping-interval 5s``), as a process:
    seconds from start to ``ready`` (the state listed) and to the first complete plan; peak and steady RSS of
    the process (``VmHWM``, ``VmRSS`` after the idle cycles) and the peak summed PSS of the process and its
-   forked planners; CPU seconds of a cycle with nothing to do (the median over ``--cycles`` cycles) and of a
+   forked planners; CPU seconds of a cycle with nothing to do (the median over ``--cycles`` cycles, counted once
+   the restored cluster is quiet: two cycles in a row that reuse the last plan; the cycles planned before are
+   reported) and of a
    cycle with a plan to make (a label changed on an on-demand node just before it, so the cluster changed; the
    plan and the dry run's check of the drain it would start, the median over ``--plan-cycles``). The CPU is the
    process's and its reaped children's (``/proc``), between the cycles' ``plan:`` log lines. With ``--churn``,
@@ -107,6 +109,33 @@ def touch_on_demand_node(plane: ControlPlane, value: int) -> None:
     raise RuntimeError("no on-demand node to touch")
 
 
+QUIET_WITHIN = 60
+"""Cycles after the first plan within which the restored cluster must have gone quiet (a plan reused)."""
+
+
+def idle_cycles(resched: Rescheduler, pid: int, i: int, n: int) -> tuple[int, list[float], int]:
+    """CPU seconds of ``n`` idle cycles after the ``plan:`` line at index ``i``, the index of the last line read, and
+    how many cycles planned before the first idle one. An idle cycle is the CPU between two ``plan:`` lines that
+    both reused the last plan: the first one's drains were not checked again after its line, and the second did not
+    plan. After a restore the control plane's controllers write for a while (each write is a change, planned), so
+    the count starts once the cluster is quiet."""
+    idle: list[float] = []
+    planned, reused_before = 0, False
+    cpu = cpu_seconds(pid)
+    while len(idle) < n:
+        i, line = resched.wait_line("plan:", after=i + 1)
+        now = cpu_seconds(pid)
+        reused = bool(line.record.get("plan_reused"))
+        if reused and reused_before:
+            idle.append(now - cpu)
+        elif not reused and not idle:
+            planned += 1
+            if planned > QUIET_WITHIN:
+                raise RuntimeError(f"the cluster did not go quiet: {planned} cycles in a row planned")
+        reused_before, cpu = reused, now
+    return i, idle, planned
+
+
 def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     resched = Rescheduler(plane, work).start()
     assert resched.proc is not None
@@ -123,15 +152,7 @@ def measure_rescheduler(plane: ControlPlane, work: Path, args: argparse.Namespac
             "first_plan_drainable": len(first.record.get("drainable") or ()),
         }
         say(f"rescheduler: ready in {out['ready_s']:.1f}s, first plan at {out['first_plan_s']:.1f}s")
-        # The first plan's drains are checked after its log line: the idle cycles are counted from the next one.
-        i, _ = resched.wait_line("plan:", after=i + 1)
-        idle = []
-        cpu = cpu_seconds(pid)
-        for _ in range(args.cycles):
-            i, line = resched.wait_line("plan:", after=i + 1)
-            now = cpu_seconds(pid)
-            idle.append(now - cpu)
-            cpu = now
+        i, idle, out["cycles_until_quiet"] = idle_cycles(resched, pid, i, args.cycles)
         out["idle_cycle_cpu"] = statistics.median(idle)
         out["idle_cycles"] = idle
         planning, plan_seconds = [], []
@@ -318,6 +339,7 @@ def report_rescheduler(r: dict[str, Any], goals: bool) -> None:
     row("RSS peak / steady", f"{mb(r['rss_peak_kib'])} / {mb(r['rss_steady_kib'])}", peak_ok)
     row("PSS peak, with forked planners", mb(r["tree_pss_peak_kib"]))
     idle = ", ".join(f"{c:.2f}" for c in r["idle_cycles"])
+    row("  cycles planned before quiet", str(r["cycles_until_quiet"]))
     row(
         "CPU, idle cycle (median)",
         f"{r['idle_cycle_cpu']:.2f} s ({idle})",
