@@ -540,6 +540,8 @@ class Planning:
         self.reused = False
         """Whether the last cycle reused the plan before it."""
         self.last_decision: Decision | None = None
+        self.decided_with: Mapping[str, int] | None = None
+        """The budget claims :attr:`last_decision` was made with."""
         self._held_reported: dict[str, str] = {}
         """Node → the control last reported (an Event) as holding it back; a change is reported again."""
         self._waiting_reported: set[str] = set()
@@ -566,9 +568,13 @@ class Planning:
             self.metrics.plan_duration.observe(time.perf_counter() - t0)
         assert planned is not None
         claimed = queue.claims(snapshot)
-        decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.own_node, claimed=claimed)
-        self.last_decision = decision
-        self._report(planned, decision)
+        decision = self.last_decision
+        if not (reused and decision is not None and claimed == self.decided_with):
+            # A reused plan was made from the same state (its version), nodes left out, configuration and rules as
+            # the last decision: with the same claims, the decision is the same too, and already reported.
+            decision = decide(snapshot, planned, cfg, excluded=g.excluded, own_node=self.own_node, claimed=claimed)
+            self.last_decision, self.decided_with = decision, claimed
+            self._report(planned, decision)
         log.info(
             "plan: %d nodes can be emptied onto spot, %d left alone",
             len(decision.drains),

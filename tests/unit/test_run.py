@@ -251,6 +251,27 @@ def test_a_cluster_that_did_not_change_is_not_planned_again_until_a_watch_event_
         server.close()
 
 
+def test_a_reused_plan_keeps_its_decision_until_a_watch_event_changes_the_cluster() -> None:
+    calls: list[int] = []
+    server, r = synced(fast(), calls)
+    try:
+        r._cycle()
+        first = r.plans.last_decision
+        r._cycle()
+        assert r.plans.reused and r.plans.last_decision is first, "the same plan, state and claims: not decided again"
+        before = r.state.version
+        obj = server.get_obj("nodes", "spot-1")
+        assert obj is not None
+        obj["metadata"]["labels"]["touched"] = "yes"
+        server.put("nodes", obj)
+        assert r.state.wait_until(lambda: r.state.version > before, 5)
+        r._cycle()
+        assert not r.plans.reused and r.plans.last_decision is not first, "planned again, decided again"
+    finally:
+        r.stop_informers()
+        server.close()
+
+
 def test_a_dry_run_checks_and_logs_a_drain_once_while_the_plan_is_reused() -> None:
     server = cluster()
     r = Rescheduler(server, fast(("--dry-run", "--leader-elect=false")), RunOptions(identity="me", sync_timeout=5))
