@@ -464,7 +464,7 @@ def _snapshot(state: ClusterState, spot: SpotMemory, now: float) -> tuple[int, C
     read at ``now`` (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`)."""
     with state.cond:
         version, snapshot = state.version, state.snapshot()
-    spot.observe(snapshot, now)
+    spot.observe(snapshot, now, version)
     return version, snapshot
 
 

@@ -43,13 +43,20 @@ class SpotMemory:
         self._lock = threading.Lock()
         self._text: str | None = None
         """The JSON of :attr:`memory` as last written (``None``: to be written again)."""
+        self._seen_version: int | None = None
+        """The state version of the nodes last observed: the same nodes again tell no new reclaim."""
 
-    def observe(self, snapshot: ClusterSnapshot, now: float) -> list[PoolKey]:
+    def observe(self, snapshot: ClusterSnapshot, now: float, version: int | None = None) -> list[PoolKey]:
         """Record the reclaims the snapshot's nodes tell since the last call, forget the old ones, and set the
-        snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook` to the memory read at ``now``."""
-        occupied = {info.name: holds_workload(info.pods) for info in snapshot}
+        snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook` to the memory read at ``now``.
+        ``version`` is the cluster state's version the snapshot was taken at: a snapshot of the version last
+        observed holds the same nodes and pods, which tell nothing new (a sighting seen twice is no reclaim), so
+        they are not looked at again."""
+        same = version is not None and version == self._seen_version
+        occupied = {} if same else {info.name: holds_workload(info.pods) for info in snapshot}
         with self._lock:
-            reclaimed = self._spotter.observe((info.node for info in snapshot), self.classes, occupied)
+            reclaimed = [] if same else self._spotter.observe((info.node for info in snapshot), self.classes, occupied)
+            self._seen_version = version
             for pool in reclaimed:
                 self.memory.record(pool, now)
             before = len(self.memory)

@@ -345,3 +345,13 @@ def test_placeholders_that_keep_off_a_pool_are_asked_for_again_once_it_settles()
         matches_node_selector_and_affinity(p, spot_in("g1", "m5", "za")) for p in placeholders()
     )
     assert all(r.avoided == frozenset() for r in req.requests.values())
+
+
+def test_a_snapshot_of_the_state_version_last_observed_is_not_looked_at_again() -> None:
+    memory = SpotMemory(Config())
+    memory.observe(cluster([node("od"), node("spot-a", spot=True, zone="a")], [pod("web-1", "spot-a")]), 0.0, 1)
+    gone = cluster([node("od")], [])
+    # Not a snapshot of version 1, to show that it is not read: the state's version changes with every event.
+    assert memory.observe(gone, 10.0, 1) == [], "the version last observed: its nodes tell nothing new"
+    assert memory.observe(gone, 10.0, 2) == [ZONE_A], "a new version: spot-a deleted with its pod is a reclaim"
+    assert memory.observe(gone, 20.0, 2) == [] and memory.memory.times(ZONE_A) == (10.0,)
