@@ -1,11 +1,11 @@
 """Full garbage collections on a clock rather than on allocations: the rescheduler's big, long-lived state.
 
 ``spot-rescheduler run`` keeps the cluster's state in memory: at 150,000 pods about 1.9 million objects that
-CPython's cyclic garbage collector tracks, none of them in a reference cycle (a watch event's replacement frees the
-old object by reference counting). CPython collects its oldest generation, walking every one of those objects, once
+CPython's cyclic garbage collector tracks (a watch event's replacement frees the old object by reference counting,
+not by the collector). CPython collects its oldest generation, walking every one of those objects, once
 the objects promoted to it since its last full collection exceed a quarter of it. A planning cycle replaces its
 plan caches, and those count among them: at 5,000 nodes one planning cycle in four or five paid a full collection of
-about a second, most of the cycle's CPU (``bench/run_cycle.py``; docs/sizing.md).
+0.6-1 s, about as much CPU as the rest of the cycle (``bench/run_cycle.py``; docs/sizing.md).
 
 :class:`FullCollections` turns that automatic trigger off and makes the full collection itself: at the end of a
 cycle, once :data:`FULL_COLLECTION_INTERVAL` has passed since the last one. The young generations are collected as
