@@ -230,6 +230,16 @@ def synced(config: Config, calls: list[int]) -> tuple[FakeApiServer, Rescheduler
     return server, r
 
 
+def touch_spot_node(server: FakeApiServer, r: Rescheduler) -> None:
+    """A label set on spot-1 through the API, and its watch event applied to the loop's state."""
+    before = r.state.version
+    obj = server.get_obj("nodes", "spot-1")
+    assert obj is not None
+    obj["metadata"]["labels"]["touched"] = "yes"
+    server.put("nodes", obj)
+    assert r.state.wait_until(lambda: r.state.version > before, 5)
+
+
 def test_a_cluster_that_did_not_change_is_not_planned_again_until_a_watch_event_changes_it() -> None:
     calls: list[int] = []
     server, r = synced(fast(), calls)
@@ -238,12 +248,7 @@ def test_a_cluster_that_did_not_change_is_not_planned_again_until_a_watch_event_
         r._cycle()
         assert calls == [1], "nothing changed between the cycles: the plan is the last one"
         assert r.plans.last_planned is not None and r.plans.planned_from is not None
-        before = r.state.version
-        obj = server.get_obj("nodes", "spot-1")
-        assert obj is not None
-        obj["metadata"]["labels"]["touched"] = "yes"
-        server.put("nodes", obj)
-        assert r.state.wait_until(lambda: r.state.version > before, 5)
+        touch_spot_node(server, r)
         r._cycle()
         assert calls == [1, 1], "a watch event changed the cluster: planned again"
     finally:
@@ -259,12 +264,7 @@ def test_a_reused_plan_keeps_its_decision_until_a_watch_event_changes_the_cluste
         first = r.plans.last_decision
         r._cycle()
         assert r.plans.reused and r.plans.last_decision is first, "the same plan, state and claims: not decided again"
-        before = r.state.version
-        obj = server.get_obj("nodes", "spot-1")
-        assert obj is not None
-        obj["metadata"]["labels"]["touched"] = "yes"
-        server.put("nodes", obj)
-        assert r.state.wait_until(lambda: r.state.version > before, 5)
+        touch_spot_node(server, r)
         r._cycle()
         assert not r.plans.reused and r.plans.last_decision is not first, "planned again, decided again"
     finally:
