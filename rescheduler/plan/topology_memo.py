@@ -3,8 +3,9 @@
 Building the index reads every pod. The run loop's snapshots hold the very ``Pod`` objects of the previous
 cycle until a watch event replaces one, so a :class:`TopologyMemo` kept from one build to the next (inside
 the planner's :class:`~rescheduler.plan.candidates.PlanCache`) keeps what was read per node while the node
-holds the same objects, and a rebuild re-reads only the nodes whose pods changed. The index built with a
-memo is the index built without one (``tests/unit/test_plan_cache.py``).
+holds the same objects, and the last index itself, which the next one takes over: only the nodes whose pods
+changed are read and indexed again. The index built with a memo answers as the index built without one
+(``tests/unit/test_plan_cache.py``, ``tests/unit/test_topology.py``).
 """
 
 from __future__ import annotations
@@ -181,9 +182,12 @@ class TopologyMemo:
     without. Not thread-safe: one index at a time.
     """
 
-    __slots__ = ("_nodes", "_posting_slots", "posting_keys", "_anti_slots", "anti_keys")
+    __slots__ = ("_nodes", "_posting_slots", "posting_keys", "_anti_slots", "anti_keys", "index")
 
     def __init__(self) -> None:
+        self.index: object = None
+        """The last :class:`~rescheduler.plan.topology.TopologyIndex` built with this memo, which the next one takes
+        over (``None``: the next starts anew)."""
         self._nodes: dict[str, NodePart] = {}
         self._posting_slots: dict[tuple[str, str, str], int] = {}
         self.posting_keys: list[tuple[str, str, str]] = []
@@ -193,6 +197,7 @@ class TopologyMemo:
         """Every ``(key, value)`` an anti-affinity term required, by number."""
 
     def clear(self) -> None:
+        self.index = None
         self._nodes = {}
         self._posting_slots = {}
         self.posting_keys = []

@@ -17,6 +17,7 @@ import pytest
 
 from rescheduler.decode.reader import load_bytes
 from rescheduler.plan.topology import TopologyIndex
+from rescheduler.plan.topology_memo import TopologyMemo
 from shared.fit_reasons import ERR_AFFINITY, ERR_ANTI_AFFINITY, ERR_EXISTING_ANTI_AFFINITY
 from shared.interpod import check_inter_pod_affinity
 from shared.snapshot import ClusterSnapshot
@@ -88,6 +89,31 @@ def test_index_agrees_with_shared_filters_before_and_after_moves(seed: int) -> N
         moved = snap.move_pod(pod, target.name)
         index.move(pid, moved, target)
         _compare(snap, index, rng, 20)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_index_taken_over_from_the_last_one_agrees_with_shared_filters(seed: int) -> None:
+    # Between two indexes built with one memo: pods moved in the snapshot (their nodes are indexed anew, their old
+    # pids retired) and moves reported to the last index alone (undone when the next one takes it over).
+    snap = _snapshot(seed, 30, 600)
+    memo = TopologyMemo()
+    rng = random.Random(seed)
+    infos = list(snap)
+    retired = 0
+    for _ in range(4):
+        index = TopologyIndex(snap, memo)
+        retired = max(retired, index.dead)
+        _compare(snap, index, rng, 150)
+        for _ in range(5):
+            info, target = rng.choice(infos), rng.choice(infos)
+            if info.pods and target is not info:
+                pod = rng.choice(info.pods)
+                index.move(index.pid(pod), replace(pod, node_name=target.name), target)
+        for _ in range(15):
+            info, target = rng.choice(infos), rng.choice(infos)
+            if info.pods and target is not info:
+                snap.move_pod(rng.choice(info.pods), target.name)
+    assert retired > 0 and memo.index is index  # the indexes after the first took the last one over
 
 
 def test_every_inter_pod_reason_is_exercised() -> None:
