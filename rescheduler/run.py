@@ -461,9 +461,10 @@ class Rescheduler:
 
 def _snapshot(state: ClusterState, spot: SpotMemory, now: float) -> tuple[int, ClusterSnapshot]:
     """The state's version and a snapshot of it, with the spot reclaims its nodes tell recorded and the memory
-    read at ``now`` (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`)."""
+    read at ``now`` (the snapshot's :attr:`~shared.snapshot.ClusterSnapshot.spot_outlook`). The last cycle's snapshot
+    again when neither the state nor that snapshot changed since (a cycle that reused its plan changes none)."""
     with state.cond:
-        version, snapshot = state.version, state.snapshot()
+        version, snapshot = state.version, state.snapshot(again=True)
     spot.observe(snapshot, now, version)
     return version, snapshot
 

@@ -165,6 +165,8 @@ class ClusterState:
         self.pdb_api_version = pdb_api_version
         self.synced: set[str] = set()
         self.version = 0
+        self._again: tuple[int, ClusterSnapshot, int] | None = None
+        """The snapshot last made with ``again`` (:meth:`snapshot`), with the state's and its own version then."""
         self._stores: dict[str, dict[str, Any]] = {
             NODES.name: self.nodes,
             PODS.name: self.pods,
@@ -354,14 +356,22 @@ class ClusterState:
         with self.cond:
             return self.required <= self.synced
 
-    def snapshot(self) -> ClusterSnapshot:
+    def snapshot(self, *, again: bool = False) -> ClusterSnapshot:
         """A fresh snapshot of everything, for the planner to mutate (nodes in name order: stable plans).
 
         Equal to ``ClusterSnapshot(nodes, pods, ...)`` built from the views (a test checks it after random
         events), but made by copying the maintained NodeInfos' lists and dicts. Budgets whose status is absent
         or stale get it computed from the pods (:mod:`shared.disruption`), as ``plan`` does.
+
+        With ``again`` (the run loop's cycles), the snapshot last made with ``again`` is handed out once more while
+        neither the state (its :attr:`version`) nor that snapshot (its own ``version``: every pod added, removed or
+        moved) has changed since: it is then what a fresh copy would be, and a quiet cluster's cycle copies none of
+        its nodes. One caller only: the snapshot is shared with its last use.
         """
         with self.cond:
+            kept = self._again
+            if again and kept is not None and kept[0] == self.version and kept[1].version == kept[2]:
+                return kept[1]
             snap = ClusterSnapshot(
                 pdbs=with_computed_status(list(self.pdbs.values()), self.pods.values()),
                 namespaces=list(self.namespaces.values()),
@@ -374,6 +384,8 @@ class ClusterState:
             snap.nodes = {name: _copy_info(self._infos[name]) for name in sorted(self._infos)}
             snap.pending = list(self._pending.values())
             snap.unknown_node_pods = list(self._unknown.values())
+            if again:
+                self._again = (self.version, snap, snap.version)
         return snap
 
     def node(self, name: str) -> Node | None:

@@ -272,6 +272,31 @@ def test_a_reused_plan_keeps_its_decision_until_a_watch_event_changes_the_cluste
         server.close()
 
 
+def test_a_cycle_after_one_that_reused_its_plan_takes_the_same_snapshot_copying_no_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = cluster()  # the planner's own moves, in a dry run: nothing starts, so the plan can be reused
+    r = Rescheduler(server, fast(("--dry-run", "--leader-elect=false")), RunOptions(identity="me", sync_timeout=5))
+    r.start_informers()
+    assert r.state.wait_synced(5)
+    seen: list[ClusterSnapshot] = []
+    project = r.queue.project
+    monkeypatch.setattr(r.queue, "project", lambda snapshot: (seen.append(snapshot), project(snapshot))[1])
+    try:
+        for _ in range(4):
+            r._cycle()
+        planned, idle = seen[0], seen[1:]
+        assert r.plans.reused and planned.version > 0, "the first cycle planned, and its plan changed its snapshot"
+        assert idle[0] is not planned, "a snapshot a plan changed is not handed out again"
+        assert idle[1] is idle[0] and idle[2] is idle[0], "cycles that reuse their plan share one snapshot"
+        touch_spot_node(server, r)
+        r._cycle()
+        assert seen[-1] is not idle[0] and not r.plans.reused, "a watch event: a fresh snapshot, planned again"
+    finally:
+        r.stop_informers()
+        server.close()
+
+
 def test_a_dry_run_checks_and_logs_a_drain_once_while_the_plan_is_reused() -> None:
     server = cluster()
     r = Rescheduler(server, fast(("--dry-run", "--leader-elect=false")), RunOptions(identity="me", sync_timeout=5))

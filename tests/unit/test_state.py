@@ -130,6 +130,25 @@ def test_snapshot_is_a_fresh_copy_the_planner_may_mutate() -> None:
     assert [p.key for p in again["od-1"].pods] == ["default/web-0"]
 
 
+def test_the_loops_snapshot_is_handed_out_again_only_while_neither_the_state_nor_it_changed() -> None:
+    state = ClusterState()
+    state.replace(NODES, [node("od-1"), node("spot-1", spot=True)])
+    state.replace(PODS, [pod("web-0", "od-1")])
+    first = state.snapshot(again=True)
+    assert state.snapshot(again=True) is first
+    assert state.snapshot() is not first  # other callers always get a copy of their own
+    assert state.snapshot(again=True) is first
+    web = first["od-1"].pods[0]
+    first.move_pod(web, "spot-1")  # a plan that moved a pod and put it back leaves its snapshot changed all the same
+    first.move_pod(first["spot-1"].pods[0], "od-1")
+    second = state.snapshot(again=True)
+    assert second is not first and [p.key for p in second["od-1"].pods] == ["default/web-0"]
+    assert state.snapshot(again=True) is second
+    state.apply(PODS, "ADDED", pod("web-1", "od-1"))
+    third = state.snapshot(again=True)
+    assert third is not second and [p.key for p in third["od-1"].pods] == ["default/web-0", "default/web-1"]
+
+
 def _fingerprint(snap) -> dict:
     nodes = {
         info.name: (
@@ -185,6 +204,10 @@ def test_the_maintained_snapshot_equals_one_built_from_scratch_after_random_even
             [state.nodes[n] for n in sorted(state.nodes)], list(state.pods.values()), pdbs=[], namespaces=[]
         )
         assert _fingerprint(state.snapshot()) == _fingerprint(fresh), f"step {step}"
+        looped = state.snapshot(again=True)  # the run loop's: handed out again while nothing changed
+        assert _fingerprint(looped) == _fingerprint(fresh), f"step {step}"
+        if movable and rng.random() < 0.3:
+            looped.remove_pod(movable[0])
     # A relist rebuilds the same.
     state.replace(NODES, [state.nodes[n] and node(n) for n in sorted(state.nodes)])
     fresh = ClusterSnapshot([state.nodes[n] for n in sorted(state.nodes)], list(state.pods.values()))
