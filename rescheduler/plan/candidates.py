@@ -38,6 +38,7 @@ from rescheduler.plan.stay_reasons import (
 )
 from rescheduler.plan.topology_memo import TopologyMemo
 from rescheduler.plan.waiting import EmptiedCache
+from rescheduler.plan.worth import eviction_cost
 from shared.config import Config
 from shared.eviction import FREE, REFUSED, budget_use, ignores_budgets
 from shared.model import PDB, Pod
@@ -66,6 +67,8 @@ class Analysis:
     unready: tuple[int, ...] = ()
     """Positions (in ``movable``) of the pods with a budget that are not Ready: whether their evictions use it
     depends on the budget's policy and current status (:func:`shared.eviction.budget_use`)."""
+    eviction_cost: float = 0.0
+    """What evicting every pod of ``movable`` costs (:func:`~rescheduler.plan.worth.eviction_cost`, summed in order)."""
 
 
 @dataclass(slots=True)
@@ -313,8 +316,10 @@ class Candidates:
         for p in movable:
             cpu += p.requests.get("cpu", 0)
             memory += p.requests.get("memory", 0)
+        worth = config.worth
+        cost = sum(eviction_cost(p, worth) for p in movable)
         return Analysis(
-            blocker, tuple(movable), tuple(pdb_of), tuple(workloads), tuple(ceilings), cpu, memory, tuple(unready)
+            blocker, tuple(movable), tuple(pdb_of), tuple(workloads), tuple(ceilings), cpu, memory, tuple(unready), cost
         )
 
     def workload_counts(self, info: NodeInfo) -> dict[str, int]:

@@ -333,7 +333,7 @@ def _hold_not_worth(sim: Simulation, cands: Candidates, stay_of: StayOf) -> dict
     held: dict[str, Worth] = {}
     for w in cands.work:
         if w.blocker is None and w.movable:
-            worth = weigh(w.info.node, w.movable, longest, weights)
+            worth = weigh(w.info.node, w.movable, longest, weights, w.analysis.eviction_cost)
             if not worth.worth:
                 w.left_alone = StayReason(Kind.NOT_WORTH, NOT_WORTH_TEXT + worth.text)
                 held[w.name] = worth

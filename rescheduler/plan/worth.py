@@ -145,13 +145,15 @@ def expected_stay(targets: Iterable[str], stay_of: StayOf, config: WorthConfig) 
     return min(max(mean, 0.0), config.horizon)
 
 
-def weigh(node: Node, pods: Sequence[Pod], stay: float, config: WorthConfig) -> Worth:
+def weigh(node: Node, pods: Sequence[Pod], stay: float, config: WorthConfig, cost: float | None = None) -> Worth:
     """Drain ``node`` by evicting ``pods``, expected to stay ``stay`` seconds on spot (:func:`expected_stay` of
-    their targets; capped at ``worth.horizon``): is it worth it?"""
+    their targets; capped at ``worth.horizon``): is it worth it? ``cost`` is the pods' :func:`eviction_cost` summed
+    in order, when the caller keeps it already."""
     stay = min(max(stay, 0.0), config.horizon)
     gone = max(0.0, stay - config.removal_delay) / HOUR
     saving = node_price(node) * (1 - config.spot_price_ratio) * gone
-    cost = sum(eviction_cost(p, config) for p in pods)
+    if cost is None:
+        cost = sum(eviction_cost(p, config) for p in pods)
     return Worth(saving, cost, not config.enabled or saving >= cost * config.margin, stay, len(pods))
 
 

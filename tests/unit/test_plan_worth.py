@@ -12,7 +12,7 @@ from rescheduler.output.document import render_json
 from rescheduler.output.page import page_data
 from rescheduler.output.table import render_table
 from rescheduler.plan.capacity_needs import capacity_needs
-from rescheduler.plan.planner import plan
+from rescheduler.plan.planner import PlanCache, plan
 from rescheduler.plan.stay_reasons import Kind
 from rescheduler.plan.worth import (
     NOT_WORTH,
@@ -136,6 +136,19 @@ def _two_nodes_one_room() -> tuple[list[Node], list[Pod]]:
         node("spot-1", spot=True, cpu="4", memory="16Gi"),
     ]
     return nodes, small + big
+
+
+def test_the_eviction_cost_kept_with_a_nodes_analysis_follows_the_worth_settings() -> None:
+    # The plan cache keeps each on-demand node's eviction cost with its analysis: new worth settings weigh anew.
+    snapshot = _generated(3, 40, 900, "DRAINABLE")
+    cache = PlanCache()
+    cheap, dear = BASE, _with(eviction_cost=40.0)
+    verdicts = []
+    for config in (cheap, dear, cheap):
+        cached, fresh = plan(snapshot, config, cache=cache), plan(snapshot, config)
+        assert cached.to_json() == fresh.to_json()
+        verdicts.append(sorted(n for n, w in cached.worth.items() if w.worth))
+    assert verdicts[0] and verdicts[0] == verdicts[2] and verdicts[1] != verdicts[0]
 
 
 def test_a_node_not_worth_it_stays_and_the_room_it_would_take_drains_a_node_that_is() -> None:
