@@ -307,8 +307,9 @@ class Replays:
         """How the current simulation's start differs from the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
         self._settings: tuple[object, ...] | None = None
-        self._keys: dict[str, frozenset[str]] = {}
-        """Node name -> the node label keys its pods read (:func:`_keys_read`), while it holds the same pods."""
+        self._keys: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
+        """Node name -> its pods when last read and the node label keys they read (:func:`_keys_read`): kept while
+        the node holds the same pods, whatever the starts between."""
         self.took: dict[str, float] = {}
         """Pass name -> how long its pass took, on the caller's clock, when it last had no record to replay."""
 
@@ -340,8 +341,6 @@ class Replays:
             self._compare(nodes, {t.name: i for i, t in enumerate(sim.targets)})
         if start.alike and start.labels and _label_read(start.labels, snapshot, config, lambda: self._read(snapshot)):
             start.alike = False
-        if not start.alike:
-            self._keys.clear()
         used, self._used = self._used, set()
         self.passes = {key: steps for key, steps in self.passes.items() if key in used} if start.alike else {}
         self._nodes, self._settings = nodes, settings
@@ -353,19 +352,22 @@ class Replays:
             old = self._nodes[name]
             if old[0] is now[0] and len(old[1]) == len(now[1]) and all(map(_is, old[1], now[1])):
                 continue
-            self._keys.pop(name, None)
             start.node(old, now, index.get(name))
             if not start.alike:
                 return
 
     def _read(self, snapshot: ClusterSnapshot) -> Iterator[frozenset[str]]:
-        """:func:`_keys_read` of each node's pods (kept while the node holds the same pods), then of the pods
-        waiting or on unknown nodes."""
+        """:func:`_keys_read` of each node's pods (kept while the node holds the same pods, compared by identity),
+        then of the pods waiting or on unknown nodes."""
+        kept = self._keys
+        if len(kept) > len(snapshot.nodes):  # nodes gone since: forgotten
+            kept = self._keys = {name: seen for name, seen in kept.items() if name in snapshot.nodes}
         for info in snapshot:
-            kept = self._keys.get(info.name)
-            if kept is None:
-                kept = self._keys[info.name] = _keys_read(info.pods)
-            yield kept
+            pods = info.pods
+            seen = kept.get(info.name)
+            if seen is None or len(seen[0]) != len(pods) or not all(map(_is, seen[0], pods)):
+                seen = kept[info.name] = (tuple(pods), _keys_read(pods))
+            yield seen[1]
         yield _keys_read((*snapshot.pending, *snapshot.unknown_node_pods))
 
     def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: PassNodes) -> PassReplay:
