@@ -34,6 +34,9 @@ from shared.storage import StorageClass
 
 __all__ = ["NodeInfo", "ClusterSnapshot"]
 
+_STAMPS = count(1)
+"""The stamps of :class:`NodeInfo` (``next`` is atomic in CPython: informer threads and the loop may share it)."""
+
 NO_RECLAIMS = PoolOutlook()
 """The outlook of a snapshot without a memory of spot reclaims: every pool alike."""
 
@@ -41,10 +44,22 @@ NO_RECLAIMS = PoolOutlook()
 class NodeInfo:
     """A node and what is scheduled on it. Mutable on purpose: the planner simulates moves."""
 
-    __slots__ = ("node", "pods", "requested", "host_ports", "pods_with_affinity", "pods_with_required_anti_affinity")
+    __slots__ = (
+        "node",
+        "pods",
+        "requested",
+        "host_ports",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "stamp",
+    )
 
     def __init__(self, node: Node, pods: Iterable[Pod] = ()) -> None:
         self.node = node
+        self.stamp = next(_STAMPS)
+        """Given anew whenever the pods change (a number never given out twice in the process): two NodeInfos with
+        the same stamp hold the same pods, the very objects in the same order (one is a copy of the other, neither
+        changed since). Memos kept from one snapshot to the next compare it before the pods themselves."""
         self.pods: list[Pod] = []
         self.requested: dict[str, int] = {}
         self.host_ports: list[HostPort] = []
@@ -70,6 +85,7 @@ class NodeInfo:
         if pod.terminal:
             return
         self.pods.append(pod)
+        self.stamp = next(_STAMPS)
         req = self.requested
         for k, v in pod.node_requests.items():
             req[k] = req.get(k, 0) + v
@@ -86,6 +102,7 @@ class NodeInfo:
         if idx is None:
             raise KeyError(f"pod {pod.key} is not on node {self.name}")
         stored = self.pods.pop(idx)
+        self.stamp = next(_STAMPS)
         req = self.requested
         for k, v in stored.node_requests.items():
             req[k] = req.get(k, 0) - v

@@ -129,10 +129,12 @@ def left_to_karpenter(info: NodeInfo, snapshot: ClusterSnapshot, config: Config)
 class _NodeMemo:
     """What a plan derived from one node's pods (``pods``: a copy of its list, post-preemption)."""
 
-    __slots__ = ("pods", "epoch", "ready", "analysis", "workloads")
+    __slots__ = ("pods", "stamp", "epoch", "ready", "analysis", "workloads")
 
     def __init__(self, pods: tuple[Pod, ...]) -> None:
         self.pods = pods
+        self.stamp = 0
+        """The :attr:`~shared.snapshot.NodeInfo.stamp` of the node's pods when last compared."""
         self.epoch = -1
         self.ready = False
         self.analysis: Analysis | None = None
@@ -151,7 +153,8 @@ class PlanCache:
     (movability, PodDisruptionBudget matches, ceilings, workloads, the topology index's postings) would
     be redone on the same objects. Per node, this keeps a copy of the pod list the values were derived
     from (strong references: an ``id`` is never reused while kept) and reuses them only while the node
-    holds the same objects in the same order; what also depends on the configuration or the
+    holds the same objects in the same order (the same :attr:`~shared.snapshot.NodeInfo.stamp`, else compared
+    one by one); what also depends on the configuration or the
     PodDisruptionBudgets (movability, PDB matches, ceilings) only while the configuration is equal and
     the PDBs are the same by namespace, name and selector, in the same order (a status update, such as a
     new ``disruptionsAllowed``, changes none of it). Nodes absent from a snapshot are forgotten. A plan
@@ -194,8 +197,9 @@ class PlanCache:
         for info in snapshot:
             pods = info.pods
             memo = kept.get(info.name)
-            if memo is None or not _same(memo.pods, pods):
+            if memo is None or (memo.stamp != info.stamp and not _same(memo.pods, pods)):
                 memo = _NodeMemo(tuple(pods))
+            memo.stamp = info.stamp
             fresh[info.name] = memo
         self._nodes = fresh
         return fresh

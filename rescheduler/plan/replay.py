@@ -306,6 +306,8 @@ class Replays:
         self.start = _Start()
         """How the current simulation's start differs from the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
+        self._stamps: dict[str, int] = {}
+        """Node name -> the :attr:`~shared.snapshot.NodeInfo.stamp` of its pods at the last start."""
         self._settings: tuple[object, ...] | None = None
         self._keys: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
         """Node name -> its pods when last read and the node label keys they read (:func:`_keys_read`): kept while
@@ -334,39 +336,64 @@ class Replays:
             snapshot.pvcs,
             snapshot.storage_classes,
         )
-        nodes = {info.name: (info.node, tuple(info.pods)) for info in snapshot}
+        nodes, stamps = self._starting(snapshot)
         start = self.start = _Start()
         start.alike = self._settings is not None and self._settings == settings and nodes.keys() == self._nodes.keys()
         if start.alike:
             self._compare(nodes, {t.name: i for i, t in enumerate(sim.targets)})
-        if start.alike and start.labels and _label_read(start.labels, snapshot, config, lambda: self._read(snapshot)):
+        if (
+            start.alike
+            and start.labels
+            and _label_read(start.labels, snapshot, config, lambda: self._read(snapshot, nodes))
+        ):
             start.alike = False
         used, self._used = self._used, set()
         self.passes = {key: steps for key, steps in self.passes.items() if key in used} if start.alike else {}
-        self._nodes, self._settings = nodes, settings
+        self._nodes, self._stamps, self._settings = nodes, stamps, settings
+
+    def _starting(self, snapshot: ClusterSnapshot) -> tuple[dict[str, tuple[Node, tuple[Pod, ...]]], dict[str, int]]:
+        """Each node and its pods as this start holds them, and their :attr:`~shared.snapshot.NodeInfo.stamp`: a node
+        with the stamp of the last start keeps that start's tuple of pods (the same objects), so :meth:`_compare`
+        and :meth:`_read` find it alike at once."""
+        kept, kept_stamps = self._nodes, self._stamps
+        nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
+        stamps: dict[str, int] = {}
+        for info in snapshot:
+            name = info.name
+            stamp = stamps[name] = info.stamp
+            old = kept.get(name) if kept_stamps.get(name) == stamp else None
+            if old is None:
+                nodes[name] = (info.node, tuple(info.pods))
+            else:
+                nodes[name] = old if old[0] is info.node else (info.node, old[1])
+        return nodes, stamps
 
     def _compare(self, nodes: dict[str, tuple[Node, tuple[Pod, ...]]], index: dict[str, int]) -> None:
         """Note how each node differs from the last start (``index``: the targets' positions)."""
         start = self.start
         for name, now in nodes.items():
             old = self._nodes[name]
-            if old[0] is now[0] and len(old[1]) == len(now[1]) and all(map(_is, old[1], now[1])):
+            if old[0] is now[0] and (
+                old[1] is now[1] or (len(old[1]) == len(now[1]) and all(map(_is, old[1], now[1])))
+            ):
                 continue
             start.node(old, now, index.get(name))
             if not start.alike:
                 return
 
-    def _read(self, snapshot: ClusterSnapshot) -> Iterator[frozenset[str]]:
-        """:func:`_keys_read` of each node's pods (kept while the node holds the same pods, compared by identity),
-        then of the pods waiting or on unknown nodes."""
+    def _read(
+        self, snapshot: ClusterSnapshot, nodes: dict[str, tuple[Node, tuple[Pod, ...]]]
+    ) -> Iterator[frozenset[str]]:
+        """:func:`_keys_read` of each node's pods (``nodes``: this start's, :meth:`_starting`; kept while the node
+        holds the same pods), then of the pods waiting or on unknown nodes."""
         kept = self._keys
-        if len(kept) > len(snapshot.nodes):  # nodes gone since: forgotten
-            kept = self._keys = {name: seen for name, seen in kept.items() if name in snapshot.nodes}
-        for info in snapshot:
-            pods = info.pods
-            seen = kept.get(info.name)
-            if seen is None or len(seen[0]) != len(pods) or not all(map(_is, seen[0], pods)):
-                seen = kept[info.name] = (tuple(pods), _keys_read(pods))
+        if len(kept) > len(nodes):  # nodes gone since: forgotten
+            kept = self._keys = {name: seen for name, seen in kept.items() if name in nodes}
+        for name, (_, pods) in nodes.items():
+            seen = kept.get(name)
+            if seen is None or seen[0] is not pods:
+                same = seen is not None and len(seen[0]) == len(pods) and all(map(_is, seen[0], pods))
+                seen = kept[name] = (pods, seen[1] if seen is not None and same else _keys_read(pods))
             yield seen[1]
         yield _keys_read((*snapshot.pending, *snapshot.unknown_node_pods))
 

@@ -74,11 +74,13 @@ class NodePart:
     (and the memo numbering the keys, which owns the part).
     """
 
-    __slots__ = ("pods", "anti", "_keys", "_key_tuple", "_block", "_where", "_anti_entries")
+    __slots__ = ("pods", "anti", "stamp", "_keys", "_key_tuple", "_block", "_where", "_anti_entries")
 
     def __init__(self, pods: tuple[Pod, ...], anti: tuple[Pod, ...]) -> None:
         self.pods = pods
         self.anti = anti
+        self.stamp = 0
+        """The :attr:`~shared.snapshot.NodeInfo.stamp` of the node's pods when last compared."""
         self._keys: frozenset[str] | None = None
         self._key_tuple: tuple[str, ...] | None = None
         self._block = Block([], [], [], [])
@@ -176,10 +178,10 @@ class TopologyMemo:
     index to the next: for the run loop, whose snapshots hold the very ``Pod`` objects of the previous
     cycle until a watch event replaces one.
 
-    A node's part is reused only while the node holds the same objects in the same order (compared by
-    identity against a copy of its lists, which also keeps the objects alive, so an ``id`` is never
-    reused); a node absent from the snapshot is forgotten. The index built with a memo is the one built
-    without. Not thread-safe: one index at a time.
+    A node's part is reused only while the node holds the same objects in the same order (the same
+    :attr:`~shared.snapshot.NodeInfo.stamp`, else compared by identity against a copy of its lists, which also
+    keeps the objects alive, so an ``id`` is never reused); a node absent from the snapshot is forgotten. The
+    index built with a memo answers as the one built without. Not thread-safe: one index at a time.
     """
 
     __slots__ = ("_nodes", "_posting_slots", "posting_keys", "_anti_slots", "anti_keys", "index")
@@ -224,9 +226,11 @@ class TopologyMemo:
         out: list[NodePart] = []
         for info in infos:
             part = kept.get(info.name)
-            anti = info.pods_with_required_anti_affinity
-            if part is None or not _same(part.pods, info.pods) or not _same(part.anti, anti):
-                part = NodePart(tuple(info.pods), tuple(anti))
+            if part is None or part.stamp != info.stamp:
+                anti = info.pods_with_required_anti_affinity
+                if part is None or not _same(part.pods, info.pods) or not _same(part.anti, anti):
+                    part = NodePart(tuple(info.pods), tuple(anti))
+                part.stamp = info.stamp
             fresh[info.name] = part
             out.append(part)
         self._nodes = fresh

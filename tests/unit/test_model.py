@@ -550,6 +550,21 @@ def test_node_info_skips_terminal_pods_and_counts_free() -> None:
     assert info.allocatable("memory") == 8 * 2**30
 
 
+def test_a_node_infos_stamp_is_new_whenever_its_pods_change_and_never_given_twice() -> None:
+    info = NodeInfo(Node.from_api(node_json()), [bound("a")])
+    seen = [info.stamp]
+    b = bound("b")
+    info.add_pod(b)
+    seen.append(info.stamp)
+    info.add_pod(bound("done", status__phase="Succeeded"))  # not added: the pods are the same
+    assert info.stamp == seen[-1]
+    info.remove_pod(b)  # the same pods as at first, all the same a stamp of its own
+    seen.append(info.stamp)
+    other = NodeInfo(Node.from_api(node_json()), [bound("a")])
+    seen.append(other.stamp)
+    assert len(set(seen)) == len(seen)
+
+
 def test_cluster_snapshot_places_pods() -> None:
     snap = ClusterSnapshot(
         [Node.from_api(node_json("n1")), Node.from_api(node_json("n2"))],

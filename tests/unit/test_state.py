@@ -136,16 +136,21 @@ def test_the_loops_snapshot_is_handed_out_again_only_while_neither_the_state_nor
     state.replace(PODS, [pod("web-0", "od-1")])
     first = state.snapshot(again=True)
     assert state.snapshot(again=True) is first
+    # Copies of the state's nodes keep their stamps (the same pods): the planner's memos compare those first.
+    assert [i.stamp for i in state.snapshot()] == [i.stamp for i in first]
     assert state.snapshot() is not first  # other callers always get a copy of their own
     assert state.snapshot(again=True) is first
     web = first["od-1"].pods[0]
+    stamps = [i.stamp for i in first]
     first.move_pod(web, "spot-1")  # a plan that moved a pod and put it back leaves its snapshot changed all the same
     first.move_pod(first["spot-1"].pods[0], "od-1")
+    assert all(i.stamp not in stamps for i in first)
     second = state.snapshot(again=True)
     assert second is not first and [p.key for p in second["od-1"].pods] == ["default/web-0"]
-    assert state.snapshot(again=True) is second
+    assert state.snapshot(again=True) is second and [i.stamp for i in second] == stamps
     state.apply(PODS, "ADDED", pod("web-1", "od-1"))
     third = state.snapshot(again=True)
+    assert [i.stamp == s for i, s in zip(third, stamps, strict=True)] == [False, True], "only od-1's pods changed"
     assert third is not second and [p.key for p in third["od-1"].pods] == ["default/web-0", "default/web-1"]
 
 
