@@ -366,7 +366,10 @@ class ClusterState:
         With ``again`` (the run loop's cycles), the snapshot last made with ``again`` is handed out once more while
         neither the state (its :attr:`version`) nor that snapshot (its own ``version``: every pod added, removed or
         moved) has changed since: it is then what a fresh copy would be, and a quiet cluster's cycle copies none of
-        its nodes. One caller only: the snapshot is shared with its last use.
+        its nodes. Otherwise the new snapshot takes from that one each node that neither changed: the state's node
+        holds the same pods (the same :attr:`~shared.snapshot.NodeInfo.stamp` as the copy, which no plan or
+        projection changed since) and the same ``Node``; the others are copied. One caller only: the snapshot and
+        its nodes are shared with their last use.
         """
         with self.cond:
             kept = self._again
@@ -381,7 +384,8 @@ class ClusterState:
                 node_pools=list(self.node_pools.values()),
                 node_pools_problem=self.node_pools_problem,
             )
-            snap.nodes = {name: _copy_info(self._infos[name]) for name in sorted(self._infos)}
+            last = kept[1].nodes if again and kept is not None else {}
+            snap.nodes = {name: _copy_or_keep(self._infos[name], last.get(name)) for name in sorted(self._infos)}
             snap.pending = list(self._pending.values())
             snap.unknown_node_pods = list(self._unknown.values())
             if again:
@@ -447,6 +451,13 @@ def _copy_info(info: NodeInfo) -> NodeInfo:
         value = getattr(info, slot)
         setattr(out, slot, value.copy() if isinstance(value, list | dict) else value)
     return out
+
+
+def _copy_or_keep(info: NodeInfo, kept: NodeInfo | None) -> NodeInfo:
+    """``kept`` (a copy in the last snapshot) when it is still what a copy of ``info`` would be, else a copy."""
+    if kept is not None and kept.stamp == info.stamp and kept.node is info.node:
+        return kept
+    return _copy_info(info)
 
 
 def _discard(index: dict[str, dict[str, Pod]], bucket: str, key: str) -> None:

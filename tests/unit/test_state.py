@@ -151,7 +151,14 @@ def test_the_loops_snapshot_is_handed_out_again_only_while_neither_the_state_nor
     state.apply(PODS, "ADDED", pod("web-1", "od-1"))
     third = state.snapshot(again=True)
     assert [i.stamp == s for i, s in zip(third, stamps, strict=True)] == [False, True], "only od-1's pods changed"
+    assert third["spot-1"] is second["spot-1"], "a node that changed neither in the state nor in the snapshot is kept"
+    assert third["od-1"] is not second["od-1"]
     assert third is not second and [p.key for p in third["od-1"].pods] == ["default/web-0", "default/web-1"]
+    third.move_pod(third["od-1"].pods[0], "spot-1")
+    state.apply(PODS, "ADDED", pod("web-2", "od-1"))
+    fourth = state.snapshot(again=True)
+    assert fourth["spot-1"] is not third["spot-1"], "changed by its plan: copied from the state again"
+    assert [p.key for p in fourth["spot-1"].pods] == [] and len(fourth["od-1"].pods) == 3
 
 
 def _fingerprint(snap) -> dict:
