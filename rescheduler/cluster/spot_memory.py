@@ -45,6 +45,8 @@ class SpotMemory:
         """The JSON of :attr:`memory` as last written (``None``: to be written again)."""
         self._seen_version: int | None = None
         """The state version of the nodes last observed: the same nodes again tell no new reclaim."""
+        self._occupied: dict[str, tuple[int, bool]] = {}
+        """Node name -> the :attr:`~shared.snapshot.NodeInfo.stamp` of its pods and whether they hold workload."""
 
     def observe(self, snapshot: ClusterSnapshot, now: float, version: int | None = None) -> list[PoolKey]:
         """Record the reclaims the snapshot's nodes tell since the last call, forget the old ones, and set the
@@ -53,7 +55,7 @@ class SpotMemory:
         observed holds the same nodes and pods, which tell nothing new (a sighting seen twice is no reclaim), so
         they are not looked at again."""
         same = version is not None and version == self._seen_version
-        occupied = {} if same else {info.name: holds_workload(info.pods) for info in snapshot}
+        occupied = {} if same else self._holding(snapshot)
         with self._lock:
             reclaimed = [] if same else self._spotter.observe((info.node for info in snapshot), self.classes, occupied)
             self._seen_version = version
@@ -71,6 +73,19 @@ class SpotMemory:
             self.metrics.spot_reclaims.inc(len(reclaimed))
             self.metrics.unsettled_spot_pools.set(len(outlook.unsettled))
         return reclaimed
+
+    def _holding(self, snapshot: ClusterSnapshot) -> dict[str, bool]:
+        """Per node, whether its pods hold workload (:func:`holds_workload`), looked at again only where they changed
+        (another stamp)."""
+        kept = self._occupied
+        fresh: dict[str, tuple[int, bool]] = {}
+        for info in snapshot:
+            seen = kept.get(info.name)
+            if seen is None or seen[0] != info.stamp:
+                seen = (info.stamp, holds_workload(info.pods))
+            fresh[info.name] = seen
+        self._occupied = fresh
+        return {name: seen[1] for name, seen in fresh.items()}
 
     def record(self, pool: PoolKey, at: float) -> None:
         """Remember a reclaim of ``pool`` at ``at`` (one told otherwise than by :meth:`observe`)."""

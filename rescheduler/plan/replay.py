@@ -306,6 +306,8 @@ class Replays:
         self.start = _Start()
         """How the current simulation's start differs from the one the passes were recorded on."""
         self._nodes: dict[str, tuple[Node, tuple[Pod, ...]]] = {}
+        self._waiting_keys: tuple[tuple[Pod, ...], frozenset[str]] = ((), frozenset())
+        """The pods waiting or on unknown nodes when last read, and the node label keys they read."""
         self._stamps: dict[str, int] = {}
         """Node name -> the :attr:`~shared.snapshot.NodeInfo.stamp` of its pods at the last start."""
         self._settings: tuple[object, ...] | None = None
@@ -395,7 +397,11 @@ class Replays:
                 same = seen is not None and len(seen[0]) == len(pods) and all(map(_is, seen[0], pods))
                 seen = kept[name] = (pods, seen[1] if seen is not None and same else _keys_read(pods))
             yield seen[1]
-        yield _keys_read((*snapshot.pending, *snapshot.unknown_node_pods))
+        waiting = (*snapshot.pending, *snapshot.unknown_node_pods)
+        seen_waiting = self._waiting_keys
+        if len(seen_waiting[0]) != len(waiting) or not all(map(_is, seen_waiting[0], waiting)):
+            seen_waiting = self._waiting_keys = (waiting, _keys_read(waiting))
+        yield seen_waiting[1]
 
     def replay(self, strategy: Strategy, held: frozenset[str], sim: Simulation, cands: PassNodes) -> PassReplay:
         """The replay of ``strategy``'s pass holding ``held`` back, recording the pass anew. The record replayed is that

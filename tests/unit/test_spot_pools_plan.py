@@ -13,7 +13,7 @@ import pytest
 
 from rescheduler.cluster.leader import LeaderElector, LeaseConfig
 from rescheduler.cluster.spot_memory import ANNOTATION, SpotMemory
-from rescheduler.cluster.watch_cache import NODES, PODS
+from rescheduler.cluster.watch_cache import NODES, PODS, ClusterState
 from rescheduler.plan.placeholder_pods import MAX_AVOIDING_TERMS, avoiding_terms, placeholder_pod
 from rescheduler.run import Rescheduler, RunOptions
 from shared.config import Config, parse_config
@@ -355,3 +355,19 @@ def test_a_snapshot_of_the_state_version_last_observed_is_not_looked_at_again() 
     assert memory.observe(gone, 10.0, 1) == [], "the version last observed: its nodes tell nothing new"
     assert memory.observe(gone, 10.0, 2) == [ZONE_A], "a new version: spot-a deleted with its pod is a reclaim"
     assert memory.observe(gone, 20.0, 2) == [] and memory.memory.times(ZONE_A) == (10.0,)
+
+
+def test_a_node_whose_pods_changed_is_looked_at_again_and_one_whose_did_not_is_not() -> None:
+    # The run loop's snapshots copy the state's nodes with their stamps: whether a node holds workload is kept per
+    # stamp, so a pod that came since counts when the node goes.
+    state = ClusterState()
+    zone = {"topology.kubernetes.io/zone": "a"}
+    state.replace(NODES, [api_node("spot-a", spot=True, labels=zone), api_node("spot-b", spot=True, labels=zone)])
+    state.replace(PODS, [api_pod("web-1", "spot-b")])
+    memory = SpotMemory(Config())
+    assert memory.observe(state.snapshot(), 0.0, state.version) == []
+    state.apply(PODS, "ADDED", api_pod("web-2", "spot-a"))  # spot-a now holds workload: its stamp changed
+    assert memory.observe(state.snapshot(), 5.0, state.version) == []
+    state.apply(NODES, "DELETED", api_node("spot-a", spot=True, labels=zone))
+    state.apply(NODES, "DELETED", api_node("spot-b", spot=True, labels=zone))
+    assert memory.observe(state.snapshot(), 10.0, state.version) == [ZONE_A, ZONE_A], "both held workload"
