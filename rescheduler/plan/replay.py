@@ -311,9 +311,9 @@ class Replays:
         self._stamps: dict[str, int] = {}
         """Node name -> the :attr:`~shared.snapshot.NodeInfo.stamp` of its pods at the last start."""
         self._settings: tuple[object, ...] | None = None
-        self._keys: dict[str, tuple[tuple[Pod, ...], frozenset[str]]] = {}
-        """Node name -> its pods when last read and the node label keys they read (:func:`_keys_read`): kept while
-        the node holds the same pods, whatever the starts between."""
+        self._keys: dict[str, tuple[int, frozenset[str]]] = {}
+        """Node name -> the :attr:`~shared.snapshot.NodeInfo.stamp` of its pods when last read and the node label keys
+        they read (:func:`_keys_read`): kept while the node has that stamp, whatever the starts between."""
         self.took: dict[str, float] = {}
         """Pass name -> how long its pass took, on the caller's clock, when it last had no record to replay."""
 
@@ -346,7 +346,7 @@ class Replays:
         if (
             start.alike
             and start.labels
-            and _label_read(start.labels, snapshot, config, lambda: self._read(snapshot, nodes))
+            and _label_read(start.labels, snapshot, config, lambda: self._read(snapshot, nodes, stamps))
         ):
             start.alike = False
         used, self._used = self._used, set()
@@ -384,18 +384,19 @@ class Replays:
                 return
 
     def _read(
-        self, snapshot: ClusterSnapshot, nodes: dict[str, tuple[Node, tuple[Pod, ...]]]
+        self, snapshot: ClusterSnapshot, nodes: dict[str, tuple[Node, tuple[Pod, ...]]], stamps: dict[str, int]
     ) -> Iterator[frozenset[str]]:
-        """:func:`_keys_read` of each node's pods (``nodes``: this start's, :meth:`_starting`; kept while the node
-        holds the same pods), then of the pods waiting or on unknown nodes."""
+        """:func:`_keys_read` of each node's pods (``nodes`` and their ``stamps``: this start's, :meth:`_starting`;
+        kept while the node has the same stamp, without its pods, which a cluster's churn replaces), then of the pods
+        waiting or on unknown nodes."""
         kept = self._keys
         if len(kept) > len(nodes):  # nodes gone since: forgotten
             kept = self._keys = {name: seen for name, seen in kept.items() if name in nodes}
         for name, (_, pods) in nodes.items():
+            stamp = stamps[name]
             seen = kept.get(name)
-            if seen is None or seen[0] is not pods:
-                same = seen is not None and len(seen[0]) == len(pods) and all(map(_is, seen[0], pods))
-                seen = kept[name] = (pods, seen[1] if seen is not None and same else _keys_read(pods))
+            if seen is None or seen[0] != stamp:
+                seen = kept[name] = (stamp, _keys_read(pods))
             yield seen[1]
         waiting = (*snapshot.pending, *snapshot.unknown_node_pods)
         seen_waiting = self._waiting_keys
