@@ -41,6 +41,7 @@ from rescheduler.plan.budgets import pacing
 from rescheduler.plan.candidates import Candidates, PlanCache
 from rescheduler.plan.gate import budget_cut, window_text
 from rescheduler.plan.last_plan import inputs_of
+from rescheduler.plan.pace import Clock, Pace
 from rescheduler.plan.placement import Planner, Result, run
 from rescheduler.plan.records import DisruptionBudget, Move, Plan, Summary, top_reasons
 from rescheduler.plan.search import IMPROVE_MAX_CANDIDATES, SEARCH_TOTAL
@@ -79,9 +80,6 @@ which the large portfolio is chosen)."""
 Passes = Callable[[Planner, Sequence[Strategy]], list[Result]]
 """Runs one pass of each strategy from the same start; the results in the strategies' order."""
 
-Clock = Callable[[], float]
-"""Seconds from an arbitrary start that never go back (``time.monotonic``)."""
-
 
 def plan(
     snapshot: ClusterSnapshot,
@@ -111,7 +109,8 @@ def plan(
     With ``time_budget`` (seconds, read on ``clock``, which is then required), strategies after the first
     are skipped once the budget would be exceeded, judging by the slowest pass so far (and, for a pass the cache has
     no record of to replay, by what it took when it last had none: :meth:`~rescheduler.plan.replay.Replays.alone`),
-    and the improvement step is skipped once it is spent; pusher's order (:data:`PUSHER`, in both portfolios) always
+    and the improvement search starts no re-run or attempt the budget would not fit by the same judgement
+    (:class:`~rescheduler.plan.pace.Pace`); pusher's order (:data:`PUSHER`, in both portfolios) always
     runs, so a plan made under a budget never drains fewer nodes than pusher's algorithm on the same snapshot.
     ``verify`` re-checks every move with :func:`shared.fit.fits` and refuses any it rejects;
     ``summary.verify_rejections`` counts them (a disagreement is a planner bug: tests require zero). ``cache``,
@@ -217,8 +216,8 @@ class _Search:
 
     def run(self, snapshot: ClusterSnapshot, config: Config, exclude: Mapping[str, str | StayReason]) -> Plan:
         """The best plan of the portfolio, improved, with the controls applied (snapshot left as it came in)."""
-        clock, now = self.clock, self.now
-        started = clock() if clock is not None else 0.0
+        now = self.now
+        pace = Pace(self.clock, self.time_budget)
         stay_of = self.stay_of or pool_stay(snapshot, config)
         sim = Simulation(
             snapshot, config, verify=self.verify, topology_memo=self.cache.topology, switches=self.switches, now=now
@@ -234,43 +233,42 @@ class _Search:
             if strategies is None:
                 large = planner.cands.open_count() > IMPROVE_MAX_CANDIDATES
                 strategies = LARGE_PORTFOLIO if large else PORTFOLIO
-            best, ran = self._portfolio(planner, strategies, started)
-            within_budget = self.time_budget is None or clock is None or clock() - started < self.time_budget
-            if self.improve and best is not None and within_budget:
-                best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy])
+            best, ran = self._portfolio(planner, strategies, pace)
+            if self.improve and best is not None and pace.allows():
+                best = improve_plan(planner, best, [s for s in strategies if s.retry] or [best.strategy], pace)
         finally:
             sim.restore()
         result = _plan_of(planner, best if best is not None else Result(NONE), ran, self.verify, now, stay_of)
         return replace(result, worth={**not_worth, **result.worth}) if not_worth else result
 
     def _portfolio(
-        self, planner: Planner, strategies: Sequence[Strategy], started: float
+        self, planner: Planner, strategies: Sequence[Strategy], pace: Pace
     ) -> tuple[Result | None, list[str]]:
         """Each strategy's pass from the same start (in parallel through ``passes`` when it pays), the best kept."""
         best: Result | None = None
         ran: list[str] = []
-        clock, budget = self.clock, self.time_budget
         left: Sequence[Strategy] = strategies
-        if self.passes is not None and budget is None and planner.cands.open_count() > PARALLEL_MIN_CANDIDATES:
+        if (
+            self.passes is not None
+            and self.time_budget is None
+            and planner.cands.open_count() > PARALLEL_MIN_CANDIDATES
+        ):
             for result in self.passes(planner, strategies):
                 ran.append(result.strategy.name)
                 if result.better_than(best):
                     best = result
             left = ()
-        slowest = 0.0
         replays = planner.replays
         for strategy in left:
-            before = clock() if clock is not None else 0.0
             # A pass with no record to replay costs what it cost when it last had none, however fast replays were.
             alone = replays.alone(strategy.name) if replays is not None else None
-            over = budget is not None and before - started + max(slowest, alone or 0.0) > budget
-            if best is not None and over and strategy is not PUSHER:
+            if best is not None and strategy is not PUSHER and not pace.allows(alone or 0.0):
                 continue  # pusher's order always runs: the budget never makes the plan worse than it
+            before = pace.now()
             result = run(planner, strategy)
-            if clock is not None:
-                slowest = max(slowest, clock() - before)
-                if replays is not None and alone is not None:
-                    replays.took[strategy.name] = clock() - before
+            took = pace.took(before)
+            if replays is not None and alone is not None and self.clock is not None:
+                replays.took[strategy.name] = took
             ran.append(strategy.name)
             if result.better_than(best):
                 best = result

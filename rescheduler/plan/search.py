@@ -10,7 +10,8 @@ so what the search returns is as valid as greedy's.
 
 Budgets count work, not time (re-runs, node visits, search steps, replayed moves), so a plan never depends
 on how busy the machine is; and the search runs only on clusters with at most :data:`IMPROVE_MAX_CANDIDATES`
-drainable candidates.
+drainable candidates. Under the run loop's time budget it also stops where the budget would not fit one more step
+(:mod:`rescheduler.plan.pace`): that plan depends on the clock, as the portfolio's under that budget does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from rescheduler.plan.candidates import Candidate
+from rescheduler.plan.pace import Pace
 from rescheduler.plan.placement import PlannedMove, Planner, Result, capacity, choose, run
 from rescheduler.plan.simulation import Placed
 from rescheduler.plan.strategies import Strategy, TargetRule
@@ -204,18 +206,21 @@ def _extend_any(planner: Planner, result: Result, attempts: int) -> Result | Non
     return None
 
 
-def improve(planner: Planner, best: Result, strategies: Sequence[Strategy]) -> Result:
+def improve(planner: Planner, best: Result, strategies: Sequence[Strategy], pace: Pace | None = None) -> Result:
     """Local search on the best plan, keeping any change that drains more nodes:
 
     1. hold back one drained node at a time and re-run the strategies;
     2. for each node that stays, :func:`extend`, else :func:`repack`.
 
     At most :data:`IMPROVE_MAX_TRIALS` re-runs and attempts, :data:`IMPROVE_NODE_VISITS` candidate nodes
-    processed by the re-runs, :data:`REPACK_MAX_MOVES` moves replayed, and the search step budget.
+    processed by the re-runs, :data:`REPACK_MAX_MOVES` moves replayed, and the search step budget. Under a time
+    budget (``pace``), a re-run or attempt starts only while the budget fits one more as slow as the slowest step
+    of the plan so far (:class:`~rescheduler.plan.pace.Pace`).
     """
     work = planner.cands.work
     if planner.cands.open_count() > IMPROVE_MAX_CANDIDATES:
         return best
+    pace = pace if pace is not None else Pace(None, None)
     trials = 0
     visits = 0  # candidate nodes processed by the re-runs: the work budget, whatever the cluster size
     tried: set[str] = set()
@@ -228,13 +233,15 @@ def improve(planner: Planner, best: Result, strategies: Sequence[Strategy]) -> R
             tried.add(name)
             trials += 1
             for strategy in strategies:
-                if visits + len(work) > IMPROVE_NODE_VISITS:
+                if visits + len(work) > IMPROVE_NODE_VISITS or not pace.allows():
                     break
                 visits += len(work)
+                before = pace.now()
                 result = run(planner, strategy, best.held | {name})
                 if len(result.drained) == len(best.drained):
                     # As many nodes, drained differently: the room left may now take one more.
                     result = _extend_any(planner, result, SWAP_EXTENSIONS) or result
+                pace.took(before)
                 if result.better_than(best):
                     best = result
                     improved = True
@@ -248,11 +255,13 @@ def improve(planner: Planner, best: Result, strategies: Sequence[Strategy]) -> R
         if w.blocker is not None or name in best.held or name not in best.undrainable:
             continue
         cost = len(best.moves) + len(w.movable)
-        if attempts >= IMPROVE_MAX_TRIALS or replayed + 2 * cost > REPACK_MAX_MOVES:
+        if attempts >= IMPROVE_MAX_TRIALS or replayed + 2 * cost > REPACK_MAX_MOVES or not pace.allows():
             break
         attempts += 1
         replayed += 2 * cost
+        before = pace.now()
         grown = extend(planner, best, w) or repack(planner, best, w)
+        pace.took(before)
         if grown is not None:
             best = grown
     return best

@@ -5,7 +5,8 @@ the generator's awkward parts. The budget is made to bite without depending on t
 planner (:func:`rescheduler.run.default_planner`) is given a clock that advances one second per reading and
 a half-second budget, so after the first packing strategy every other one is over budget. Both ``plan`` and
 that planner must drain at least as many nodes as pusher's algorithm (:func:`tests.support.pusher.pusher_plan`),
-and ``plan``'s result must pass the independent checker.
+and ``plan``'s result must pass the independent checker. The improvement search keeps the budget too: a clock
+that advances only while it re-runs a pass shows it starts no re-run the budget would not fit.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 from rescheduler.decode.reader import load_bytes
+from rescheduler.plan.pace import Pace
 from rescheduler.plan.planner import PUSHER, plan
 from rescheduler.run import default_planner
 from shared.config import Config
@@ -73,3 +75,60 @@ def test_the_stepping_clock_makes_the_budget_bite() -> None:
     assert result.summary.strategies_tried == (result.summary.strategies_tried[0], PUSHER.name)
     unbudgeted = plan(snapshot(items), Config())
     assert len(unbudgeted.summary.strategies_tried) > 2
+
+
+class WorkClock:
+    """A clock that stands still except while the improvement search re-runs a pass: each re-run takes ``step``
+    seconds. The portfolio's passes take no time, so only the improvement meets the budget."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step, self.reruns = 0.0, step, 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def counting(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def rerun(*args: Any, **kwargs: Any) -> Any:
+            self.reruns += 1
+            self.now += self.step
+            return real(*args, **kwargs)
+
+        return rerun
+
+
+def test_the_improvement_search_starts_no_rerun_the_budget_would_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rescheduler.plan.search as search
+
+    items = generate(3, 20, 20 * 14, FULL)  # four nodes drained: seven strategies re-run for each
+    free = WorkClock(0.3)
+    monkeypatch.setattr(search, "run", free.counting(search.run))
+    unbudgeted = plan(snapshot(items), Config())
+    assert free.reruns > 3  # without a budget the search re-runs more than the budget below lets it
+    monkeypatch.undo()
+    budgeted = WorkClock(0.3)
+    monkeypatch.setattr(search, "run", budgeted.counting(search.run))
+    result = plan(snapshot(items), Config(), time_budget=1.0, clock=budgeted)
+    # 0.0, 0.3 and 0.6 s spent leave room for one more 0.3 s re-run; 0.9 s does not.
+    assert budgeted.reruns == 3
+    assert len(result.drained) >= len(pusher_plan(snapshot(items), Config()).drained)
+    assert len(unbudgeted.drained) >= len(result.drained)
+
+
+def test_a_pace_judges_the_next_step_by_the_slowest_so_far() -> None:
+    now = [10.0]
+    pace = Pace(lambda: now[0], 1.0)
+    assert pace.allows()
+    before = pace.now()
+    now[0] += 0.4
+    assert pace.took(before) == pytest.approx(0.4)
+    assert pace.allows()  # 0.4 spent + 0.4 for a step like the slowest: fits
+    assert not pace.allows(estimate=0.7)  # a step known to take longer: does not
+    now[0] += 0.3
+    assert not pace.allows()  # 0.7 + 0.4 > 1.0
+    assert Pace(lambda: now[0], 1.0).allows(estimate=1.0)  # a step that fills the budget exactly still fits
+
+
+def test_a_pace_without_a_budget_allows_every_step_and_a_budget_needs_a_clock() -> None:
+    assert Pace(None, None).allows(estimate=1e9)
+    with pytest.raises(ValueError, match="clock"):
+        Pace(None, 1.0)
