@@ -32,7 +32,7 @@ from shared.nodepools import NodePool
 from shared.spot_pools import PoolOutlook
 from shared.storage import StorageClass
 
-__all__ = ["NodeInfo", "ClusterSnapshot"]
+__all__ = ["NodeInfo", "ClusterSnapshot", "Saved"]
 
 _STAMPS = count(1)
 """The stamps of :class:`NodeInfo` (``next`` is atomic in CPython: informer threads and the loop may share it)."""
@@ -57,9 +57,10 @@ class NodeInfo:
     def __init__(self, node: Node, pods: Iterable[Pod] = ()) -> None:
         self.node = node
         self.stamp = next(_STAMPS)
-        """Given anew whenever the pods change (a number never given out twice in the process): two NodeInfos with
-        the same stamp hold the same pods, the very objects in the same order (one is a copy of the other, neither
-        changed since). Memos kept from one snapshot to the next compare it before the pods themselves."""
+        """Given anew whenever the pods change (a number never given out twice in the process), and given again only
+        to the very contents it was given with (:meth:`restore`, :meth:`take_stamp`): two NodeInfos with the same
+        stamp hold the same pods, the very objects in the same order. Memos kept from one snapshot to the next
+        compare it before the pods themselves."""
         self.pods: list[Pod] = []
         self.requested: dict[str, int] = {}
         self.host_ports: list[HostPort] = []
@@ -114,8 +115,35 @@ class NodeInfo:
         if stored.pod_anti_affinity:
             _remove_from(self.pods_with_required_anti_affinity, stored)
 
+    def saved(self) -> Saved:
+        """Its contents and stamp now, for :meth:`restore`."""
+        return (
+            self.stamp,
+            self.pods[:],
+            dict(self.requested),
+            self.host_ports[:],
+            self.pods_with_affinity[:],
+            self.pods_with_required_anti_affinity[:],
+        )
+
+    def restore(self, saved: Saved) -> None:
+        """Take back the contents and stamp :meth:`saved` returned (its lists taken over, not copied). The caller
+        vouches that the pods changed since were only taken out and are now put back: they are the very pods again,
+        and the saved order is theirs."""
+        self.stamp, self.pods, self.requested = saved[0], saved[1], saved[2]
+        self.host_ports, self.pods_with_affinity, self.pods_with_required_anti_affinity = saved[3], saved[4], saved[5]
+
+    def take_stamp(self, stamp: int) -> None:
+        """Take ``stamp``, the caller's word that it was given to these very contents (the same pods taken out of
+        the same stamp's contents: :class:`rescheduler.plan.simulation.Preemptions`)."""
+        self.stamp = stamp
+
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)}, requested={self.requested})"
+
+
+Saved = tuple[int, list[Pod], dict[str, int], list[HostPort], list[Pod], list[Pod]]
+"""A :class:`NodeInfo`'s stamp and contents (:meth:`NodeInfo.saved`)."""
 
 
 def _has_affinity(pod: Pod) -> bool:
@@ -233,6 +261,12 @@ class ClusterSnapshot:
 
     def remove_pod(self, pod: Pod) -> None:
         self.nodes[pod.node_name].remove_pod(pod)
+        self.version += 1
+
+    def put_back(self, info: NodeInfo, saved: Saved) -> None:
+        """``info`` (one of its nodes) as :meth:`NodeInfo.saved` saved it, the pods taken out since put back
+        (:meth:`NodeInfo.restore`, whose conditions the caller vouches for)."""
+        info.restore(saved)
         self.version += 1
 
     def move_pod(self, pod: Pod, to_node: str) -> Pod:

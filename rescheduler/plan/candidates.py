@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from rescheduler.plan.gate import RULE_KINDS, hold_candidates
 from rescheduler.plan.last_plan import LastPlan
 from rescheduler.plan.replay import Replays
-from rescheduler.plan.simulation import Simulation
+from rescheduler.plan.simulation import Preemptions, Simulation
 from rescheduler.plan.stay_reasons import (
     NODE_DO_NOT_DISRUPT_TEXT,
     NODE_NOT_READY_TEXT,
@@ -175,6 +175,8 @@ class PlanCache:
         """The last plan made with this cache, while nothing it is made from changed (:mod:`.last_plan`)."""
         self.replays = Replays()
         """The last plan's packing passes, replayed where nothing they read changed (:mod:`.replay`)."""
+        self.preemptions = Preemptions()
+        """The stamps the targets took when their expendable pods were taken out (:class:`.simulation.Preemptions`)."""
         self._aside: PlanCache | None = None
 
     def aside(self) -> PlanCache:

@@ -219,8 +219,15 @@ class _Search:
         now = self.now
         pace = Pace(self.clock, self.time_budget)
         stay_of = self.stay_of or pool_stay(snapshot, config)
+        cache = self.cache
         sim = Simulation(
-            snapshot, config, verify=self.verify, topology_memo=self.cache.topology, switches=self.switches, now=now
+            snapshot,
+            config,
+            verify=self.verify,
+            topology_memo=cache.topology,
+            switches=self.switches,
+            now=now,
+            preemptions=cache.preemptions,
         )
         try:
             cands = Candidates(sim, self.cache, exclude, now)

@@ -23,7 +23,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from itertools import compress, count, repeat
-from operator import ge
+from operator import ge, is_
 
 from rescheduler.plan.feasibility import Feasible, StaticFilter
 from rescheduler.plan.safety import unschedulable_pods
@@ -39,7 +39,7 @@ from shared.movable import is_expendable
 from shared.placeholders import is_placeholder
 from shared.ports import check_host_ports
 from shared.resources import check_resources, requests_anything
-from shared.snapshot import ClusterSnapshot, NodeInfo
+from shared.snapshot import ClusterSnapshot, NodeInfo, Saved
 from shared.spot_pools import pool_of
 from shared.switches import CURRENT, Switches
 
@@ -161,11 +161,45 @@ class Skip:
                 self.closed[c].add(domains[idx])
 
 
+class Preemptions:
+    """The stamp each target took when the last simulation took its expendable pods out, kept in the plan cache.
+
+    Taking the very same pods out of a node with the same stamp leaves the very same pods in the same order, so the
+    node takes the stamp it took then rather than a new one (:meth:`~shared.snapshot.NodeInfo.take_stamp`), and the
+    memos kept by stamp (the replays' start, the topology index's parts, the label keys pods read) know it unchanged
+    from one plan to the next. The pods taken out are held (an ``id`` is never reused while kept); only the last
+    simulation's targets are kept.
+    """
+
+    __slots__ = ("_last", "_now")
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[int, tuple[Pod, ...], int]] = {}
+        """Node name -> its stamp before, the pods taken out (in order) and its stamp after."""
+        self._now: dict[str, tuple[int, tuple[Pod, ...], int]] = {}
+
+    def take_out(self, snapshot: ClusterSnapshot, info: NodeInfo, pods: Sequence[Pod]) -> None:
+        """Take ``pods`` out of ``info`` (a node of ``snapshot``)."""
+        before = info.stamp
+        for p in pods:
+            snapshot.remove_pod(p)
+        last = self._last.get(info.name)
+        if last is not None and last[0] == before and len(last[1]) == len(pods) and all(map(is_, last[1], pods)):
+            info.take_stamp(last[2])
+        self._now[info.name] = (before, tuple(pods), info.stamp)
+
+    def done(self) -> None:
+        """Keep what was taken out since the last call, and only that."""
+        self._last, self._now = self._now, {}
+
+
 class Simulation:
     """The targets and candidates of one plan and the state of the moves tried on them.
 
     ``verify`` re-checks every accepted move with the full :func:`shared.fit.fits` and refuses any it
     rejects, counting them in ``verify_rejections`` (a disagreement is a planner bug: tests require none).
+    ``preemptions`` (the plan cache's) gives each target the stamp it took the last time the same expendable pods
+    were taken out of it.
     """
 
     def __init__(
@@ -177,6 +211,7 @@ class Simulation:
         topology_memo: TopologyMemo,
         switches: Switches = CURRENT,
         now: float | None = None,
+        preemptions: Preemptions | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.switches = switches
@@ -204,10 +239,16 @@ class Simulation:
         # Expendable pods on targets take no room: the scheduler preempts them. Out for the simulation
         # (and back in :meth:`restore`, also when anything below fails).
         self.preempted: list[Pod] = []
+        self._saved: dict[NodeInfo, Saved] = {}
+        """Each node the simulation changed, as it was before its first change (:meth:`restore` puts it back so)."""
+        kept = preemptions if preemptions is not None else Preemptions()
         for info in self.targets:
-            for p in [p for p in info.pods if is_expendable(p, cutoff) or is_placeholder(p, home)]:
-                snapshot.remove_pod(p)
-                self.preempted.append(p)
+            out = [p for p in info.pods if is_expendable(p, cutoff) or is_placeholder(p, home)]
+            if out:
+                self._saved[info] = info.saved()
+                kept.take_out(snapshot, info, out)
+                self.preempted.extend(out)
+        kept.done()
         try:
             self._setup(topology_memo)
         except BaseException:
@@ -277,9 +318,19 @@ class Simulation:
         self._domains_of: dict[tuple[str, ...], list[tuple[str | None, ...]]] = {}
 
     def restore(self) -> None:
-        """Put the expendable pods taken out of the targets back."""
+        """Put the expendable pods taken out of the targets back. Every node changed that holds the very same pods
+        again (each move tried undone) takes back its order and stamp of before
+        (:meth:`~shared.snapshot.ClusterSnapshot.put_back`), so the memos kept by stamp know it unchanged."""
+        snapshot = self.snapshot
         for p in self.preempted:
-            self.snapshot.add_pod(p)
+            snapshot.add_pod(p)
+        for info, saved in self._saved.items():
+            pods, before = info.pods, saved[1]
+            if len(pods) == len(before) and (
+                all(map(is_, pods, before)) or {id(p) for p in pods} == {id(p) for p in before}
+            ):
+                snapshot.put_back(info, saved)
+        self._saved = {}
 
     def feasible(self, pod: Pod) -> Feasible:
         return self.static.feasible(pod)
@@ -350,6 +401,12 @@ class Simulation:
     def apply(self, pod: Pod, idx: int) -> Pod:
         """Move ``pod`` to target ``idx``; returns the pod as moved (undo with both)."""
         target = self.targets[idx]
+        saved = self._saved
+        if target not in saved:
+            saved[target] = target.saved()
+        source = self.snapshot.nodes[pod.node_name]
+        if source not in saved:
+            saved[source] = source.saved()
         pid = self.topology.pid(pod)
         moved = self.snapshot.move_pod(pod, target.name)
         self.topology.move(pid, moved, target)

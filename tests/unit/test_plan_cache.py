@@ -11,6 +11,7 @@ topology index built with its memo to one built without.
 from __future__ import annotations
 
 import copy
+import operator
 import random
 from dataclasses import replace
 from typing import Any
@@ -20,10 +21,15 @@ import pytest
 from rescheduler.cluster.watch_cache import NAMESPACES, NODES, PDBS, PODS, ClusterState
 from rescheduler.plan.cycle import plan_nodes
 from rescheduler.plan.planner import PlanCache, plan
+from rescheduler.plan.simulation import Preemptions, Simulation
 from rescheduler.plan.topology import TopologyIndex
 from rescheduler.plan.topology_memo import TopologyMemo
 from rescheduler.plan.waiting import reserve
+from shared.classes import node_class
 from shared.config import Config, SpotCeilingConfig
+from shared.model import Pod
+from shared.movable import is_expendable
+from shared.snapshot import ClusterSnapshot
 from shared.workloads import workload_counts, workload_key
 from tests.support.cluster_gen import DRAINABLE, generate
 
@@ -258,3 +264,62 @@ def test_a_pdb_status_update_keeps_the_analyses_and_a_selector_change_drops_them
     cluster._modify(PDBS, lambda d: d["spec"].update(selector={"matchLabels": {"app": "other"}}))
     _plans_agree(cluster, cache, Config())
     assert cache.epoch == epoch + 1
+
+
+def _spot_nodes(snapshot: ClusterSnapshot) -> dict[str, tuple[int, list[Pod]]]:
+    """Each spot node's stamp and pods (the very list's items, in order)."""
+    classes = Config().node_classes
+    return {i.name: (i.stamp, list(i.pods)) for i in snapshot if node_class(i.node, classes) == "spot"}
+
+
+def _expendable_on_spot(snapshot: ClusterSnapshot) -> int:
+    cutoff = Config().movability.expendable_priority_cutoff
+    spot = _spot_nodes(snapshot)
+    return sum(1 for name in spot for p in snapshot[name].pods if is_expendable(p, cutoff))
+
+
+def _nodes(snapshot: ClusterSnapshot) -> dict[str, tuple[int, list[Pod]]]:
+    """Each node's stamp and pods (the very list's items, in order)."""
+    return {i.name: (i.stamp, list(i.pods)) for i in snapshot}
+
+
+def test_a_plan_puts_each_nodes_pods_back_in_their_order_and_with_their_stamp() -> None:
+    # The simulation takes the expendable pods out of the targets and tries moves from the on-demand nodes onto
+    # the targets; once it is done, each node holds its pods as before, in their order, with its stamp, so the memos
+    # kept by stamp know it unchanged in the next plan.
+    cluster = _Cluster(3, 60, 1200)
+    snapshot = cluster.state.snapshot()
+    assert _expendable_on_spot(snapshot) > 0  # the case this is about
+    before = _nodes(snapshot)
+    result = plan(snapshot, Config(), cache=PlanCache())
+    assert result.moves  # moves were tried and undone
+    after = _nodes(snapshot)
+    assert after.keys() == before.keys()
+    for name, (stamp, pods) in before.items():
+        assert after[name][0] == stamp, name
+        assert len(after[name][1]) == len(pods) and all(map(operator.is_, after[name][1], pods)), name
+
+
+def test_taking_the_same_pods_out_of_the_same_stamp_gives_the_stamp_it_gave_then() -> None:
+    cluster = _Cluster(3, 60, 1200)
+    config = Config()
+    memo = PlanCache()
+    preemptions = Preemptions()
+
+    def taken_out(snapshot: ClusterSnapshot, kept: Preemptions) -> dict[str, int]:
+        sim = Simulation(snapshot, config, verify=False, topology_memo=memo.topology, preemptions=kept)
+        try:
+            return {info.name: info.stamp for info in sim.targets}
+        finally:
+            sim.restore()
+
+    first = taken_out(cluster.state.snapshot(), preemptions)
+    again = taken_out(cluster.state.snapshot(), preemptions)  # another copy of the same state: the same stamps
+    assert again == first
+    fresh = taken_out(cluster.state.snapshot(), Preemptions())  # no memory of them: stamps of their own
+    changed = {name for name in first if fresh[name] != first[name]}
+    assert changed and all(name in _spot_nodes(cluster.state.snapshot()) for name in changed)
+    snapshot = cluster.state.snapshot()
+    name = next(iter(changed))
+    snapshot.remove_pod(snapshot[name].pods[0])  # another start: a stamp of its own, not the one of then
+    assert taken_out(snapshot, preemptions)[name] != first[name]
