@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import compress, count, repeat
 from operator import ge, is_
 
@@ -162,34 +162,49 @@ class Skip:
 
 
 class Preemptions:
-    """The stamp each target took when the last simulation took its expendable pods out, kept in the plan cache.
+    """Which expendable pods the last simulation took out of each target, and the stamp the target took then; kept in
+    the plan cache.
 
-    Taking the very same pods out of a node with the same stamp leaves the very same pods in the same order, so the
-    node takes the stamp it took then rather than a new one (:meth:`~shared.snapshot.NodeInfo.take_stamp`), and the
-    memos kept by stamp (the replays' start, the topology index's parts, the label keys pods read) know it unchanged
-    from one plan to the next. The pods taken out are held (an ``id`` is never reused while kept); only the last
-    simulation's targets are kept.
+    A node with the same stamp holds the very same pods, so under the same settings the same pods are chosen
+    (:meth:`chosen`, without looking at its pods again), and taking them out leaves the very same pods in the same
+    order: the node takes the stamp it took then rather than a new one
+    (:meth:`~shared.snapshot.NodeInfo.take_stamp`), and the memos kept by stamp (the replays' start, the topology
+    index's parts, the label keys pods read) know it unchanged from one plan to the next. The pods taken out are held
+    (an ``id`` is never reused while kept); only the last simulation's targets are kept.
     """
 
     __slots__ = ("_last", "_now")
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[int, tuple[Pod, ...], int]] = {}
-        """Node name -> its stamp before, the pods taken out (in order) and its stamp after."""
-        self._now: dict[str, tuple[int, tuple[Pod, ...], int]] = {}
+        self._last: dict[str, tuple[int, tuple[Pod, ...], int, Hashable]] = {}
+        """Node name -> its stamp before, the pods taken out (in order), its stamp after, the settings they were
+        chosen by."""
+        self._now: dict[str, tuple[int, tuple[Pod, ...], int, Hashable]] = {}
 
-    def take_out(self, snapshot: ClusterSnapshot, info: NodeInfo, pods: Sequence[Pod]) -> None:
-        """Take ``pods`` out of ``info`` (a node of ``snapshot``)."""
+    def chosen(self, info: NodeInfo, settings: Hashable, pick: Callable[[Pod], bool]) -> tuple[Pod, ...]:
+        """The pods of ``info`` that ``pick`` chooses (``settings``: what it reads besides the pod), as chosen last
+        time when the node has the same stamp and the settings are the same."""
+        last = self._last.get(info.name)
+        if last is not None and last[0] == info.stamp and last[3] == settings:
+            out = last[1]
+        else:
+            out = tuple(p for p in info.pods if pick(p))
+        if not out:
+            self._now[info.name] = (info.stamp, out, info.stamp, settings)
+        return out
+
+    def take_out(self, snapshot: ClusterSnapshot, info: NodeInfo, pods: tuple[Pod, ...], settings: Hashable) -> None:
+        """Take ``pods`` (:meth:`chosen`) out of ``info`` (a node of ``snapshot``)."""
         before = info.stamp
         for p in pods:
             snapshot.remove_pod(p)
         last = self._last.get(info.name)
         if last is not None and last[0] == before and len(last[1]) == len(pods) and all(map(is_, last[1], pods)):
             info.take_stamp(last[2])
-        self._now[info.name] = (before, tuple(pods), info.stamp)
+        self._now[info.name] = (before, pods, info.stamp, settings)
 
     def done(self) -> None:
-        """Keep what was taken out since the last call, and only that."""
+        """Keep what was chosen since the last call, and only that."""
         self._last, self._now = self._now, {}
 
 
@@ -242,11 +257,15 @@ class Simulation:
         self._saved: dict[NodeInfo, Saved] = {}
         """Each node the simulation changed, as it was before its first change (:meth:`restore` puts it back so)."""
         kept = preemptions if preemptions is not None else Preemptions()
+
+        def pick(p: Pod) -> bool:
+            return is_expendable(p, cutoff) or is_placeholder(p, home)
+
         for info in self.targets:
-            out = [p for p in info.pods if is_expendable(p, cutoff) or is_placeholder(p, home)]
+            out = kept.chosen(info, (cutoff, home), pick)
             if out:
                 self._saved[info] = info.saved()
-                kept.take_out(snapshot, info, out)
+                kept.take_out(snapshot, info, out, (cutoff, home))
                 self.preempted.extend(out)
         kept.done()
         try:

@@ -323,3 +323,23 @@ def test_taking_the_same_pods_out_of_the_same_stamp_gives_the_stamp_it_gave_then
     name = next(iter(changed))
     snapshot.remove_pod(snapshot[name].pods[0])  # another start: a stamp of its own, not the one of then
     assert taken_out(snapshot, preemptions)[name] != first[name]
+
+
+def test_the_pods_chosen_to_take_out_are_chosen_again_under_other_settings_or_another_stamp() -> None:
+    cluster = _Cluster(3, 60, 1200)
+    snapshot = cluster.state.snapshot()
+    info = next(i for i in snapshot if len(i.pods) > 1)
+    first, second = info.pods[0], info.pods[-1]
+    preemptions = Preemptions()
+    saved = info.saved()
+    out = preemptions.chosen(info, "a", lambda p: p is first)
+    assert out == (first,)
+    preemptions.take_out(snapshot, info, out, "a")
+    snapshot.add_pod(first)
+    snapshot.put_back(info, saved)  # as the simulation puts it back: the same pods, order and stamp
+    preemptions.done()
+    # The same stamp and settings: the choice of then, whatever ``pick`` would say now.
+    assert preemptions.chosen(info, "a", lambda p: p is second) == (first,)
+    assert preemptions.chosen(info, "b", lambda p: p is second) == (second,)  # other settings: chosen anew
+    info.remove_pod(second)  # another stamp: chosen anew
+    assert preemptions.chosen(info, "a", lambda p: False) == ()
