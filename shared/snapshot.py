@@ -57,9 +57,9 @@ class NodeInfo:
     def __init__(self, node: Node, pods: Iterable[Pod] = ()) -> None:
         self.node = node
         self.stamp = next(_STAMPS)
-        """Given anew whenever the pods change (a number never given out twice in the process), and given again only
-        to the very contents it was given with (:meth:`restore`, :meth:`take_stamp`): two NodeInfos with the same
-        stamp hold the same pods, the very objects in the same order. Memos kept from one snapshot to the next
+        """Given anew whenever the pods change (a number not given out before in the process), and given again only
+        to the very contents it was first given with (:meth:`restore`, :meth:`take_stamp`): two NodeInfos with the
+        same stamp hold the same pods, the very objects in the same order. Memos kept from one snapshot to the next
         compare it before the pods themselves."""
         self.pods: list[Pod] = []
         self.requested: dict[str, int] = {}
